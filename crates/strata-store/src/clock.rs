@@ -1,0 +1,118 @@
+//! The server clock: memcached's `rel_time_t`.
+//!
+//! Time inside the cache is a `u32` count of seconds since a point a little
+//! before the process started, exactly as memcached keeps it: the clock starts
+//! at `ITEM_UPDATE_INTERVAL + 2 = 62` so that an expiry of "1" is always in
+//! the past. Client expiry times are converted with [`Clock::expiry`]:
+//! 0 never expires, a negative value is already expired, a value up to
+//! 30 days is relative to now, and anything larger is an absolute unix time.
+//!
+//! The clock reads a monotonic source for "now" and the wall clock once, at
+//! start, to place absolute times; [`Clock::tick`] is called by a timer (or by
+//! tests with a simulated time) and the hot path reads one atomic.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// Seconds on the server's relative clock.
+pub type RelTime = u32;
+
+/// Largest relative expiry, 30 days; larger values are unix times.
+pub const REALTIME_MAXDELTA: i64 = 60 * 60 * 24 * 30;
+/// memcached starts its clock this far in: `ITEM_UPDATE_INTERVAL + 2`.
+pub const CLOCK_START: RelTime = 62;
+
+#[derive(Debug)]
+pub struct Clock {
+    /// Unix time at relative time 0.
+    process_started_unix: i64,
+    started: Instant,
+    now: AtomicU32,
+}
+
+impl Clock {
+    /// A clock reading the system time.
+    pub fn new() -> Clock {
+        let unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        Clock::starting_at(unix)
+    }
+
+    /// A clock whose relative time `CLOCK_START` is unix time `unix_now`.
+    pub fn starting_at(unix_now: i64) -> Clock {
+        Clock {
+            process_started_unix: unix_now - i64::from(CLOCK_START),
+            started: Instant::now(),
+            now: AtomicU32::new(CLOCK_START),
+        }
+    }
+
+    /// Current relative time, as of the last tick.
+    #[inline]
+    pub fn now(&self) -> RelTime {
+        self.now.load(Ordering::Relaxed)
+    }
+
+    /// Advance from the monotonic source; called by the server's timer.
+    pub fn tick(&self) {
+        let elapsed = self.started.elapsed().as_secs().min(u64::from(u32::MAX / 2)) as u32;
+        self.now.store(CLOCK_START + elapsed, Ordering::Relaxed);
+    }
+
+    /// Set the relative time directly (tests with a simulated clock).
+    pub fn set(&self, now: RelTime) {
+        self.now.store(now, Ordering::Relaxed);
+    }
+
+    /// Unix time of relative time 0 (`stats` `time` and absolute expiry).
+    pub fn process_started_unix(&self) -> i64 {
+        self.process_started_unix
+    }
+
+    /// Current unix time as the cache sees it.
+    pub fn unix_now(&self) -> i64 {
+        self.process_started_unix + i64::from(self.now())
+    }
+
+    /// Convert a client expiry to relative time, memcached's `realtime()`
+    /// after `EXPTIME_TO_POSITIVE_TIME`.
+    pub fn expiry(&self, exptime: i64) -> RelTime {
+        // A negative expiry becomes an absolute time before the start.
+        let exptime = if exptime < 0 { REALTIME_MAXDELTA + 1 } else { exptime };
+        if exptime == 0 {
+            return 0;
+        }
+        if exptime > REALTIME_MAXDELTA {
+            if exptime <= self.process_started_unix {
+                return 1;
+            }
+            return (exptime - self.process_started_unix).min(i64::from(u32::MAX)) as RelTime;
+        }
+        (exptime + i64::from(self.now())).min(i64::from(u32::MAX)) as RelTime
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expiry_follows_memcached_realtime() {
+        let clock = Clock::starting_at(1_700_000_000);
+        assert_eq!(clock.now(), 62);
+        assert_eq!(clock.expiry(0), 0);
+        assert_eq!(clock.expiry(10), 72);
+        assert_eq!(clock.expiry(-1), 1);
+        assert_eq!(clock.expiry(REALTIME_MAXDELTA), REALTIME_MAXDELTA as u32 + 62);
+        assert_eq!(clock.expiry(1_700_000_100), 162);
+        assert_eq!(clock.expiry(1_600_000_000), 1);
+    }
+}

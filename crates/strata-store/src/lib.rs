@@ -1,0 +1,341 @@
+//! strata-store: the cache engine. It knows keys, values, client flags, expiry
+//! and CAS; it never sees protocol types.
+//!
+//! The server talks to the engine only through the [`Engine`] trait below. Its
+//! operations mirror memcached 1.6's `do_store_item`, `do_add_delta`,
+//! `item_get`/`item_touch` and `flush_all`, so the protocol layer is a thin
+//! translation and every semantic decision (CAS rules, append keeping the old
+//! flags and TTL, decr clamping at zero, in-place incr padding) lives here,
+//! where the model tests can check it.
+//!
+//! Time: every call takes `now`, a [`RelTime`] in seconds on the server's
+//! relative clock (see [`clock`]). An item with `exptime != 0 && exptime <= now`
+//! is expired and behaves as absent. `exptime == 0` never expires.
+//!
+//! Flush: `flush_all` records an epoch `(oldest_live, oldest_cas)`, never walks
+//! the items. Once `now >= oldest_live`, an item is flushed (absent) if it was
+//! last stored at or before `oldest_live`, or (immediate flush) its CAS is
+//! older than `oldest_cas`. This is memcached's `item_is_flushed`.
+
+#![forbid(unsafe_code)]
+
+pub mod clock;
+pub mod map;
+
+pub use clock::{Clock, RelTime};
+pub use map::MapStore;
+
+/// Item metadata as the protocol layer sees it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ItemMeta {
+    /// Opaque 32-bit client flags.
+    pub flags: u32,
+    /// Absolute expiry on the relative clock; 0 = never.
+    pub exptime: RelTime,
+    /// CAS unique; never 0 for a stored item (unless CAS is disabled, `-C`).
+    pub cas: u64,
+    /// Relative time of the last store or bumped fetch.
+    pub last_access: RelTime,
+    /// Fetched at least once since it was stored (meta `h`).
+    pub fetched: bool,
+    /// Marked stale by `md ... I` or a stale CAS store (meta `X`).
+    pub stale: bool,
+    /// A recache "win" token was already handed out (meta `W`/`Z`).
+    pub token_sent: bool,
+    /// The key was stored through the meta `b` (base64) flag.
+    pub key_binary: bool,
+}
+
+/// A borrowed view of a live item, valid only inside the visitor call.
+#[derive(Clone, Copy, Debug)]
+pub struct ItemView<'a> {
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+    pub meta: ItemMeta,
+}
+
+/// Storage modes, memcached's `NREAD_*`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreMode {
+    Set,
+    Add,
+    Replace,
+    Append,
+    Prepend,
+    /// `cas` / `ms ... C<cas>` in set or replace mode: store only if the item
+    /// exists and `StoreRequest::cas` matches.
+    Cas,
+}
+
+/// One store request. `value` is the complete new data (without `\r\n`).
+#[derive(Clone, Copy, Debug)]
+pub struct StoreRequest<'a> {
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+    pub flags: u32,
+    pub exptime: RelTime,
+    pub mode: StoreMode,
+    /// CAS to compare; 0 = none. For `Cas` mode 0 means "never matches"
+    /// (memcached answers EXISTS/NOT_FOUND). For Append/Prepend a non-zero
+    /// CAS must match. For Add/Set/Replace it is ignored.
+    pub cas: u64,
+    /// Meta `I` with `C`: a CAS *lower* than the item's is accepted, the new
+    /// value keeps the old TTL and is marked stale (and keeps token_sent).
+    pub invalidate: bool,
+    /// Append/Prepend on a miss creates the item with this TTL (meta `ms MA N`).
+    pub vivify_ttl: Option<RelTime>,
+    pub key_binary: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreResult {
+    Stored { cas: u64 },
+    NotStored,
+    Exists,
+    NotFound,
+    /// Item larger than the configured item size limit. For `Set` the store
+    /// has already removed any existing item under the key (memcached does,
+    /// so a failed set never leaves stale data behind).
+    TooLarge,
+    /// `-M` (no evictions) and memory is full, or no memory could be freed.
+    OutOfMemory,
+}
+
+/// Options for a read.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GetOptions {
+    /// On a hit, set this TTL (gat, touch, meta `T`).
+    pub touch: Option<RelTime>,
+    /// Skip the LRU bump and the fetched / last-access update (meta `u`).
+    pub no_bump: bool,
+    /// Meta `N`: on a miss, create an empty item (flags 0) with this TTL.
+    /// `touch` does not apply to a created item: the caller folds the order
+    /// of `N` and `T` into this one value.
+    pub vivify: Option<RelTime>,
+}
+
+/// What the visitor of a read asks the store to do, atomically with the read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GetAction {
+    /// Mark the recache token as handed out (meta `W` was sent).
+    pub set_token_sent: bool,
+}
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeltaMode {
+    Incr,
+    Decr,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct DeltaRequest<'a> {
+    pub key: &'a [u8],
+    pub mode: DeltaMode,
+    pub delta: u64,
+    /// Non-zero: must match the item's CAS.
+    pub cas: u64,
+    /// Meta `N`: create on miss with this TTL and `initial` as value
+    /// (the caller folds the order of `N` and `T` into this value).
+    pub vivify: Option<RelTime>,
+    pub initial: u64,
+    /// Meta `T`: set this TTL on success on an existing item.
+    pub touch: Option<RelTime>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeltaResult {
+    /// New value, the item's CAS after the update, and its exptime *before*
+    /// `touch`/`vivify` were applied (0 for a created item), so the caller
+    /// can answer meta `t` in flag order. `created` when vivify made it.
+    Ok { value: u64, cas: u64, exptime: RelTime, created: bool },
+    NotFound,
+    /// Vivify was asked but the item could not be created.
+    NotStored,
+    NonNumeric,
+    Exists,
+    OutOfMemory,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DeleteRequest<'a> {
+    pub key: &'a [u8],
+    /// Non-zero: must match.
+    pub cas: u64,
+    /// Meta `I`: instead of removing, mark stale and give a new CAS.
+    pub invalidate: bool,
+    /// Meta `T` with `I`: new TTL for the stale item.
+    pub touch: Option<RelTime>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeleteResult {
+    Deleted,
+    NotFound,
+    Exists,
+}
+
+/// Engine-wide counters, with memcached's stat names in the comments.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    pub curr_items: u64,
+    pub total_items: u64,
+    /// Bytes of live items (key + value + header), `bytes`.
+    pub bytes: u64,
+    pub evictions: u64,
+    pub expired_unfetched: u64,
+    pub evicted_unfetched: u64,
+    pub reclaimed: u64,
+    pub limit_maxbytes: u64,
+}
+
+/// Settings the engine needs from the command line.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// `-m`, bytes of item memory.
+    pub memory_limit_bytes: u64,
+    /// `-I`, largest item (key + value + header) accepted.
+    pub item_size_max_bytes: usize,
+    /// `-M`: refuse stores with OutOfMemory instead of evicting.
+    pub evictions_disabled: bool,
+    /// `-C`: CAS disabled; every item's CAS is 0.
+    pub cas_disabled: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            memory_limit_bytes: 64 << 20,
+            item_size_max_bytes: 1 << 20,
+            evictions_disabled: false,
+            cas_disabled: false,
+        }
+    }
+}
+
+/// The engine's interface. Implementations are shared by all worker threads
+/// (`Sync`); every operation is atomic per key.
+pub trait Engine: Send + Sync {
+    /// Look up `key`. On a hit (or when `vivify` created the item) calls
+    /// `visit` exactly once, with the item as it was *before* this access:
+    /// `fetched`, `last_access` and `exptime` are the old ones (meta `h`,
+    /// `l`, and a `t` that comes before `T` report them), and `created` says
+    /// the item was just made by `vivify` (its exptime in the view is then 0,
+    /// as memcached's freshly allocated item has). After the visit the store
+    /// applies `touch` or `vivify`'s TTL, the bump (unless `no_bump`) and the
+    /// visitor's [`GetAction`], all under the same per-key atomicity.
+    /// Returns false on a miss without vivify (visit not called).
+    fn get(
+        &self,
+        key: &[u8],
+        opts: GetOptions,
+        now: RelTime,
+        visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
+    ) -> bool;
+
+    fn store(&self, req: &StoreRequest<'_>, now: RelTime) -> StoreResult;
+
+    fn delta(&self, req: &DeltaRequest<'_>, now: RelTime) -> DeltaResult;
+
+    fn delete(&self, req: &DeleteRequest<'_>, now: RelTime) -> DeleteResult;
+
+    /// Set a new TTL on a live item; false on a miss.
+    fn touch(&self, key: &[u8], exptime: RelTime, now: RelTime) -> bool;
+
+    /// memcached's flush_all: `at == 0` flushes now, else at relative time `at`.
+    fn flush_all(&self, at: RelTime, now: RelTime);
+
+    fn stats(&self) -> EngineStats;
+
+    /// Whether an item with this key length, flags and value length fits
+    /// under `-I`, by memcached's own arithmetic ([`memcached_item_size`]), so
+    /// the boundary between stored and "object too large" is the same byte.
+    fn item_size_ok(&self, key_len: usize, flags: u32, value_len: usize) -> bool;
+
+    /// `cache_memlimit`: change the memory limit at run time.
+    fn set_memory_limit(&self, bytes: u64);
+}
+
+/// memcached 1.6's item size on 64-bit Linux: a 48-byte header, the key and
+/// its NUL, 4 bytes of flags when non-zero, the value with its CRLF, and 8
+/// bytes of CAS unless `-C`. An item is "too large" when this exceeds `-I`.
+pub fn memcached_item_size(key_len: usize, flags: u32, value_len: usize, cas: bool) -> usize {
+    let suffix = if flags == 0 { 0 } else { 4 };
+    48 + key_len + 1 + suffix + value_len.saturating_add(2) + if cas { 8 } else { 0 }
+}
+
+/// Parse an item's data the way memcached's `safe_strtoull` does for incr and
+/// decr: optional leading white space, an optional sign, decimal digits, then
+/// white space or the end. A '-' on a value that does not fit in i64 is
+/// refused; overflow is refused.
+pub fn parse_counter(data: &[u8]) -> Option<u64> {
+    let mut i = 0;
+    while i < data.len() && is_c_space(data[i]) {
+        i += 1;
+    }
+    let sign_at = i;
+    let negative = data.get(i) == Some(&b'-');
+    if matches!(data.get(i), Some(b'+') | Some(b'-')) {
+        i += 1;
+    }
+    let digits_at = i;
+    let mut value: u64 = 0;
+    while i < data.len() && data[i].is_ascii_digit() {
+        value = value.checked_mul(10)?.checked_add(u64::from(data[i] - b'0'))?;
+        i += 1;
+    }
+    if i == digits_at {
+        return None;
+    }
+    if i < data.len() && !is_c_space(data[i]) {
+        return None;
+    }
+    // strtoull negates; "-5" becomes 2^64-5, which safe_strtoull refuses.
+    let value = if negative { value.wrapping_neg() } else { value };
+    if (value as i64) < 0 && data[sign_at..i].contains(&b'-') {
+        return None;
+    }
+    Some(value)
+}
+
+fn is_c_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+}
+
+/// The new data for a counter: memcached rewrites in place, padded with
+/// spaces to the old length, when the number fits; otherwise the exact digits.
+pub fn counter_bytes(value: u64, old_len: usize, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(value.to_string().as_bytes());
+    if out.len() < old_len {
+        out.resize(old_len, b' ');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_parsing_matches_safe_strtoull() {
+        assert_eq!(parse_counter(b"12"), Some(12));
+        assert_eq!(parse_counter(b" 12"), Some(12));
+        assert_eq!(parse_counter(b"+12"), Some(12));
+        assert_eq!(parse_counter(b"12 abc"), Some(12));
+        assert_eq!(parse_counter(b"12  "), Some(12));
+        assert_eq!(parse_counter(b"-0"), Some(0));
+        assert_eq!(parse_counter(b"-5"), None);
+        assert_eq!(parse_counter(b"12a"), None);
+        assert_eq!(parse_counter(b""), None);
+        assert_eq!(parse_counter(b"abc"), None);
+        assert_eq!(parse_counter(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_counter(b"18446744073709551616"), None);
+    }
+
+    #[test]
+    fn counter_bytes_pads_in_place() {
+        let mut v = Vec::new();
+        counter_bytes(99, 3, &mut v);
+        assert_eq!(v, b"99 ");
+        counter_bytes(100, 2, &mut v);
+        assert_eq!(v, b"100");
+    }
+}

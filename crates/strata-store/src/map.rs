@@ -1,0 +1,469 @@
+//! `MapStore`: the reference engine, a `HashMap` per shard behind a mutex.
+//!
+//! It is deliberately plain: it defines the semantics the segment engine must
+//! match, serves as the model in property tests, and runs the server until the
+//! segment engine replaces it. Memory is accounted with memcached's item size
+//! ([`crate::memcached_item_size`]); past `-m` it evicts the shard's least
+//! recently stored items (by CAS order), or refuses with `-M`.
+//!
+//! ```text
+//!  key ──hash──► shard[i] : Mutex<HashMap<Box<[u8]>, Item>>
+//!                 Item { value, meta: ItemMeta }
+//! ```
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::{
+    counter_bytes, memcached_item_size, parse_counter, DeleteRequest, DeleteResult, DeltaMode,
+    DeltaRequest, DeltaResult, Engine, EngineConfig, EngineStats, GetOptions, ItemMeta, ItemView,
+    RelTime, StoreMode, StoreRequest, StoreResult,
+};
+
+const SHARD_COUNT: usize = 64;
+
+#[derive(Debug, Clone)]
+struct Item {
+    value: Vec<u8>,
+    meta: ItemMeta,
+}
+
+#[derive(Default)]
+struct Shard {
+    items: HashMap<Box<[u8]>, Item>,
+    bytes: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    total_items: AtomicU64,
+    evictions: AtomicU64,
+    evicted_unfetched: AtomicU64,
+    expired_unfetched: AtomicU64,
+    reclaimed: AtomicU64,
+}
+
+pub struct MapStore {
+    shards: Vec<Mutex<Shard>>,
+    config: EngineConfig,
+    memory_limit_bytes: AtomicU64,
+    cas_counter: AtomicU64,
+    oldest_live: AtomicU32,
+    oldest_cas: AtomicU64,
+    counters: Counters,
+}
+
+impl MapStore {
+    pub fn new(config: EngineConfig) -> MapStore {
+        MapStore {
+            shards: (0..SHARD_COUNT).map(|_| Mutex::new(Shard::default())).collect(),
+            memory_limit_bytes: AtomicU64::new(config.memory_limit_bytes),
+            config,
+            cas_counter: AtomicU64::new(0),
+            oldest_live: AtomicU32::new(0),
+            oldest_cas: AtomicU64::new(0),
+            counters: Counters::default(),
+        }
+    }
+
+    fn shard(&self, key: &[u8]) -> std::sync::MutexGuard<'_, Shard> {
+        let mut h = DefaultHasher::new();
+        key.hash(&mut h);
+        let index = (h.finish() as usize) % SHARD_COUNT;
+        // A poisoned shard only means another thread panicked mid-operation;
+        // every operation leaves the map consistent, so keep serving.
+        self.shards[index].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn next_cas(&self) -> u64 {
+        if self.config.cas_disabled {
+            0
+        } else {
+            self.cas_counter.fetch_add(1, Ordering::Relaxed) + 1
+        }
+    }
+
+    fn is_flushed(&self, meta: &ItemMeta, now: RelTime) -> bool {
+        let oldest_live = self.oldest_live.load(Ordering::Relaxed);
+        if oldest_live == 0 || oldest_live > now {
+            return false;
+        }
+        let oldest_cas = self.oldest_cas.load(Ordering::Relaxed);
+        meta.last_access <= oldest_live || (oldest_cas != 0 && meta.cas != 0 && meta.cas < oldest_cas)
+    }
+
+    fn is_live(&self, meta: &ItemMeta, now: RelTime) -> bool {
+        !(meta.exptime != 0 && meta.exptime <= now) && !self.is_flushed(meta, now)
+    }
+
+    fn item_size(&self, key_len: usize, item: &Item) -> u64 {
+        memcached_item_size(key_len, item.meta.flags, item.value.len(), !self.config.cas_disabled) as u64
+    }
+
+    /// Drop an expired or flushed item under `key`; returns the live item.
+    fn live<'a>(&self, shard: &'a mut Shard, key: &[u8], now: RelTime) -> Option<&'a mut Item> {
+        let live = match shard.items.get(key) {
+            None => return None,
+            Some(item) => self.is_live(&item.meta, now),
+        };
+        if !live {
+            if let Some(dead) = self.remove(shard, key) {
+                self.counters.reclaimed.fetch_add(1, Ordering::Relaxed);
+                if !dead.meta.fetched && !self.is_flushed(&dead.meta, now) {
+                    self.counters.expired_unfetched.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            return None;
+        }
+        shard.items.get_mut(key)
+    }
+
+    fn remove(&self, shard: &mut Shard, key: &[u8]) -> Option<Item> {
+        let item = shard.items.remove(key)?;
+        shard.bytes -= self.item_size(key.len(), &item);
+        Some(item)
+    }
+
+    /// Link a new item, replacing any old one; evicts to stay under `-m`.
+    fn link(&self, shard: &mut Shard, key: &[u8], mut item: Item, now: RelTime) -> Result<u64, StoreResult> {
+        let size = self.item_size(key.len(), &item);
+        let old_size = shard.items.get(key).map(|old| self.item_size(key.len(), old)).unwrap_or(0);
+        let limit = self.memory_limit_bytes.load(Ordering::Relaxed) / SHARD_COUNT as u64;
+        while shard.bytes - old_size + size > limit.max(size) {
+            if self.config.evictions_disabled {
+                return Err(StoreResult::OutOfMemory);
+            }
+            let victim = shard
+                .items
+                .iter()
+                .filter(|(k, _)| k.as_ref() != key)
+                .min_by_key(|(_, it)| it.meta.cas)
+                .map(|(k, _)| k.clone());
+            let Some(victim) = victim else { break };
+            if let Some(evicted) = self.remove(shard, &victim) {
+                self.counters.evictions.fetch_add(1, Ordering::Relaxed);
+                if !evicted.meta.fetched {
+                    self.counters.evicted_unfetched.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        item.meta.cas = self.next_cas();
+        item.meta.last_access = now;
+        let cas = item.meta.cas;
+        self.remove(shard, key);
+        shard.bytes += size;
+        shard.items.insert(key.into(), item);
+        self.counters.total_items.fetch_add(1, Ordering::Relaxed);
+        Ok(cas)
+    }
+}
+
+impl Engine for MapStore {
+    fn get(
+        &self,
+        key: &[u8],
+        opts: GetOptions,
+        now: RelTime,
+        visit: &mut dyn FnMut(ItemView<'_>, bool) -> crate::GetAction,
+    ) -> bool {
+        let mut shard = self.shard(key);
+        let mut created = false;
+        if self.live(&mut shard, key, now).is_none() {
+            let Some(ttl) = opts.vivify else { return false };
+            let item = Item { value: Vec::new(), meta: ItemMeta::default() };
+            if self.link(&mut shard, key, item, now).is_err() {
+                return false;
+            }
+            created = true;
+        }
+        let Some(item) = shard.items.get_mut(key) else { return false };
+        let mut view_meta = item.meta;
+        if created {
+            view_meta.exptime = 0;
+        }
+        let action = visit(ItemView { key, value: &item.value, meta: view_meta }, created);
+        if created {
+            item.meta.exptime = opts.vivify.unwrap_or(0);
+        } else if let Some(exptime) = opts.touch {
+            item.meta.exptime = exptime;
+        }
+        if !opts.no_bump {
+            item.meta.fetched = true;
+            item.meta.last_access = now;
+        }
+        if action.set_token_sent {
+            item.meta.token_sent = true;
+        }
+        true
+    }
+
+    fn store(&self, req: &StoreRequest<'_>, now: RelTime) -> StoreResult {
+        let mut shard = self.shard(req.key);
+        if !self.item_size_ok(req.key.len(), req.flags, req.value.len()) {
+            if req.mode == StoreMode::Set {
+                self.remove(&mut shard, req.key);
+            }
+            return StoreResult::TooLarge;
+        }
+        let old = self.live(&mut shard, req.key, now).map(|item| item.clone());
+        let new_meta = ItemMeta {
+            flags: req.flags,
+            exptime: req.exptime,
+            key_binary: req.key_binary,
+            ..ItemMeta::default()
+        };
+        let item = match (req.mode, old) {
+            (StoreMode::Set, _) | (StoreMode::Add, None) | (StoreMode::Replace, Some(_)) => {
+                Item { value: req.value.to_vec(), meta: new_meta }
+            }
+            (StoreMode::Add, Some(_)) => {
+                if let Some(item) = shard.items.get_mut(req.key) {
+                    item.meta.last_access = now;
+                }
+                return StoreResult::NotStored;
+            }
+            (StoreMode::Replace, None) => return StoreResult::NotStored,
+            (StoreMode::Cas, None) => return StoreResult::NotFound,
+            (StoreMode::Cas, Some(old)) => {
+                if req.cas != 0 && req.cas == old.meta.cas {
+                    Item { value: req.value.to_vec(), meta: new_meta }
+                } else if req.invalidate && req.cas != 0 && req.cas < old.meta.cas {
+                    let mut meta = new_meta;
+                    meta.exptime = old.meta.exptime;
+                    meta.stale = true;
+                    meta.token_sent = old.meta.token_sent;
+                    Item { value: req.value.to_vec(), meta }
+                } else {
+                    return StoreResult::Exists;
+                }
+            }
+            (StoreMode::Append | StoreMode::Prepend, None) => match req.vivify_ttl {
+                Some(ttl) => Item { value: req.value.to_vec(), meta: ItemMeta { exptime: ttl, ..new_meta } },
+                None => return StoreResult::NotStored,
+            },
+            (StoreMode::Append | StoreMode::Prepend, Some(old)) => {
+                if req.cas != 0 && req.cas != old.meta.cas {
+                    return StoreResult::Exists;
+                }
+                if !self.item_size_ok(req.key.len(), old.meta.flags, old.value.len() + req.value.len()) {
+                    return StoreResult::NotStored;
+                }
+                let mut value = Vec::with_capacity(old.value.len() + req.value.len());
+                if req.mode == StoreMode::Append {
+                    value.extend_from_slice(&old.value);
+                    value.extend_from_slice(req.value);
+                } else {
+                    value.extend_from_slice(req.value);
+                    value.extend_from_slice(&old.value);
+                }
+                let meta = ItemMeta {
+                    flags: old.meta.flags,
+                    exptime: old.meta.exptime,
+                    key_binary: old.meta.key_binary,
+                    ..ItemMeta::default()
+                };
+                Item { value, meta }
+            }
+        };
+        match self.link(&mut shard, req.key, item, now) {
+            Ok(cas) => StoreResult::Stored { cas },
+            Err(refused) => refused,
+        }
+    }
+
+    fn delta(&self, req: &DeltaRequest<'_>, now: RelTime) -> DeltaResult {
+        let mut shard = self.shard(req.key);
+        let Some(item) = self.live(&mut shard, req.key, now) else {
+            let Some(ttl) = req.vivify else { return DeltaResult::NotFound };
+            let value = req.initial.to_string().into_bytes();
+            let item = Item { value, meta: ItemMeta { exptime: ttl, ..ItemMeta::default() } };
+            return match self.link(&mut shard, req.key, item, now) {
+                Ok(cas) => DeltaResult::Ok { value: req.initial, cas, exptime: 0, created: true },
+                Err(_) => DeltaResult::NotStored,
+            };
+        };
+        if item.value.is_empty() {
+            return DeltaResult::NonNumeric;
+        }
+        if req.cas != 0 && req.cas != item.meta.cas {
+            return DeltaResult::Exists;
+        }
+        let Some(current) = parse_counter(&item.value) else { return DeltaResult::NonNumeric };
+        let value = match req.mode {
+            DeltaMode::Incr => current.wrapping_add(req.delta),
+            DeltaMode::Decr => current.saturating_sub(req.delta),
+        };
+        let old_exptime = item.meta.exptime;
+        let mut data = Vec::new();
+        counter_bytes(value, item.value.len(), &mut data);
+        let cas = if data.len() == item.value.len() {
+            // In place, as memcached does: same length, new CAS, bumped.
+            item.value = data;
+            item.meta.cas = self.next_cas();
+            item.meta.last_access = now;
+            if let Some(ttl) = req.touch {
+                item.meta.exptime = ttl;
+            }
+            item.meta.cas
+        } else {
+            let mut meta = ItemMeta { cas: 0, ..item.meta };
+            if let Some(ttl) = req.touch {
+                meta.exptime = ttl;
+            }
+            let new_item = Item { value: data, meta };
+            match self.link(&mut shard, req.key, new_item, now) {
+                Ok(cas) => cas,
+                Err(_) => return DeltaResult::OutOfMemory,
+            }
+        };
+        DeltaResult::Ok { value, cas, exptime: old_exptime, created: false }
+    }
+
+    fn delete(&self, req: &DeleteRequest<'_>, now: RelTime) -> DeleteResult {
+        let mut shard = self.shard(req.key);
+        let Some(item) = self.live(&mut shard, req.key, now) else { return DeleteResult::NotFound };
+        if req.cas != 0 && req.cas != item.meta.cas {
+            return DeleteResult::Exists;
+        }
+        if req.invalidate {
+            if let Some(ttl) = req.touch {
+                item.meta.exptime = ttl;
+            }
+            item.meta.stale = true;
+            item.meta.token_sent = false;
+            item.meta.cas = self.next_cas();
+            return DeleteResult::Deleted;
+        }
+        self.remove(&mut shard, req.key);
+        DeleteResult::Deleted
+    }
+
+    fn touch(&self, key: &[u8], exptime: RelTime, now: RelTime) -> bool {
+        let mut shard = self.shard(key);
+        match self.live(&mut shard, key, now) {
+            Some(item) => {
+                item.meta.exptime = exptime;
+                item.meta.fetched = true;
+                item.meta.last_access = now;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn flush_all(&self, at: RelTime, now: RelTime) {
+        let new_oldest = if at > 0 { at } else { now };
+        let oldest_live = new_oldest.saturating_sub(1);
+        self.oldest_live.store(oldest_live, Ordering::Relaxed);
+        if !self.config.cas_disabled && oldest_live <= now {
+            self.oldest_cas.store(self.next_cas(), Ordering::Relaxed);
+        }
+    }
+
+    fn stats(&self) -> EngineStats {
+        let mut curr_items = 0;
+        let mut bytes = 0;
+        for shard in &self.shards {
+            let shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+            curr_items += shard.items.len() as u64;
+            bytes += shard.bytes;
+        }
+        EngineStats {
+            curr_items,
+            total_items: self.counters.total_items.load(Ordering::Relaxed),
+            bytes,
+            evictions: self.counters.evictions.load(Ordering::Relaxed),
+            expired_unfetched: self.counters.expired_unfetched.load(Ordering::Relaxed),
+            evicted_unfetched: self.counters.evicted_unfetched.load(Ordering::Relaxed),
+            reclaimed: self.counters.reclaimed.load(Ordering::Relaxed),
+            limit_maxbytes: self.memory_limit_bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    fn item_size_ok(&self, key_len: usize, flags: u32, value_len: usize) -> bool {
+        memcached_item_size(key_len, flags, value_len, !self.config.cas_disabled) <= self.config.item_size_max_bytes
+    }
+
+    fn set_memory_limit(&self, bytes: u64) {
+        self.memory_limit_bytes.store(bytes, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::GetAction;
+
+    fn get(store: &MapStore, key: &[u8], now: RelTime) -> Option<(Vec<u8>, ItemMeta)> {
+        let mut out = None;
+        store.get(key, GetOptions::default(), now, &mut |view, _| {
+            out = Some((view.value.to_vec(), view.meta));
+            GetAction::default()
+        });
+        out
+    }
+
+    fn set(store: &MapStore, key: &[u8], value: &[u8], mode: StoreMode, cas: u64) -> StoreResult {
+        let req = StoreRequest {
+            key,
+            value,
+            flags: 0,
+            exptime: 0,
+            mode,
+            cas,
+            invalidate: false,
+            vivify_ttl: None,
+            key_binary: false,
+        };
+        store.store(&req, 100)
+    }
+
+    #[test]
+    fn store_modes_follow_memcached() {
+        let store = MapStore::new(EngineConfig::default());
+        assert_eq!(set(&store, b"k", b"v", StoreMode::Replace, 0), StoreResult::NotStored);
+        assert_eq!(set(&store, b"k", b"v", StoreMode::Add, 0), StoreResult::Stored { cas: 1 });
+        assert_eq!(set(&store, b"k", b"w", StoreMode::Add, 0), StoreResult::NotStored);
+        assert_eq!(set(&store, b"k", b"x", StoreMode::Append, 0), StoreResult::Stored { cas: 2 });
+        assert_eq!(set(&store, b"k", b"<", StoreMode::Prepend, 0), StoreResult::Stored { cas: 3 });
+        assert_eq!(get(&store, b"k", 100).unwrap().0, b"<vx");
+        assert_eq!(set(&store, b"k", b"y", StoreMode::Cas, 2), StoreResult::Exists);
+        assert_eq!(set(&store, b"k", b"y", StoreMode::Cas, 3), StoreResult::Stored { cas: 4 });
+        assert_eq!(set(&store, b"nope", b"y", StoreMode::Cas, 3), StoreResult::NotFound);
+    }
+
+    #[test]
+    fn counters_pad_in_place_and_clamp() {
+        let store = MapStore::new(EngineConfig::default());
+        set(&store, b"n", b"100", StoreMode::Set, 0);
+        let req = DeltaRequest {
+            key: b"n",
+            mode: DeltaMode::Decr,
+            delta: 1,
+            cas: 0,
+            vivify: None,
+            initial: 0,
+            touch: None,
+        };
+        assert!(matches!(store.delta(&req, 100), DeltaResult::Ok { value: 99, .. }));
+        assert_eq!(get(&store, b"n", 100).unwrap().0, b"99 ");
+        let req = DeltaRequest { delta: 1000, ..req };
+        assert!(matches!(store.delta(&req, 100), DeltaResult::Ok { value: 0, .. }));
+    }
+
+    #[test]
+    fn flush_is_an_epoch() {
+        let store = MapStore::new(EngineConfig::default());
+        set(&store, b"a", b"1", StoreMode::Set, 0);
+        store.flush_all(0, 100);
+        assert!(get(&store, b"a", 100).is_none());
+        set(&store, b"b", b"1", StoreMode::Set, 0);
+        assert!(get(&store, b"b", 100).is_some());
+        store.flush_all(105, 100);
+        assert!(get(&store, b"b", 103).is_some()); // memcached: oldest_live = at - 1
+        assert!(get(&store, b"b", 104).is_none());
+    }
+}
