@@ -1,1 +1,17 @@
-//! strata-server
+//! strata-server: event loops, connections, the command executor and stats.
+//! See `docs/ARCHITECTURE.md` for the thread model and a request's path.
+
+#![forbid(unsafe_code)]
+
+pub mod conn;
+pub mod exec;
+pub mod server;
+pub mod settings;
+pub mod shared;
+pub mod slabs;
+pub mod stats;
+pub mod sys;
+pub mod worker;
+
+pub use server::Server;
+pub use settings::Settings;

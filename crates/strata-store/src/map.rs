@@ -172,7 +172,9 @@ impl Engine for MapStore {
         let mut shard = self.shard(key);
         let mut created = false;
         if self.live(&mut shard, key, now).is_none() {
-            let Some(ttl) = opts.vivify else { return false };
+            if opts.vivify.is_none() {
+                return false;
+            }
             let item = Item { value: Vec::new(), meta: ItemMeta::default() };
             if self.link(&mut shard, key, item, now).is_err() {
                 return false;

@@ -1,1 +1,71 @@
-fn main() {}
+//! `strata`: a memcached-compatible cache server. Takes memcached's flags.
+
+mod cli;
+mod process;
+
+use std::process::ExitCode;
+
+use strata_server::Server;
+use strata_store::{EngineConfig, MapStore};
+
+fn main() -> ExitCode {
+    let opts = match cli::parse(std::env::args_os()) {
+        Ok(cli::Parsed::Run(opts)) => opts,
+        Ok(cli::Parsed::Exit(code)) => return code,
+        Err(message) => {
+            eprintln!("strata: {message}");
+            eprintln!("Try 'strata -h' for the list of options.");
+            return ExitCode::from(2);
+        }
+    };
+    let settings = opts.settings;
+    if let Err(e) = process::check_user(opts.user.as_deref()) {
+        eprintln!("strata: {e}");
+        return ExitCode::from(1);
+    }
+    if opts.daemonize {
+        if let Err(e) = process::daemonize() {
+            eprintln!("strata: failed to daemonize: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    let engine = MapStore::new(EngineConfig {
+        memory_limit_bytes: settings.memory_limit_bytes,
+        item_size_max_bytes: settings.item_size_max,
+        evictions_disabled: settings.evictions_disabled,
+        cas_disabled: settings.cas_disabled,
+    });
+    let verbose = settings.verbose;
+    let server = match Server::start(settings, Box::new(engine)) {
+        Ok(server) => server,
+        Err(e) => {
+            eprintln!("strata: failed to listen: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if let Err(e) = process::drop_privileges(opts.user.as_deref()) {
+        eprintln!("strata: {e}");
+        server.shutdown();
+        server.wait();
+        return ExitCode::from(1);
+    }
+    if let Some(path) = &opts.pid_file {
+        if let Err(e) = std::fs::write(path, format!("{}\n", std::process::id())) {
+            eprintln!("strata: could not write pid file {}: {e}", path.display());
+        }
+    }
+    if verbose > 0 {
+        for addr in &server.tcp_addrs {
+            eprintln!("strata: listening on {addr}");
+        }
+    }
+    if let Err(e) = process::stop_on_signals(server.shared.clone()) {
+        eprintln!("strata: could not install signal handlers: {e}");
+        return ExitCode::from(1);
+    }
+    server.wait();
+    if let Some(path) = &opts.pid_file {
+        let _ = std::fs::remove_file(path);
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,140 @@
+//! Number parsing with the semantics of memcached's `safe_strto*` helpers.
+//!
+//! memcached parses tokens with C's `strtol`/`strtoull`: leading white space
+//! and a sign are accepted, at least one digit is required, and the number
+//! must end the token or be followed by white space. `strtoull` negates a
+//! leading '-', so `safe_strtoull` refuses a '-' only when the result looks
+//! negative as a signed number ("-0" is 0). Flags go through `strtoul` and are
+//! then truncated to 32 bits (so 4294967296 becomes 0), exactly as memcached
+//! 1.6 stores them. Matching these quirks keeps replies byte-identical.
+
+/// C `isspace` in the "C" locale.
+#[inline]
+pub fn is_c_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+}
+
+/// Parse the digits of a C number: returns (negative, magnitude) or None on
+/// no digits, overflow of u64, or trailing garbage.
+fn parse_c_number(token: &[u8]) -> Option<(bool, u64, usize)> {
+    let mut i = 0;
+    while i < token.len() && is_c_space(token[i]) {
+        i += 1;
+    }
+    let sign_at = i;
+    let negative = token.get(i) == Some(&b'-');
+    if matches!(token.get(i), Some(b'+' | b'-')) {
+        i += 1;
+    }
+    let digits_at = i;
+    let mut value: u64 = 0;
+    while i < token.len() && token[i].is_ascii_digit() {
+        value = value.checked_mul(10)?.checked_add(u64::from(token[i] - b'0'))?;
+        i += 1;
+    }
+    if i == digits_at {
+        return None;
+    }
+    if i < token.len() && !is_c_space(token[i]) {
+        return None;
+    }
+    Some((negative, value, sign_at))
+}
+
+/// `safe_strtoull`.
+pub fn parse_u64(token: &[u8]) -> Option<u64> {
+    let (negative, magnitude, _) = parse_c_number(token)?;
+    let value = if negative { magnitude.wrapping_neg() } else { magnitude };
+    if negative && (value as i64) < 0 {
+        return None;
+    }
+    Some(value)
+}
+
+/// `safe_strtoul` into a 32-bit flags field: parsed as unsigned long (64-bit),
+/// then truncated.
+pub fn parse_flags(token: &[u8]) -> Option<u32> {
+    parse_u64(token).map(|v| v as u32)
+}
+
+/// `safe_strtol` into an `int32_t`.
+pub fn parse_i32(token: &[u8]) -> Option<i32> {
+    let (negative, magnitude, _) = parse_c_number(token)?;
+    if magnitude > i64::MAX as u64 + u64::from(negative) {
+        return None; // strtol's ERANGE
+    }
+    let value = if negative { (magnitude as i64).wrapping_neg() } else { magnitude as i64 };
+    i32::try_from(value).ok()
+}
+
+/// Append the decimal form of `value`.
+#[inline]
+pub fn push_u64(out: &mut Vec<u8>, value: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    let mut v = value;
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+/// Append the decimal form of a signed value.
+#[inline]
+pub fn push_i64(out: &mut Vec<u8>, value: i64) {
+    if value < 0 {
+        out.push(b'-');
+    }
+    push_u64(out, value.unsigned_abs());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strtoull_quirks() {
+        assert_eq!(parse_u64(b"0"), Some(0));
+        assert_eq!(parse_u64(b"-0"), Some(0));
+        assert_eq!(parse_u64(b"-1"), None);
+        assert_eq!(parse_u64(b"+7"), Some(7));
+        assert_eq!(parse_u64(b" 7"), Some(7));
+        assert_eq!(parse_u64(b"7\t"), Some(7));
+        assert_eq!(parse_u64(b"7x"), None);
+        assert_eq!(parse_u64(b""), None);
+        assert_eq!(parse_u64(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_u64(b"18446744073709551616"), None);
+    }
+
+    #[test]
+    fn flags_truncate_like_memcached() {
+        assert_eq!(parse_flags(b"4294967295"), Some(u32::MAX));
+        assert_eq!(parse_flags(b"4294967296"), Some(0));
+        assert_eq!(parse_flags(b"-1"), None);
+    }
+
+    #[test]
+    fn strtol_range() {
+        assert_eq!(parse_i32(b"-1"), Some(-1));
+        assert_eq!(parse_i32(b"2147483647"), Some(i32::MAX));
+        assert_eq!(parse_i32(b"2147483648"), None);
+        assert_eq!(parse_i32(b"-2147483648"), Some(i32::MIN));
+        assert_eq!(parse_i32(b"abc"), None);
+    }
+
+    #[test]
+    fn decimal_output() {
+        let mut out = Vec::new();
+        push_u64(&mut out, 0);
+        out.push(b' ');
+        push_u64(&mut out, u64::MAX);
+        out.push(b' ');
+        push_i64(&mut out, -42);
+        assert_eq!(out, b"0 18446744073709551615 -42");
+    }
+}

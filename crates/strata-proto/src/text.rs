@@ -1,0 +1,217 @@
+//! Line framing and tokenizing for the text and meta protocols.
+//!
+//! A request is a line ended by `\n`; a `\r` before it is dropped when the
+//! line has more than one byte (memcached's `try_read_command_ascii`, so a
+//! bare `\r\n` is the one-byte command "\r" and answers `ERROR`). The command
+//! ends at the first NUL (memcached hands the line to C string functions).
+//!
+//! Tokens are separated by single spaces only (a tab is part of a token).
+//! memcached keeps at most [`MAX_TOKENS`]` - 1` tokens; whatever follows the
+//! 23rd token stays unsplit in [`Tokens::rest`], which is how a multi-get of
+//! any number of keys is read.
+//!
+//! ```text
+//!  "set k 0 0 5 noreply\r\n"
+//!   tok0 tok1 .. tok5        ntokens (memcached) = len + 1 for the terminator
+//! ```
+
+/// memcached's `MAX_TOKENS`, including the terminal pseudo-token.
+pub const MAX_TOKENS: usize = 24;
+
+/// Without a newline in this many bytes, only a multi-get may go on.
+pub const LINE_LIMIT_NON_GET: usize = 2048;
+
+/// What the framer found at the front of the read buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// No complete line yet; read more.
+    Partial,
+    /// A complete command line (terminator and NUL tail removed) and the
+    /// number of bytes it occupied in the buffer.
+    Line { line: &'a [u8], consumed: usize },
+    /// The line is too long: memcached closes the connection.
+    Close,
+}
+
+/// Find the first line in `buf`. `max_get_line` bounds multi-get lines,
+/// which memcached lets grow without limit.
+pub fn frame_line(buf: &[u8], max_get_line: usize) -> Frame<'_> {
+    let Some(nl) = memchr(b'\n', buf) else {
+        if buf.len() > LINE_LIMIT_NON_GET {
+            let spaces = buf.iter().take_while(|&&b| b == b' ').count();
+            let rest = &buf[spaces..];
+            let is_get = rest.starts_with(b"get ") || rest.starts_with(b"gets ");
+            if spaces > 100 || !is_get || buf.len() > max_get_line {
+                return Frame::Close;
+            }
+        }
+        return Frame::Partial;
+    };
+    let mut end = nl;
+    if nl > 1 && buf[nl - 1] == b'\r' {
+        end -= 1;
+    }
+    let mut line = &buf[..end];
+    if let Some(nul) = memchr(0, line) {
+        line = &line[..nul];
+    }
+    Frame::Line { line, consumed: nl + 1 }
+}
+
+#[inline]
+pub fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
+    haystack.iter().position(|&b| b == needle)
+}
+
+/// The tokens of one command line, split as memcached's `tokenize_command`.
+#[derive(Clone, Copy, Debug)]
+pub struct Tokens<'a> {
+    toks: [&'a [u8]; MAX_TOKENS - 1],
+    len: usize,
+    /// The unsplit remainder after `MAX_TOKENS - 1` tokens, if any.
+    pub rest: Option<&'a [u8]>,
+}
+
+impl<'a> Tokens<'a> {
+    pub fn split(line: &'a [u8]) -> Tokens<'a> {
+        let mut toks: [&'a [u8]; MAX_TOKENS - 1] = [&[]; MAX_TOKENS - 1];
+        let mut len = 0;
+        let mut start = 0;
+        let mut rest = None;
+        let mut i = 0;
+        while i < line.len() {
+            if line[i] == b' ' {
+                if i > start {
+                    toks[len] = &line[start..i];
+                    len += 1;
+                    if len == MAX_TOKENS - 1 {
+                        if i + 1 < line.len() {
+                            rest = Some(&line[i + 1..]);
+                        }
+                        return Tokens { toks, len, rest };
+                    }
+                }
+                start = i + 1;
+            }
+            i += 1;
+        }
+        if start < line.len() {
+            toks[len] = &line[start..];
+            len += 1;
+        }
+        Tokens { toks, len, rest }
+    }
+
+    /// memcached's `ntokens`: real tokens plus the terminator.
+    #[inline]
+    pub fn ntokens(&self) -> usize {
+        self.len + 1
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Token `i`, or an empty slice past the end (memcached's terminator).
+    #[inline]
+    pub fn get(&self, i: usize) -> &'a [u8] {
+        if i < self.len {
+            self.toks[i]
+        } else {
+            &[]
+        }
+    }
+
+    pub fn as_slice(&self) -> &[&'a [u8]] {
+        &self.toks[..self.len]
+    }
+
+    /// memcached's `set_noreply_maybe`: the last real token is "noreply".
+    pub fn noreply(&self) -> bool {
+        self.len > 0 && self.toks[self.len - 1] == b"noreply"
+    }
+}
+
+/// Iterates the keys of a multi-get: the tokens from `first`, then the
+/// unsplit remainder split on spaces.
+#[derive(Clone, Copy, Debug)]
+pub struct KeyList<'a> {
+    tokens: Tokens<'a>,
+    first: usize,
+}
+
+impl<'a> KeyList<'a> {
+    pub fn new(tokens: Tokens<'a>, first: usize) -> KeyList<'a> {
+        KeyList { tokens, first }
+    }
+
+    pub fn iter(&self) -> KeyIter<'a> {
+        KeyIter { tokens: self.tokens, next: self.first, tail: self.tokens.rest.unwrap_or(&[]) }
+    }
+}
+
+/// Iterator over a [`KeyList`]; allocates nothing.
+pub struct KeyIter<'a> {
+    tokens: Tokens<'a>,
+    next: usize,
+    tail: &'a [u8],
+}
+
+impl<'a> Iterator for KeyIter<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        if self.next < self.tokens.len() {
+            self.next += 1;
+            return Some(self.tokens.get(self.next - 1));
+        }
+        loop {
+            if self.tail.is_empty() {
+                return None;
+            }
+            let end = memchr(b' ', self.tail).unwrap_or(self.tail.len());
+            let key = &self.tail[..end];
+            self.tail = &self.tail[(end + 1).min(self.tail.len())..];
+            if !key.is_empty() {
+                return Some(key);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn framing_follows_memcached() {
+        assert_eq!(frame_line(b"get a\r\n", 1 << 20), Frame::Line { line: b"get a", consumed: 7 });
+        assert_eq!(frame_line(b"get a\n", 1 << 20), Frame::Line { line: b"get a", consumed: 6 });
+        assert_eq!(frame_line(b"\r\n", 1 << 20), Frame::Line { line: b"\r", consumed: 2 });
+        assert_eq!(frame_line(b"ab\0cd\r\n", 1 << 20), Frame::Line { line: b"ab", consumed: 7 });
+        assert_eq!(frame_line(b"get a", 1 << 20), Frame::Partial);
+        assert_eq!(frame_line(&[b'x'; 2049], 1 << 20), Frame::Close);
+        let mut long_get = b"get ".to_vec();
+        long_get.resize(4000, b'k');
+        assert_eq!(frame_line(&long_get, 1 << 20), Frame::Partial);
+        assert_eq!(frame_line(&long_get, 3000), Frame::Close);
+    }
+
+    #[test]
+    fn tokenizer_keeps_23_tokens_and_a_rest() {
+        let t = Tokens::split(b"  set  k 0 ");
+        assert_eq!(t.as_slice(), &[&b"set"[..], b"k", b"0"]);
+        let line: Vec<u8> = (0..30).map(|i| format!("k{i} ")).collect::<String>().into_bytes();
+        let t = Tokens::split(&line);
+        assert_eq!(t.len(), 23);
+        let keys: Vec<_> = KeyList::new(t, 1).iter().collect();
+        assert_eq!(keys.len(), 29);
+        assert_eq!(keys[28], b"k29");
+    }
+}

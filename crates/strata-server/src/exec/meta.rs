@@ -1,0 +1,376 @@
+//! Meta commands: `mg ms md ma me`.
+//!
+//! Reply flags are written in request order, as memcached writes them, and
+//! TTL changes take effect at their place in that order: in `mg k t T30 ...`
+//! the `t` reports the old TTL, in `mg k T30 t` the new one. The store
+//! returns the item as it was before the command; [`TtlTrack`] replays the
+//! `T`/`N` flags so each `t` prints what memcached would.
+
+use strata_proto::base64;
+use strata_proto::command::BAD_CHUNK;
+use strata_proto::meta::MetaRequest;
+use strata_proto::number::push_u64;
+use strata_store::{
+    DeleteRequest, DeleteResult, DeltaMode, DeltaRequest, DeltaResult, GetAction, GetOptions,
+    ItemView, RelTime, StoreMode, StoreRequest, StoreResult,
+};
+
+use super::{reply, Admission, Executor};
+use crate::stats::WorkerStats;
+
+/// ` k<key>`, base64-encoded with a trailing ` b` for binary keys.
+fn push_key(out: &mut Vec<u8>, key: &[u8], binary: bool) {
+    out.extend_from_slice(b" k");
+    if binary {
+        base64::encode(key, out);
+        out.extend_from_slice(b" b");
+    } else {
+        out.extend_from_slice(key);
+    }
+}
+
+/// ` t<remaining>`: -1 for no expiry; memcached prints the difference as an
+/// unsigned 32-bit number.
+fn push_ttl(out: &mut Vec<u8>, exptime: RelTime, now: RelTime) {
+    out.extend_from_slice(b" t");
+    if exptime == 0 {
+        out.extend_from_slice(b"-1");
+    } else {
+        push_u64(out, u64::from(exptime.wrapping_sub(now)));
+    }
+}
+
+/// The O and k flags, which every meta reply echoes, even a miss.
+fn push_echo(out: &mut Vec<u8>, req: &MetaRequest<'_>) {
+    for &flag in req.order() {
+        match flag {
+            b'O' => {
+                out.push(b' ');
+                out.extend_from_slice(req.opaque.unwrap_or_default());
+            }
+            b'k' => push_key(out, req.key.bytes(), req.key.binary),
+            _ => {}
+        }
+    }
+}
+
+/// TTL of a created item after the `T` and `N` flags, in request order.
+fn created_ttl(req: &MetaRequest<'_>, ttl: RelTime, vivify: RelTime) -> RelTime {
+    let mut exptime = 0;
+    for &flag in req.order() {
+        match flag {
+            b'T' => exptime = ttl,
+            b'N' => exptime = vivify,
+            _ => {}
+        }
+    }
+    exptime
+}
+
+impl<'a> Executor<'a> {
+    fn opt_expiry(&self, raw: Option<i32>) -> Option<RelTime> {
+        raw.map(|e| self.expiry(e))
+    }
+
+    pub(super) fn meta_get(&self, req: &MetaRequest<'_>, out: &mut Vec<u8>) {
+        WorkerStats::incr(&self.stats.cmd_meta);
+        let now = self.now();
+        let f = &req.flags;
+        let ttl = self.opt_expiry(f.new_ttl);
+        let vivify = self.opt_expiry(f.vivify_ttl);
+        let recache = self.opt_expiry(f.recache_ttl);
+        let opts = GetOptions {
+            touch: ttl,
+            no_bump: f.no_update,
+            vivify: vivify.map(|n| created_ttl(req, ttl.unwrap_or(0), n)),
+        };
+        let key = req.key.bytes();
+        let hit = self.shared.engine.get(key, opts, now, &mut |item: ItemView<'_>, created| {
+            let mut exptime = item.meta.exptime;
+            let mut won = false;
+            if f.value {
+                out.extend_from_slice(b"VA ");
+                push_u64(out, item.value.len() as u64);
+            } else {
+                out.extend_from_slice(b"HD");
+            }
+            for &flag in req.order() {
+                match flag {
+                    b'T' => exptime = ttl.unwrap_or(exptime),
+                    b'N' if created => {
+                        exptime = vivify.unwrap_or(exptime);
+                        won = true;
+                    }
+                    b'R' => {
+                        let below = recache.unwrap_or(0);
+                        if !item.meta.token_sent && !created && exptime != 0 && exptime < below {
+                            won = true;
+                        }
+                    }
+                    b's' => {
+                        out.extend_from_slice(b" s");
+                        push_u64(out, item.value.len() as u64);
+                    }
+                    b't' => push_ttl(out, exptime, now),
+                    b'c' => {
+                        out.extend_from_slice(b" c");
+                        push_u64(out, item.meta.cas);
+                    }
+                    b'f' => {
+                        out.extend_from_slice(b" f");
+                        push_u64(out, u64::from(item.meta.flags));
+                    }
+                    b'l' => {
+                        out.extend_from_slice(b" l");
+                        push_u64(out, u64::from(now.saturating_sub(item.meta.last_access)));
+                    }
+                    b'h' => out.extend_from_slice(if item.meta.fetched { b" h1" } else { b" h0" }),
+                    b'O' => {
+                        out.push(b' ');
+                        out.extend_from_slice(req.opaque.unwrap_or_default());
+                    }
+                    b'k' => push_key(out, item.key, item.meta.key_binary),
+                    _ => {}
+                }
+            }
+            if item.meta.token_sent {
+                out.extend_from_slice(b" Z");
+            }
+            if item.meta.stale {
+                out.extend_from_slice(b" X");
+                if !item.meta.token_sent {
+                    won = true;
+                }
+            }
+            if won {
+                out.extend_from_slice(b" W");
+            }
+            out.extend_from_slice(b"\r\n");
+            if f.value {
+                out.extend_from_slice(item.value);
+                out.extend_from_slice(b"\r\n");
+            }
+            GetAction { set_token_sent: won }
+        });
+        if ttl.is_some() {
+            WorkerStats::incr(&self.stats.cmd_touch);
+            WorkerStats::incr(if hit { &self.stats.touch_hits } else { &self.stats.touch_misses });
+        }
+        WorkerStats::incr(&self.stats.cmd_get);
+        WorkerStats::incr(if hit { &self.stats.get_hits } else { &self.stats.get_misses });
+        if !hit && !f.quiet {
+            out.extend_from_slice(b"EN");
+            push_echo(out, req);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+
+    /// The header check for `ms`: too large is refused before the data.
+    pub fn admit_meta_value(&self, req: &MetaRequest<'_>, value_len: usize) -> Admission {
+        let flags = req.flags.client_flags.unwrap_or(0);
+        self.admit_value(req.key.bytes(), flags, value_len, true)
+    }
+
+    pub fn meta_set(&self, req: &MetaRequest<'_>, data: &[u8], out: &mut Vec<u8>) {
+        WorkerStats::incr(&self.stats.cmd_meta);
+        let (value, tail) = data.split_at(data.len() - 2);
+        if tail != b"\r\n" {
+            reply(out, BAD_CHUNK, false);
+            return;
+        }
+        WorkerStats::incr(&self.stats.cmd_set);
+        let f = &req.flags;
+        let mut mode = match f.mode {
+            Some(b'E') => StoreMode::Add,
+            Some(b'A') => StoreMode::Append,
+            Some(b'P') => StoreMode::Prepend,
+            Some(b'R') => StoreMode::Replace,
+            _ => StoreMode::Set,
+        };
+        if f.compare_cas.is_some() && matches!(mode, StoreMode::Set | StoreMode::Replace) {
+            mode = StoreMode::Cas;
+        }
+        let appending = matches!(mode, StoreMode::Append | StoreMode::Prepend);
+        let vivify_ttl = if appending { self.opt_expiry(f.vivify_ttl) } else { None };
+        let exptime = vivify_ttl.or(self.opt_expiry(f.new_ttl)).unwrap_or(0);
+        let store = StoreRequest {
+            key: req.key.bytes(),
+            value,
+            flags: f.client_flags.unwrap_or(0),
+            exptime,
+            mode,
+            cas: f.compare_cas.unwrap_or(0),
+            invalidate: f.invalidate,
+            vivify_ttl,
+            key_binary: req.key.binary,
+        };
+        let result = self.shared.engine.store(&store, self.now());
+        self.count_store(mode, result);
+        let (code, cas): (&[u8], u64) = match result {
+            StoreResult::Stored { cas } if f.quiet => {
+                let _ = cas;
+                return;
+            }
+            StoreResult::Stored { cas } => (b"HD", cas),
+            StoreResult::Exists => (b"EX", 0),
+            StoreResult::NotFound => (b"NF", 0),
+            StoreResult::NotStored => (b"NS", 0),
+            StoreResult::TooLarge => return reply(out, "SERVER_ERROR object too large for cache", false),
+            StoreResult::OutOfMemory => return reply(out, "SERVER_ERROR out of memory storing object", false),
+        };
+        out.extend_from_slice(code);
+        for &flag in req.order() {
+            match flag {
+                b'O' => {
+                    out.push(b' ');
+                    out.extend_from_slice(req.opaque.unwrap_or_default());
+                }
+                b'k' => push_key(out, req.key.bytes(), req.key.binary),
+                b'c' => {
+                    out.extend_from_slice(b" c");
+                    push_u64(out, cas);
+                }
+                _ => {}
+            }
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+
+    pub(super) fn meta_delete(&self, req: &MetaRequest<'_>, out: &mut Vec<u8>) {
+        WorkerStats::incr(&self.stats.cmd_meta);
+        let f = &req.flags;
+        let del = DeleteRequest {
+            key: req.key.bytes(),
+            cas: f.compare_cas.unwrap_or(0),
+            invalidate: f.invalidate,
+            touch: if f.invalidate { self.opt_expiry(f.new_ttl) } else { None },
+        };
+        let code: &[u8] = match self.shared.engine.delete(&del, self.now()) {
+            DeleteResult::Deleted => {
+                WorkerStats::incr(&self.stats.delete_hits);
+                if f.quiet {
+                    return;
+                }
+                b"HD"
+            }
+            DeleteResult::NotFound => {
+                WorkerStats::incr(&self.stats.delete_misses);
+                b"NF"
+            }
+            DeleteResult::Exists => {
+                WorkerStats::incr(&self.stats.delete_misses);
+                b"EX"
+            }
+        };
+        out.extend_from_slice(code);
+        push_echo(out, req);
+        out.extend_from_slice(b"\r\n");
+    }
+
+    pub(super) fn meta_arith(&self, req: &MetaRequest<'_>, out: &mut Vec<u8>) {
+        WorkerStats::incr(&self.stats.cmd_meta);
+        let f = &req.flags;
+        let incr = !matches!(f.mode, Some(b'D' | b'd' | b'-'));
+        let ttl = self.opt_expiry(f.new_ttl);
+        let vivify = self.opt_expiry(f.vivify_ttl);
+        let delta = DeltaRequest {
+            key: req.key.bytes(),
+            mode: if incr { DeltaMode::Incr } else { DeltaMode::Decr },
+            delta: f.delta.unwrap_or(1),
+            cas: f.compare_cas.unwrap_or(0),
+            vivify: vivify.map(|n| created_ttl(req, ttl.unwrap_or(0), n)),
+            initial: f.initial.unwrap_or(0),
+            touch: ttl,
+        };
+        let now = self.now();
+        let s = self.stats;
+        let (value, cas, mut exptime, created) = match self.shared.engine.delta(&delta, now) {
+            DeltaResult::Ok { value, cas, exptime, created } => (value, cas, exptime, created),
+            DeltaResult::NonNumeric => {
+                return reply(out, "CLIENT_ERROR cannot increment or decrement non-numeric value", false)
+            }
+            DeltaResult::OutOfMemory => return reply(out, "SERVER_ERROR out of memory", false),
+            miss => {
+                let code: &[u8] = match miss {
+                    DeltaResult::Exists => b"EX",
+                    DeltaResult::NotStored => b"NS",
+                    _ => {
+                        WorkerStats::incr(if incr { &s.incr_misses } else { &s.decr_misses });
+                        b"NF"
+                    }
+                };
+                out.extend_from_slice(code);
+                push_echo(out, req);
+                out.extend_from_slice(b"\r\n");
+                return;
+            }
+        };
+        WorkerStats::incr(if incr { &s.incr_hits } else { &s.decr_hits });
+        if f.quiet && !created {
+            return;
+        }
+        let mut digits = Vec::with_capacity(20);
+        push_u64(&mut digits, value);
+        if f.value {
+            out.extend_from_slice(b"VA ");
+            push_u64(out, digits.len() as u64);
+        } else {
+            out.extend_from_slice(b"HD");
+        }
+        for &flag in req.order() {
+            match flag {
+                b'c' => {
+                    out.extend_from_slice(b" c");
+                    push_u64(out, cas);
+                }
+                b't' => push_ttl(out, exptime, now),
+                b'T' => exptime = ttl.unwrap_or(exptime),
+                b'N' if created => exptime = vivify.unwrap_or(exptime),
+                b'O' => {
+                    out.push(b' ');
+                    out.extend_from_slice(req.opaque.unwrap_or_default());
+                }
+                b'k' => push_key(out, req.key.bytes(), req.key.binary),
+                _ => {}
+            }
+        }
+        out.extend_from_slice(b"\r\n");
+        if f.value {
+            out.extend_from_slice(&digits);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+
+    pub(super) fn meta_debug(&self, raw_key: &[u8], base64_key: bool, out: &mut Vec<u8>) {
+        let mut decoded = Vec::new();
+        let key = if base64_key {
+            if !base64::decode(raw_key, &mut decoded) {
+                return reply(out, "CLIENT_ERROR error decoding key", false);
+            }
+            &decoded[..]
+        } else {
+            raw_key
+        };
+        let now = self.now();
+        let cas_enabled = !self.shared.settings.cas_disabled;
+        let opts = GetOptions { no_bump: true, ..GetOptions::default() };
+        let hit = self.shared.engine.get(key, opts, now, &mut |item, _| {
+            let size = strata_store::memcached_item_size(key.len(), item.meta.flags, item.value.len(), cas_enabled);
+            out.extend_from_slice(b"ME ");
+            out.extend_from_slice(raw_key);
+            let exp = if item.meta.exptime == 0 { -1 } else { i64::from(item.meta.exptime) - i64::from(now) };
+            let line = format!(
+                " exp={exp} la={} cas={} fetch={} cls={} size={size}\r\n",
+                now.saturating_sub(item.meta.last_access),
+                item.meta.cas,
+                if item.meta.fetched { "yes" } else { "no" },
+                crate::slabs::class_of(size, self.shared.settings.item_size_max),
+            );
+            out.extend_from_slice(line.as_bytes());
+            GetAction::default()
+        });
+        if !hit {
+            out.extend_from_slice(b"EN\r\n");
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! The executor: the one place that sees both protocol and store types. It
+//! turns a parsed [`Command`] into engine calls and appends the reply bytes
+//! to the connection's output buffer.
+//!
+//! Storage commands come in two steps, as in memcached: [`Executor::admit_value`]
+//! decides from the header alone whether the data block will be accepted
+//! (too large is refused before a byte of it is buffered, and the block is
+//! swallowed), then [`Executor::store`] runs once the whole block is there.
+
+mod meta;
+mod stats_cmd;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use strata_proto::command::{BAD_CHUNK, BAD_FORMAT};
+use strata_proto::number::push_u64;
+use strata_proto::{Command, GetKind, StoreCommand, StoreVerb, KEY_MAX_LENGTH};
+use strata_store::{
+    DeleteRequest, DeleteResult, DeltaMode, DeltaRequest, DeltaResult, GetAction, GetOptions,
+    StoreMode, StoreRequest, StoreResult,
+};
+
+use crate::shared::Shared;
+use crate::stats::WorkerStats;
+
+/// What the connection does after a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    /// Send what is queued, then close (`quit`).
+    CloseAfterWrite,
+    /// Close at once, without a reply.
+    Close,
+}
+
+pub struct Executor<'a> {
+    pub shared: &'a Arc<Shared>,
+    pub stats: &'a WorkerStats,
+}
+
+/// Append `line` and CRLF unless `noreply`.
+fn reply(out: &mut Vec<u8>, line: &str, noreply: bool) {
+    if !noreply {
+        out.extend_from_slice(line.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// Whether a storage command's data block is taken, and if not, the reply.
+pub enum Admission {
+    Accept,
+    /// Reply with this line (unless silenced) and swallow the block.
+    Refuse { reply: &'static str, noreply: bool },
+}
+
+impl<'a> Executor<'a> {
+    /// Run a command that has no data block.
+    pub fn execute(&self, cmd: &Command<'_>, out: &mut Vec<u8>) -> Flow {
+        match *cmd {
+            Command::Get { kind, keys } => self.get(kind, keys.iter(), out),
+            Command::Delete { key, noreply } => self.delete(key, noreply, out),
+            Command::Arith { incr, key, delta, noreply } => self.arith(incr, key, delta, noreply, out),
+            Command::Touch { key, exptime, noreply } => self.touch(key, exptime, noreply, out),
+            Command::FlushAll { delay, noreply } => self.flush_all(delay, noreply, out),
+            Command::Version => {
+                out.extend_from_slice(b"VERSION ");
+                out.extend_from_slice(crate::settings::VERSION.as_bytes());
+                out.extend_from_slice(b"\r\n");
+            }
+            Command::Verbosity { noreply } => reply(out, "OK", noreply),
+            Command::Quit => return Flow::CloseAfterWrite,
+            Command::Shutdown { graceful: _ } => {
+                if !self.shared.settings.shutdown_enabled {
+                    reply(out, "ERROR: shutdown not enabled", false);
+                } else {
+                    self.shared.request_shutdown();
+                    return Flow::Close;
+                }
+            }
+            Command::CacheMemlimit { megabytes, noreply } => self.memlimit(megabytes, noreply, out),
+            Command::Stats { args } => stats_cmd::stats(self, args, out),
+            Command::MetaNoop => out.extend_from_slice(b"MN\r\n"),
+            Command::MetaGet(ref req) => self.meta_get(req, out),
+            Command::MetaDelete(ref req) => self.meta_delete(req, out),
+            Command::MetaArith(ref req) => self.meta_arith(req, out),
+            Command::MetaDebug { key, base64 } => self.meta_debug(key, base64, out),
+            Command::Error { reply: line, noreply, .. } => reply(out, line, noreply),
+            Command::Close => return Flow::Close,
+            Command::Store(_) | Command::MetaSet { .. } => {
+                unreachable!("storage commands go through admit_value and store")
+            }
+        }
+        Flow::Continue
+    }
+
+    fn now(&self) -> u32 {
+        self.shared.clock.now()
+    }
+
+    fn expiry(&self, exptime: i32) -> u32 {
+        self.shared.clock.expiry(i64::from(exptime))
+    }
+
+    fn get<'k>(&self, kind: GetKind, keys: impl Iterator<Item = &'k [u8]>, out: &mut Vec<u8>) {
+        let mark = out.len();
+        let touch = match kind {
+            GetKind::Gat(e) | GetKind::Gats(e) => Some(self.expiry(e)),
+            _ => None,
+        };
+        let now = self.now();
+        let s = self.stats;
+        for key in keys {
+            if key.len() > KEY_MAX_LENGTH {
+                // memcached drops what it had queued for this command.
+                out.truncate(mark);
+                reply(out, BAD_FORMAT, false);
+                return;
+            }
+            let opts = GetOptions { touch, ..GetOptions::default() };
+            let hit = self.shared.engine.get(key, opts, now, &mut |item, _created| {
+                out.extend_from_slice(b"VALUE ");
+                out.extend_from_slice(key);
+                out.push(b' ');
+                push_u64(out, u64::from(item.meta.flags));
+                out.push(b' ');
+                push_u64(out, item.value.len() as u64);
+                if kind.returns_cas() {
+                    out.push(b' ');
+                    push_u64(out, item.meta.cas);
+                }
+                out.extend_from_slice(b"\r\n");
+                out.extend_from_slice(item.value);
+                out.extend_from_slice(b"\r\n");
+                GetAction::default()
+            });
+            if touch.is_some() {
+                WorkerStats::incr(&s.cmd_touch);
+                WorkerStats::incr(if hit { &s.touch_hits } else { &s.touch_misses });
+            } else {
+                WorkerStats::incr(&s.cmd_get);
+            }
+            WorkerStats::incr(if hit { &s.get_hits } else { &s.get_misses });
+        }
+        out.extend_from_slice(b"END\r\n");
+    }
+
+    /// Decide from a storage header whether its data block is taken.
+    pub fn admit_value(&self, key: &[u8], flags: u32, value_len: usize, remove_on_refusal: bool) -> Admission {
+        if self.shared.engine.item_size_ok(key.len(), flags, value_len) {
+            return Admission::Accept;
+        }
+        WorkerStats::incr(&self.stats.store_too_large);
+        WorkerStats::incr(&self.stats.cmd_set);
+        if remove_on_refusal {
+            // A failed set must not leave the old value behind.
+            let req = DeleteRequest { key, ..DeleteRequest::default() };
+            self.shared.engine.delete(&req, self.now());
+        }
+        Admission::Refuse { reply: "SERVER_ERROR object too large for cache", noreply: false }
+    }
+
+    /// Store a text-protocol storage command; `data` ends with the 2 bytes
+    /// that should be `\r\n`.
+    pub fn store(&self, cmd: &StoreCommand<'_>, data: &[u8], out: &mut Vec<u8>) {
+        let (value, tail) = data.split_at(data.len() - 2);
+        if tail != b"\r\n" {
+            reply(out, BAD_CHUNK, cmd.noreply);
+            return;
+        }
+        WorkerStats::incr(&self.stats.cmd_set);
+        let mode = match cmd.verb {
+            StoreVerb::Set => StoreMode::Set,
+            StoreVerb::Add => StoreMode::Add,
+            StoreVerb::Replace => StoreMode::Replace,
+            StoreVerb::Append => StoreMode::Append,
+            StoreVerb::Prepend => StoreMode::Prepend,
+            StoreVerb::Cas => StoreMode::Cas,
+        };
+        let req = StoreRequest {
+            key: cmd.key,
+            value,
+            flags: cmd.flags,
+            exptime: self.expiry(cmd.exptime),
+            mode,
+            cas: cmd.cas,
+            invalidate: false,
+            vivify_ttl: None,
+            key_binary: false,
+        };
+        let result = self.shared.engine.store(&req, self.now());
+        self.count_store(mode, result);
+        let line = match result {
+            StoreResult::Stored { .. } => "STORED",
+            StoreResult::NotStored => "NOT_STORED",
+            StoreResult::Exists => "EXISTS",
+            StoreResult::NotFound => "NOT_FOUND",
+            StoreResult::TooLarge => "SERVER_ERROR object too large for cache",
+            StoreResult::OutOfMemory => "SERVER_ERROR out of memory storing object",
+        };
+        reply(out, line, cmd.noreply);
+    }
+
+    fn count_store(&self, mode: StoreMode, result: StoreResult) {
+        let s = self.stats;
+        match (mode, result) {
+            (StoreMode::Cas, StoreResult::Stored { .. }) => WorkerStats::incr(&s.cas_hits),
+            (StoreMode::Cas, StoreResult::Exists) => WorkerStats::incr(&s.cas_badval),
+            (StoreMode::Cas, StoreResult::NotFound) => WorkerStats::incr(&s.cas_misses),
+            (_, StoreResult::OutOfMemory) => WorkerStats::incr(&s.store_no_memory),
+            _ => {}
+        }
+    }
+
+    fn delete(&self, key: &[u8], noreply: bool, out: &mut Vec<u8>) {
+        let req = DeleteRequest { key, ..DeleteRequest::default() };
+        match self.shared.engine.delete(&req, self.now()) {
+            DeleteResult::Deleted => {
+                WorkerStats::incr(&self.stats.delete_hits);
+                reply(out, "DELETED", noreply);
+            }
+            _ => {
+                WorkerStats::incr(&self.stats.delete_misses);
+                reply(out, "NOT_FOUND", noreply);
+            }
+        }
+    }
+
+    fn arith(&self, incr: bool, key: &[u8], delta: u64, noreply: bool, out: &mut Vec<u8>) {
+        let req = DeltaRequest {
+            key,
+            mode: if incr { DeltaMode::Incr } else { DeltaMode::Decr },
+            delta,
+            cas: 0,
+            vivify: None,
+            initial: 0,
+            touch: None,
+        };
+        let s = self.stats;
+        match self.shared.engine.delta(&req, self.now()) {
+            DeltaResult::Ok { value, .. } => {
+                WorkerStats::incr(if incr { &s.incr_hits } else { &s.decr_hits });
+                if !noreply {
+                    push_u64(out, value);
+                    out.extend_from_slice(b"\r\n");
+                }
+            }
+            DeltaResult::NotFound | DeltaResult::NotStored | DeltaResult::Exists => {
+                WorkerStats::incr(if incr { &s.incr_misses } else { &s.decr_misses });
+                reply(out, "NOT_FOUND", noreply);
+            }
+            DeltaResult::NonNumeric => {
+                reply(out, "CLIENT_ERROR cannot increment or decrement non-numeric value", noreply)
+            }
+            DeltaResult::OutOfMemory => reply(out, "SERVER_ERROR out of memory", noreply),
+        }
+    }
+
+    fn touch(&self, key: &[u8], exptime: i32, noreply: bool, out: &mut Vec<u8>) {
+        WorkerStats::incr(&self.stats.cmd_touch);
+        if self.shared.engine.touch(key, self.expiry(exptime), self.now()) {
+            WorkerStats::incr(&self.stats.touch_hits);
+            reply(out, "TOUCHED", noreply);
+        } else {
+            WorkerStats::incr(&self.stats.touch_misses);
+            reply(out, "NOT_FOUND", noreply);
+        }
+    }
+
+    fn flush_all(&self, delay: i32, noreply: bool, out: &mut Vec<u8>) {
+        WorkerStats::incr(&self.stats.cmd_flush);
+        if !self.shared.settings.flush_enabled {
+            reply(out, "CLIENT_ERROR flush_all not allowed", noreply);
+            return;
+        }
+        let at = if delay > 0 { self.expiry(delay) } else { 0 };
+        self.shared.engine.flush_all(at, self.now());
+        reply(out, "OK", noreply);
+    }
+
+    fn memlimit(&self, megabytes: u32, noreply: bool, out: &mut Vec<u8>) {
+        if megabytes < 8 {
+            reply(out, "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m", noreply);
+        } else if megabytes > 1_000_000_000 {
+            reply(out, "MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes", noreply);
+        } else {
+            self.shared.engine.set_memory_limit(u64::from(megabytes) << 20);
+            self.shared.memory_limit_bytes.store(u64::from(megabytes) << 20, Ordering::Relaxed);
+            reply(out, "OK", noreply);
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! `stats`, `stats settings|items|slabs|conns|reset|detail`, with memcached's
+//! field names wherever a field means the same thing.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use strata_proto::Tokens;
+
+use super::{reply, Executor};
+
+fn stat(out: &mut String, name: &str, value: impl std::fmt::Display) {
+    let _ = write!(out, "STAT {name} {value}\r\n");
+}
+
+fn rusage() -> (f64, f64) {
+    // SAFETY-free: libc::getrusage via std is not exposed; read /proc instead.
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return (0.0, 0.0) };
+    let after_comm = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+    let fields: Vec<&str> = after_comm.split_whitespace().collect();
+    let ticks = 100.0; // USER_HZ on Linux
+    let user = fields.get(11).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / ticks;
+    let system = fields.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / ticks;
+    (user, system)
+}
+
+pub(super) fn stats(exec: &Executor<'_>, args: Tokens<'_>, out: &mut Vec<u8>) {
+    let mut text = String::new();
+    match args.get(1) {
+        b"" => general(exec, &mut text),
+        b"reset" => {
+            for w in &exec.shared.worker_stats {
+                w.reset();
+            }
+            return reply(out, "RESET", false);
+        }
+        b"detail" => return reply(out, "CLIENT_ERROR usage: stats detail on|off|dump", false),
+        b"settings" => settings(exec, &mut text),
+        b"items" => {}
+        b"slabs" => {
+            let engine = exec.shared.engine.stats();
+            stat(&mut text, "active_slabs", 0);
+            stat(&mut text, "total_malloced", engine.bytes);
+        }
+        b"sizes" => stat(&mut text, "sizes_status", "disabled"),
+        b"conns" => conns(exec, &mut text),
+        _ => return reply(out, "ERROR", false),
+    }
+    out.extend_from_slice(text.as_bytes());
+    out.extend_from_slice(b"END\r\n");
+}
+
+fn general(exec: &Executor<'_>, t: &mut String) {
+    let shared = exec.shared;
+    let s = shared.stats();
+    let e = shared.engine.stats();
+    let now_unix = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let uptime = shared.started_at.elapsed().map(|d| d.as_secs()).unwrap_or(0);
+    let (user, system) = rusage();
+    stat(t, "pid", std::process::id());
+    stat(t, "uptime", uptime);
+    stat(t, "time", now_unix);
+    stat(t, "version", crate::settings::VERSION);
+    stat(t, "pointer_size", usize::BITS);
+    stat(t, "rusage_user", format!("{user:.6}"));
+    stat(t, "rusage_system", format!("{system:.6}"));
+    stat(t, "max_connections", shared.settings.max_connections);
+    stat(t, "curr_connections", shared.curr_connections.load(Ordering::Relaxed));
+    stat(t, "total_connections", s.total_connections);
+    stat(t, "rejected_connections", s.rejected_connections);
+    stat(t, "connection_structures", shared.connection_structures.load(Ordering::Relaxed));
+    for (name, value) in [
+        ("cmd_get", s.cmd_get),
+        ("cmd_set", s.cmd_set),
+        ("cmd_flush", s.cmd_flush),
+        ("cmd_touch", s.cmd_touch),
+        ("cmd_meta", s.cmd_meta),
+        ("get_hits", s.get_hits),
+        ("get_misses", s.get_misses),
+        ("get_expired", s.get_expired),
+        ("get_flushed", s.get_flushed),
+        ("delete_misses", s.delete_misses),
+        ("delete_hits", s.delete_hits),
+        ("incr_misses", s.incr_misses),
+        ("incr_hits", s.incr_hits),
+        ("decr_misses", s.decr_misses),
+        ("decr_hits", s.decr_hits),
+        ("cas_misses", s.cas_misses),
+        ("cas_hits", s.cas_hits),
+        ("cas_badval", s.cas_badval),
+        ("touch_hits", s.touch_hits),
+        ("touch_misses", s.touch_misses),
+        ("store_too_large", s.store_too_large),
+        ("store_no_memory", s.store_no_memory),
+        ("auth_cmds", 0),
+        ("auth_errors", 0),
+        ("bytes_read", s.bytes_read),
+        ("bytes_written", s.bytes_written),
+    ] {
+        stat(t, name, value);
+    }
+    stat(t, "limit_maxbytes", shared.memory_limit_bytes.load(Ordering::Relaxed));
+    stat(t, "accepting_conns", u8::from(!shared.is_shutting_down()));
+    stat(t, "threads", shared.settings.threads);
+    stat(t, "conn_yields", s.conn_yields);
+    stat(t, "idle_kicks", s.idle_kicks);
+    stat(t, "bytes", e.bytes);
+    stat(t, "curr_items", e.curr_items);
+    stat(t, "total_items", e.total_items);
+    stat(t, "expired_unfetched", e.expired_unfetched);
+    stat(t, "evicted_unfetched", e.evicted_unfetched);
+    stat(t, "evictions", e.evictions);
+    stat(t, "reclaimed", e.reclaimed);
+}
+
+fn settings(exec: &Executor<'_>, t: &mut String) {
+    let st = &exec.shared.settings;
+    stat(t, "maxbytes", exec.shared.memory_limit_bytes.load(Ordering::Relaxed));
+    stat(t, "maxconns", st.max_connections);
+    stat(t, "tcpport", st.tcp_port);
+    stat(t, "udpport", st.udp_port);
+    let inter = st.tcp_listen.iter().map(|a| a.ip().to_string()).collect::<Vec<_>>().join(",");
+    stat(t, "inter", if inter.is_empty() { "NULL".to_string() } else { inter });
+    stat(t, "verbosity", st.verbose);
+    stat(t, "evictions", if st.evictions_disabled { "off" } else { "on" });
+    let socket = st.unix_socket.as_ref().map(|p| p.display().to_string());
+    stat(t, "domain_socket", socket.unwrap_or_else(|| "NULL".to_string()));
+    stat(t, "umask", format!("{:o}", st.unix_mask));
+    stat(t, "num_threads", st.threads);
+    stat(t, "reqs_per_event", st.reqs_per_event);
+    stat(t, "cas_enabled", if st.cas_disabled { "no" } else { "yes" });
+    stat(t, "tcp_backlog", st.backlog);
+    stat(t, "binding_protocol", "ascii");
+    stat(t, "item_size_max", st.item_size_max);
+    stat(t, "maxconns_fast", if st.maxconns_fast { "yes" } else { "no" });
+    stat(t, "flush_enabled", if st.flush_enabled { "yes" } else { "no" });
+    stat(t, "shutdown_command", if st.shutdown_enabled { "yes" } else { "no" });
+    stat(t, "idle_timeout", st.idle_timeout.map_or(0, |d| d.as_secs()));
+}
+
+fn conns(exec: &Executor<'_>, t: &mut String) {
+    let now = exec.shared.clock.now();
+    for (id, info) in exec.shared.conns.snapshot() {
+        stat(t, &format!("{id}:addr"), &info.peer);
+        stat(t, &format!("{id}:listen_addr"), &info.listen);
+        stat(t, &format!("{id}:state"), "conn_parse_cmd");
+        stat(t, &format!("{id}:secs_since_last_cmd"), now.saturating_sub(info.last_cmd()));
+    }
+}

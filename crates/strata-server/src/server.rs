@@ -1,0 +1,151 @@
+//! Server start-up and the acceptor thread.
+//!
+//! ```text
+//!            acceptor thread (listeners, clock tick, shutdown)
+//!               │ round-robin hand-off: channel + waker
+//!     ┌─────────┼─────────┐
+//!  worker 0  worker 1 … worker N-1   each: own epoll loop, own connections
+//!     └─────────┴─────────┘
+//!               engine (shared; per-key atomic, no global lock)
+//! ```
+//!
+//! The acceptor also enforces `-c`: past the limit a new connection gets
+//! memcached's "ERROR Too many open connections" and is closed.
+
+use std::io::{self, Write};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{channel, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use mio::{Events, Poll, Token, Waker};
+use strata_store::{Clock, Engine};
+
+use crate::settings::Settings;
+use crate::shared::Shared;
+use crate::stats::WorkerStats;
+use crate::sys::{self, Listener, Stream};
+use crate::worker::{NewConn, Worker};
+
+const ACCEPTOR_WAKE: Token = Token(usize::MAX);
+
+/// A running server.
+pub struct Server {
+    pub shared: Arc<Shared>,
+    /// The TCP addresses actually bound (port 0 resolved).
+    pub tcp_addrs: Vec<SocketAddr>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Bind every listener and start the workers and the acceptor.
+    pub fn start(settings: Settings, engine: Box<dyn Engine>) -> io::Result<Server> {
+        let mut listeners = Vec::new();
+        if let Some(path) = &settings.unix_socket {
+            listeners.push(sys::unix_listener(path, settings.unix_mask, settings.backlog)?);
+        } else {
+            for addr in &settings.tcp_listen {
+                listeners.push(sys::tcp_listener(*addr, settings.backlog)?);
+            }
+        }
+        let tcp_addrs = listeners.iter().filter_map(Listener::local_addr).collect();
+        let shared = Arc::new(Shared::new(settings, engine, Clock::new()));
+
+        let mut threads = Vec::new();
+        let mut hand_off = Vec::new();
+        for index in 0..shared.settings.threads.max(1) {
+            let (tx, rx) = channel();
+            let (worker, waker) = Worker::new(shared.clone(), index, rx)?;
+            let wake = waker.clone();
+            shared.on_shutdown(Box::new(move || {
+                let _ = wake.wake();
+            }));
+            hand_off.push((tx, waker));
+            let thread = std::thread::Builder::new().name(format!("strata-worker-{index}")).spawn(move || worker.run())?;
+            threads.push(thread);
+        }
+
+        let poll = Poll::new()?;
+        let waker = Arc::new(Waker::new(poll.registry(), ACCEPTOR_WAKE)?);
+        shared.on_shutdown(Box::new(move || {
+            let _ = waker.wake();
+        }));
+        for (i, listener) in listeners.iter_mut().enumerate() {
+            listener.register(poll.registry(), Token(i))?;
+        }
+        let acceptor_shared = shared.clone();
+        let acceptor = std::thread::Builder::new()
+            .name("strata-acceptor".into())
+            .spawn(move || accept_loop(acceptor_shared, poll, listeners, hand_off))?;
+        threads.push(acceptor);
+        Ok(Server { shared, tcp_addrs, threads })
+    }
+
+    /// Wait until shutdown has been requested and every thread has finished.
+    pub fn wait(self) {
+        for thread in self.threads {
+            let _ = thread.join();
+        }
+    }
+
+    /// Ask the server to stop (as SIGTERM does).
+    pub fn shutdown(&self) {
+        self.shared.request_shutdown();
+    }
+}
+
+fn accept_loop(shared: Arc<Shared>, mut poll: Poll, listeners: Vec<Listener>, hand_off: Vec<(Sender<NewConn>, Arc<Waker>)>) {
+    let mut events = Events::with_capacity(64);
+    let mut next = 0usize;
+    let stats = &shared.worker_stats[0];
+    loop {
+        shared.clock.tick();
+        if shared.is_shutting_down() {
+            break;
+        }
+        if let Err(e) = poll.poll(&mut events, Some(Duration::from_millis(100))) {
+            if e.kind() != io::ErrorKind::Interrupted {
+                eprintln!("strata: acceptor poll failed: {e}");
+                break;
+            }
+        }
+        for event in events.iter() {
+            let Some(listener) = listeners.get(event.token().0) else { continue };
+            loop {
+                let (stream, peer, listen) = match listener.accept() {
+                    Ok(accepted) => accepted,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        // EMFILE and friends: back off instead of spinning.
+                        eprintln!("strata: accept failed: {e}");
+                        std::thread::sleep(Duration::from_millis(10));
+                        break;
+                    }
+                };
+                let open = shared.curr_connections.load(Ordering::Relaxed) as usize;
+                if open >= shared.settings.max_connections {
+                    reject(stream);
+                    WorkerStats::incr(&stats.rejected_connections);
+                    continue;
+                }
+                shared.curr_connections.fetch_add(1, Ordering::Relaxed);
+                let (tx, waker) = &hand_off[next % hand_off.len()];
+                next = next.wrapping_add(1);
+                if tx.send(NewConn { stream, peer, listen }).is_ok() {
+                    let _ = waker.wake();
+                }
+            }
+        }
+    }
+    for listener in &listeners {
+        listener.cleanup();
+    }
+}
+
+/// memcached's `maxconns_fast` answer to a connection past `-c`.
+fn reject(mut stream: Stream) {
+    let _ = stream.write(b"ERROR Too many open connections\r\n");
+}

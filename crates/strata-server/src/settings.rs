@@ -1,0 +1,81 @@
+//! Server settings: everything the command line decides, in one struct that
+//! the workers share read-only. Names and defaults are memcached's.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// `-l` addresses with `-p` applied; empty with `-s`.
+    pub tcp_listen: Vec<SocketAddr>,
+    pub tcp_port: u16,
+    pub udp_port: u16,
+    /// `-s`: listen on a unix socket instead of TCP.
+    pub unix_socket: Option<PathBuf>,
+    /// `-a`: permissions of the unix socket (octal in the CLI).
+    pub unix_mask: u32,
+    /// `-m`, bytes.
+    pub memory_limit_bytes: u64,
+    /// `-M`.
+    pub evictions_disabled: bool,
+    /// `-c`.
+    pub max_connections: usize,
+    /// `-t`.
+    pub threads: usize,
+    /// `-R`.
+    pub reqs_per_event: usize,
+    /// `-C`.
+    pub cas_disabled: bool,
+    /// `-b`.
+    pub backlog: i32,
+    /// `-I`, bytes.
+    pub item_size_max: usize,
+    /// `-A`.
+    pub shutdown_enabled: bool,
+    /// `-F` turns this off.
+    pub flush_enabled: bool,
+    /// `-v` count.
+    pub verbose: u8,
+    /// `-o idle_timeout`, None = never.
+    pub idle_timeout: Option<Duration>,
+    /// `-o maxconns_fast` (default on): refuse with an error past `-c`.
+    pub maxconns_fast: bool,
+    /// Longest multi-get line accepted before the connection is closed.
+    pub max_get_line_bytes: usize,
+    /// Bytes of pending replies at which a connection stops reading requests
+    /// until the client has read some (a client that never reads cannot make
+    /// the server buffer without bound).
+    pub max_pending_output_bytes: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            tcp_listen: vec![SocketAddr::from(([127, 0, 0, 1], 11211))],
+            tcp_port: 11211,
+            udp_port: 0,
+            unix_socket: None,
+            unix_mask: 0o700,
+            memory_limit_bytes: 64 << 20,
+            evictions_disabled: false,
+            max_connections: 1024,
+            threads: 4,
+            reqs_per_event: 20,
+            cas_disabled: false,
+            backlog: 1024,
+            item_size_max: 1 << 20,
+            shutdown_enabled: false,
+            flush_enabled: true,
+            verbose: 0,
+            idle_timeout: None,
+            maxconns_fast: true,
+            max_get_line_bytes: 2 << 20,
+            max_pending_output_bytes: 4 << 20,
+        }
+    }
+}
+
+/// The version string `version` and `stats` report: memcached's protocol
+/// level, then ours.
+pub const VERSION: &str = concat!("1.6.18-strata-", env!("CARGO_PKG_VERSION"));

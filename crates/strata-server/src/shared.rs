@@ -1,0 +1,119 @@
+//! State shared by every worker: settings, the engine, the clock, each
+//! worker's counters, and the shutdown signal.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use strata_store::{Clock, Engine};
+
+use crate::settings::Settings;
+use crate::stats::{StatsSnapshot, WorkerStats};
+
+pub struct Shared {
+    pub settings: Settings,
+    pub engine: Box<dyn Engine>,
+    pub clock: Clock,
+    pub worker_stats: Vec<Arc<WorkerStats>>,
+    /// Open client connections, all workers.
+    pub curr_connections: AtomicU64,
+    /// Connection slots ever allocated, memcached's `connection_structures`.
+    pub connection_structures: AtomicU64,
+    pub memory_limit_bytes: AtomicU64,
+    pub started_at: SystemTime,
+    pub conns: ConnRegistry,
+    shutdown: AtomicBool,
+    /// Called once when shutdown is requested (wakes the event loops).
+    on_shutdown: Mutex<Vec<Box<dyn Fn() + Send>>>,
+}
+
+impl Shared {
+    pub fn new(settings: Settings, engine: Box<dyn Engine>, clock: Clock) -> Shared {
+        let worker_stats = (0..settings.threads.max(1)).map(|_| Arc::new(WorkerStats::default())).collect();
+        Shared {
+            memory_limit_bytes: AtomicU64::new(settings.memory_limit_bytes),
+            settings,
+            engine,
+            clock,
+            worker_stats,
+            curr_connections: AtomicU64::new(0),
+            connection_structures: AtomicU64::new(0),
+            started_at: SystemTime::now(),
+            conns: ConnRegistry::default(),
+            shutdown: AtomicBool::new(false),
+            on_shutdown: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn stats(&self) -> StatsSnapshot {
+        let mut sum = StatsSnapshot::default();
+        for w in &self.worker_stats {
+            w.add_to(&mut sum);
+        }
+        sum
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    pub fn on_shutdown(&self, f: Box<dyn Fn() + Send>) {
+        self.on_shutdown.lock().unwrap_or_else(|e| e.into_inner()).push(f);
+    }
+
+    /// Stop accepting, let workers finish what they have, and exit.
+    pub fn request_shutdown(&self) {
+        if self.shutdown.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        for wake in self.on_shutdown.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            wake();
+        }
+    }
+}
+
+/// One open connection as `stats conns` shows it.
+#[derive(Debug)]
+pub struct ConnInfo {
+    pub peer: String,
+    pub listen: String,
+    last_cmd: std::sync::atomic::AtomicU32,
+}
+
+impl ConnInfo {
+    pub fn new(peer: String, listen: String, now: u32) -> ConnInfo {
+        ConnInfo { peer, listen, last_cmd: std::sync::atomic::AtomicU32::new(now) }
+    }
+
+    pub fn last_cmd(&self) -> u32 {
+        self.last_cmd.load(Ordering::Relaxed)
+    }
+
+    pub fn touch(&self, now: u32) {
+        self.last_cmd.store(now, Ordering::Relaxed);
+    }
+}
+
+/// Registry of open connections; written on open and close only.
+#[derive(Default)]
+pub struct ConnRegistry {
+    map: Mutex<std::collections::BTreeMap<u64, Arc<ConnInfo>>>,
+    next_id: AtomicU64,
+}
+
+impl ConnRegistry {
+    pub fn register(&self, info: Arc<ConnInfo>) -> u64 {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).insert(id, info);
+        id
+    }
+
+    pub fn remove(&self, id: u64) {
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+    }
+
+    pub fn snapshot(&self) -> Vec<(u64, Arc<ConnInfo>)> {
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        map.iter().map(|(id, info)| (*id, info.clone())).collect()
+    }
+}

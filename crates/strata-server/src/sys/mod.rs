@@ -1,0 +1,139 @@
+//! Platform layer: sockets and readiness. Everything that touches epoll or
+//! socket options lives here, behind [`Listener`] and [`Stream`], so a faster
+//! I/O engine (io_uring) can replace it without touching the protocol code.
+//! Readiness comes from `mio` (epoll on Linux), edge-triggered.
+
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use mio::event::Source;
+use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use mio::{Interest, Registry, Token};
+use socket2::{Domain, Protocol, Socket, Type};
+
+/// A listening socket, TCP or unix.
+pub enum Listener {
+    Tcp(TcpListener, SocketAddr),
+    Unix(UnixListener, PathBuf),
+}
+
+/// A client connection, TCP or unix.
+pub enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+/// Open a TCP listener with memcached's options: SO_REUSEADDR, IPv6-only for
+/// IPv6 addresses (so `-l 0.0.0.0,::` binds both), and `-b` backlog.
+pub fn tcp_listener(addr: SocketAddr, backlog: i32) -> io::Result<Listener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(backlog)?;
+    let listener = TcpListener::from_std(socket.into());
+    let local = listener.local_addr()?;
+    Ok(Listener::Tcp(listener, local))
+}
+
+/// Open a unix-socket listener at `path` with permissions `mask` (`-a`).
+/// A stale socket file from an earlier run is removed first, as memcached does.
+pub fn unix_listener(path: &Path, mask: u32, backlog: i32) -> io::Result<Listener> {
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        use std::os::unix::fs::FileTypeExt;
+        if meta.file_type().is_socket() {
+            std::fs::remove_file(path)?;
+        }
+    }
+    let socket = Socket::new(Domain::UNIX, Type::STREAM, None)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&socket2::SockAddr::unix(path)?)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mask))?;
+    socket.listen(backlog)?;
+    let listener = UnixListener::from_std(socket.into());
+    Ok(Listener::Unix(listener, path.to_path_buf()))
+}
+
+impl Listener {
+    /// Accept one connection: the stream, the peer and the local address as
+    /// `stats conns` prints them.
+    pub fn accept(&self) -> io::Result<(Stream, String, String)> {
+        match self {
+            Listener::Tcp(l, local) => {
+                let (stream, peer) = l.accept()?;
+                stream.set_nodelay(true)?;
+                Ok((Stream::Tcp(stream), format!("tcp:{peer}"), format!("tcp:{local}")))
+            }
+            Listener::Unix(l, path) => {
+                let (stream, _) = l.accept()?;
+                let name = format!("unix:{}", path.display());
+                Ok((Stream::Unix(stream), name.clone(), name))
+            }
+        }
+    }
+
+    pub fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        match self {
+            Listener::Tcp(l, _) => registry.register(l, token, Interest::READABLE),
+            Listener::Unix(l, _) => registry.register(l, token, Interest::READABLE),
+        }
+    }
+
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        match self {
+            Listener::Tcp(_, a) => Some(*a),
+            Listener::Unix(..) => None,
+        }
+    }
+
+    /// Remove the socket file of a unix listener.
+    pub fn cleanup(&self) {
+        if let Listener::Unix(_, path) = self {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+impl Stream {
+    pub fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        let interest = Interest::READABLE | Interest::WRITABLE;
+        match self {
+            Stream::Tcp(s) => registry.register(s, token, interest),
+            Stream::Unix(s) => registry.register(s, token, interest),
+        }
+    }
+
+    pub fn deregister(&mut self, registry: &Registry) {
+        let _ = match self {
+            Stream::Tcp(s) => s.deregister(registry),
+            Stream::Unix(s) => s.deregister(registry),
+        };
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf),
+            Stream::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write(buf),
+            Stream::Unix(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}

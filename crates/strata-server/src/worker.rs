@@ -1,0 +1,283 @@
+//! A worker thread: one event loop, the connections the acceptor handed it,
+//! and nothing shared with other workers on the request path but the engine.
+//!
+//! Each turn: wait for readiness, then [`Worker::drive`] every ready
+//! connection: read what is there, run the requests, write the replies in
+//! one call. A connection that used its `-R` budget is put on the `yielded`
+//! list and continued next turn without waiting (memcached's `conn_yields`).
+
+use std::io::{self, Read, Write};
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mio::{Events, Poll, Token, Waker};
+
+use crate::conn::{Conn, Progress};
+use crate::exec::Executor;
+use crate::shared::{ConnInfo, Shared};
+use crate::stats::WorkerStats;
+use crate::sys::Stream;
+
+pub const WAKE_TOKEN: Token = Token(usize::MAX);
+const READ_CHUNK: usize = 16 * 1024;
+/// Stop reading once this much unprocessed input is buffered (beyond a
+/// data block the next request is waiting for).
+const MAX_BUFFERED_INPUT: usize = 1 << 20;
+
+/// A connection handed from the acceptor to a worker.
+pub struct NewConn {
+    pub stream: Stream,
+    pub peer: String,
+    pub listen: String,
+}
+
+struct Client {
+    stream: Stream,
+    conn: Conn,
+    info: Arc<ConnInfo>,
+    id: u64,
+    readable: bool,
+    writable: bool,
+    close_after_write: bool,
+}
+
+pub struct Worker {
+    shared: Arc<Shared>,
+    stats: Arc<WorkerStats>,
+    poll: Poll,
+    incoming: Receiver<NewConn>,
+    clients: Vec<Option<Client>>,
+    free: Vec<usize>,
+    yielded: Vec<usize>,
+}
+
+impl Worker {
+    pub fn new(shared: Arc<Shared>, index: usize, incoming: Receiver<NewConn>) -> io::Result<(Worker, Arc<Waker>)> {
+        let poll = Poll::new()?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKE_TOKEN)?);
+        let stats = shared.worker_stats[index].clone();
+        let worker = Worker { shared, stats, poll, incoming, clients: Vec::new(), free: Vec::new(), yielded: Vec::new() };
+        Ok((worker, waker))
+    }
+
+    pub fn run(mut self) {
+        let mut events = Events::with_capacity(1024);
+        let mut last_idle_check = Instant::now();
+        loop {
+            let timeout = if self.yielded.is_empty() { Duration::from_millis(500) } else { Duration::ZERO };
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    eprintln!("strata: worker poll failed: {e}");
+                    return;
+                }
+            }
+            let mut ready = std::mem::take(&mut self.yielded);
+            for event in events.iter() {
+                if event.token() == WAKE_TOKEN {
+                    self.accept_new();
+                    continue;
+                }
+                let index = event.token().0;
+                if let Some(Some(client)) = self.clients.get_mut(index) {
+                    client.readable |= event.is_readable() || event.is_read_closed() || event.is_error();
+                    client.writable |= event.is_writable();
+                    ready.push(index);
+                }
+            }
+            ready.sort_unstable();
+            ready.dedup();
+            for index in ready {
+                self.drive(index);
+            }
+            if self.shared.is_shutting_down() {
+                self.drain_and_close();
+                return;
+            }
+            if let Some(timeout) = self.shared.settings.idle_timeout {
+                if last_idle_check.elapsed() >= Duration::from_secs(1) {
+                    last_idle_check = Instant::now();
+                    self.kick_idle(timeout);
+                }
+            }
+        }
+    }
+
+    fn accept_new(&mut self) {
+        loop {
+            let new = match self.incoming.try_recv() {
+                Ok(new) => new,
+                Err(TryRecvError::Empty) | Err(TryRecvError::Disconnected) => return,
+            };
+            let index = self.free.pop().unwrap_or_else(|| {
+                self.clients.push(None);
+                self.shared.connection_structures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.clients.len() - 1
+            });
+            let mut stream = new.stream;
+            if stream.register(self.poll.registry(), Token(index)).is_err() {
+                self.free.push(index);
+                self.shared.curr_connections.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                continue;
+            }
+            let info = Arc::new(ConnInfo::new(new.peer, new.listen, self.shared.clock.now()));
+            let id = self.shared.conns.register(info.clone());
+            WorkerStats::incr(&self.stats.total_connections);
+            self.clients[index] = Some(Client {
+                stream,
+                conn: Conn::default(),
+                info,
+                id,
+                readable: true,
+                writable: true,
+                close_after_write: false,
+            });
+            self.drive(index);
+        }
+    }
+
+    /// Read, run and write for one connection until it would block.
+    fn drive(&mut self, index: usize) {
+        let Some(Some(client)) = self.clients.get_mut(index) else { return };
+        let exec = Executor { shared: &self.shared, stats: &self.stats };
+        let budget = self.shared.settings.reqs_per_event.max(1);
+        let close = loop {
+            if !client.close_after_write {
+                match client.conn.process(&exec, budget) {
+                    Progress::Close => break true,
+                    Progress::CloseAfterWrite => client.close_after_write = true,
+                    Progress::Yield => {
+                        WorkerStats::incr(&self.stats.conn_yields);
+                        self.yielded.push(index);
+                    }
+                    Progress::NeedInput | Progress::OutputFull => {}
+                }
+            }
+            match flush(client, &self.stats) {
+                Ok(()) => {}
+                Err(_) => break true,
+            }
+            if client.close_after_write {
+                if client.conn.pending_output() == 0 {
+                    break true;
+                }
+                break false;
+            }
+            if client.conn.pending_output() > self.shared.settings.max_pending_output_bytes {
+                break false; // wait until the client reads
+            }
+            if !client.readable || self.yielded.last() == Some(&index) {
+                break false;
+            }
+            match fill(client, &self.stats) {
+                Ok(true) => client.info.touch(self.shared.clock.now()),
+                Ok(false) => break false,
+                Err(_) => break true,
+            }
+        };
+        if close {
+            self.close(index);
+        }
+    }
+
+    fn close(&mut self, index: usize) {
+        if let Some(mut client) = self.clients.get_mut(index).and_then(Option::take) {
+            client.stream.deregister(self.poll.registry());
+            self.shared.conns.remove(client.id);
+            self.shared.curr_connections.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            self.free.push(index);
+            self.yielded.retain(|&i| i != index);
+        }
+    }
+
+    fn kick_idle(&mut self, timeout: Duration) {
+        let now = self.shared.clock.now();
+        let limit = timeout.as_secs() as u32;
+        let idle: Vec<usize> = self
+            .clients
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| c.as_ref().filter(|c| now.saturating_sub(c.info.last_cmd()) > limit).map(|_| i))
+            .collect();
+        for index in idle {
+            WorkerStats::incr(&self.stats.idle_kicks);
+            self.close(index);
+        }
+    }
+
+    /// On shutdown: answer what is already buffered, flush, close.
+    fn drain_and_close(&mut self) {
+        let (shared, stats) = (self.shared.clone(), self.stats.clone());
+        let exec = Executor { shared: &shared, stats: &stats };
+        let deadline = Instant::now() + Duration::from_secs(2);
+        for index in 0..self.clients.len() {
+            if let Some(client) = self.clients[index].as_mut() {
+                let _ = client.conn.process(&exec, usize::MAX);
+                while client.conn.pending_output() > 0 && Instant::now() < deadline {
+                    if flush(client, &stats).is_err() {
+                        break;
+                    }
+                    if client.conn.pending_output() > 0 {
+                        std::thread::sleep(Duration::from_millis(1));
+                        client.writable = true;
+                    }
+                }
+            }
+            self.close(index);
+        }
+    }
+}
+
+/// Write pending replies until done or the socket would block.
+fn flush(client: &mut Client, stats: &WorkerStats) -> io::Result<()> {
+    while client.conn.pending_output() > 0 && client.writable {
+        let conn = &mut client.conn;
+        match client.stream.write(&conn.out[conn.wpos..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                WorkerStats::add(&stats.bytes_written, n as u64);
+                conn.consume_output(n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => client.writable = false,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Read what the socket has. Ok(true): got bytes; Ok(false): would block or
+/// the input buffer is full for now; Err: closed or failed.
+fn fill(client: &mut Client, stats: &WorkerStats) -> io::Result<bool> {
+    let conn = &mut client.conn;
+    let buffered = conn.rbuf.len() - conn.rpos;
+    if buffered >= MAX_BUFFERED_INPUT.max(conn.awaiting) {
+        return Ok(false);
+    }
+    let want = READ_CHUNK.max(conn.awaiting.saturating_sub(conn.rbuf.len()).min(MAX_BUFFERED_INPUT));
+    let start = conn.rbuf.len();
+    conn.rbuf.resize(start + want, 0);
+    let result = client.stream.read(&mut conn.rbuf[start..]);
+    match result {
+        Ok(0) => {
+            conn.rbuf.truncate(start);
+            Err(io::ErrorKind::UnexpectedEof.into())
+        }
+        Ok(n) => {
+            conn.rbuf.truncate(start + n);
+            WorkerStats::add(&stats.bytes_read, n as u64);
+            Ok(true)
+        }
+        Err(e) => {
+            conn.rbuf.truncate(start);
+            match e.kind() {
+                io::ErrorKind::WouldBlock => {
+                    client.readable = false;
+                    Ok(false)
+                }
+                io::ErrorKind::Interrupted => Ok(true),
+                _ => Err(e),
+            }
+        }
+    }
+}

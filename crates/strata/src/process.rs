@@ -1,0 +1,73 @@
+//! Process-level chores: daemonizing (`-d`), dropping root (`-u`), and
+//! turning SIGTERM/SIGINT into a clean shutdown. The only `unsafe` in the
+//! binary is here: libc calls with no Rust wrapper in std.
+
+use std::ffi::CString;
+use std::io;
+use std::sync::Arc;
+
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+use signal_hook::iterator::Signals;
+use strata_server::shared::Shared;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// memcached refuses to run as root without `-u`; Strata runs, but says so.
+pub fn check_user(user: Option<&str>) -> Result<(), String> {
+    if is_root() && user.is_none() {
+        eprintln!("strata: warning: running as root; pass -u <user> to drop privileges");
+    }
+    Ok(())
+}
+
+/// Switch to `user` when running as root (memcached's `-u`).
+pub fn drop_privileges(user: Option<&str>) -> Result<(), String> {
+    let Some(user) = user else { return Ok(()) };
+    if !is_root() || user == "root" {
+        return Ok(());
+    }
+    let name = CString::new(user).map_err(|_| format!("invalid user name '{user}'"))?;
+    // SAFETY: `name` is a valid NUL-terminated string; getpwnam returns NULL
+    // or a pointer to static storage that we read before any other call.
+    let (uid, gid) = unsafe {
+        let pw = libc::getpwnam(name.as_ptr());
+        if pw.is_null() {
+            return Err(format!("can't find the user {user} to switch to"));
+        }
+        ((*pw).pw_uid, (*pw).pw_gid)
+    };
+    // SAFETY: plain syscalls on integer arguments; failures are checked.
+    unsafe {
+        if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(gid) != 0 || libc::setuid(uid) != 0 {
+            return Err(format!("failed to assume identity of user {user}: {}", io::Error::last_os_error()));
+        }
+    }
+    Ok(())
+}
+
+/// Detach from the terminal (`-d`). Must run before any thread starts.
+pub fn daemonize() -> io::Result<()> {
+    // SAFETY: called from main before other threads exist, as daemon(3)
+    // (a fork) requires.
+    if unsafe { libc::daemon(1, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// SIGTERM, SIGINT and SIGUSR1 stop the server cleanly; SIGHUP is ignored.
+pub fn stop_on_signals(shared: Arc<Shared>) -> io::Result<()> {
+    let mut signals = Signals::new([SIGTERM, SIGINT, SIGUSR1, SIGHUP])?;
+    std::thread::Builder::new().name("strata-signals".into()).spawn(move || {
+        for signal in signals.forever() {
+            if signal != SIGHUP {
+                shared.request_shutdown();
+                return;
+            }
+        }
+    })?;
+    Ok(())
+}
