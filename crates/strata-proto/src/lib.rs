@@ -19,3 +19,33 @@ pub mod text;
 pub use command::{parse_command, Command, GetKind, StoreCommand, StoreVerb, KEY_MAX_LENGTH};
 pub use meta::{MetaFlags, MetaKey, MetaRequest};
 pub use text::{frame_line, Frame, KeyList, Tokens};
+
+/// The fuzz target's body, shared by `fuzz/` (libFuzzer) and the corpus
+/// replay test: frame and parse every request in `data`, checking the
+/// parser's own invariants. Must never panic.
+pub fn fuzz_text(data: &[u8]) {
+    let mut rest = data;
+    while !rest.is_empty() {
+        match frame_line(rest, 1 << 16) {
+            Frame::Partial | Frame::Close => return,
+            Frame::Line { line, consumed } => {
+                assert!(consumed <= rest.len() && line.len() < consumed);
+                let skip = match parse_command(line) {
+                    Command::Store(s) => s.value_len.saturating_add(2),
+                    Command::MetaSet { value_len, req } => {
+                        assert!(req.key.bytes().len() <= KEY_MAX_LENGTH);
+                        value_len.saturating_add(2)
+                    }
+                    Command::Error { swallow, .. } => swallow,
+                    Command::Get { keys, .. } => {
+                        keys.iter().for_each(|k| assert!(!k.is_empty() && !k.contains(&b' ')));
+                        0
+                    }
+                    _ => 0,
+                };
+                rest = &rest[consumed..];
+                rest = &rest[skip.min(rest.len())..];
+            }
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! Replays the fuzz corpus (`fuzz/corpus/text`) through the fuzz target's
+//! body on stable Rust, plus random and mutated inputs from proptest, so the
+//! parser's no-panic guarantee is checked on every `scripts/test` run.
+
+use proptest::prelude::*;
+
+fn corpus() -> Vec<Vec<u8>> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/text");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).expect("corpus dir").map(|e| e.unwrap().path()).collect();
+    files.sort();
+    files.iter().map(|p| std::fs::read(p).unwrap()).collect()
+}
+
+#[test]
+fn corpus_replays_without_panics() {
+    let corpus = corpus();
+    assert!(corpus.len() >= 10, "corpus has {} entries", corpus.len());
+    for input in &corpus {
+        strata_proto::fuzz_text(input);
+        for cut in 0..input.len() {
+            strata_proto::fuzz_text(&input[..cut]);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..512)) {
+        strata_proto::fuzz_text(&data);
+    }
+
+    #[test]
+    fn mutated_corpus_never_panics(index in 0usize..12, flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8)) {
+        let corpus = corpus();
+        let mut input = corpus[index % corpus.len()].clone();
+        for (at, byte) in flips {
+            if !input.is_empty() {
+                let at = at % input.len();
+                input[at] = byte;
+            }
+        }
+        strata_proto::fuzz_text(&input);
+    }
+}
