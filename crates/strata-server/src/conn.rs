@@ -2,10 +2,10 @@
 //! in, requests executed in order, reply bytes out.
 //!
 //! ```text
-//!  rbuf: [ consumed | unprocessed requests ........ | spare ]
-//!                   ^ rpos                           ^ len
-//!  out:  [ written | pending replies ]
-//!                  ^ wpos
+//!  input: [ consumed | unprocessed requests ........ | spare (initialized) ]
+//!                    ^ start                         ^ end
+//!  out:   [ written | pending replies ]
+//!                   ^ wpos
 //! ```
 //!
 //! [`Conn::process`] runs every complete request in `rbuf` (up to a budget,
@@ -35,10 +35,67 @@ pub enum Progress {
     Close,
 }
 
+/// The read buffer. Its memory stays initialized and allocated between
+/// reads, so a read costs no memset and no allocation.
+#[derive(Default)]
+pub struct ReadBuf {
+    data: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl ReadBuf {
+    /// Bytes received and not yet consumed.
+    pub fn filled(&self) -> &[u8] {
+        &self.data[self.start..self.end]
+    }
+
+    pub fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        debug_assert!(self.start <= self.end);
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    /// Free space for at least `min` more bytes, moving unconsumed bytes to
+    /// the front first.
+    pub fn spare(&mut self, min: usize) -> &mut [u8] {
+        if self.start > 0 && self.data.len() - self.end < min {
+            self.data.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.data.len() - self.end < min {
+            self.data.resize(self.end + min, 0);
+        }
+        &mut self.data[self.end..]
+    }
+
+    /// Mark `n` bytes of [`ReadBuf::spare`] as received.
+    pub fn commit(&mut self, n: usize) {
+        self.end += n;
+        debug_assert!(self.end <= self.data.len());
+    }
+
+    pub fn extend_from_slice(&mut self, bytes: &[u8]) {
+        self.spare(bytes.len())[..bytes.len()].copy_from_slice(bytes);
+        self.commit(bytes.len());
+    }
+}
+
 #[derive(Default)]
 pub struct Conn {
-    pub rbuf: Vec<u8>,
-    pub rpos: usize,
+    pub input: ReadBuf,
     pub out: Vec<u8>,
     pub wpos: usize,
     /// Bytes of a refused data block still to discard.
@@ -58,17 +115,14 @@ impl Conn {
         let limits = &exec.shared.settings;
         loop {
             if self.swallow > 0 {
-                let n = self.swallow.min(self.rbuf.len() - self.rpos);
-                self.rpos += n;
+                let n = self.swallow.min(self.input.len());
+                self.input.consume(n);
                 self.swallow -= n;
                 if self.swallow > 0 {
-                    self.compact();
                     return Progress::NeedInput;
                 }
             }
-            if self.rpos == self.rbuf.len() {
-                self.rbuf.clear();
-                self.rpos = 0;
+            if self.input.is_empty() {
                 return Progress::NeedInput;
             }
             if budget == 0 {
@@ -78,16 +132,15 @@ impl Conn {
                 return Progress::OutputFull;
             }
             budget -= 1;
-            let buf = &self.rbuf[self.rpos..];
+            let buf = self.input.filled();
             let (line, consumed) = match frame_line(buf, limits.max_get_line_bytes) {
-                Frame::Partial => {
-                    self.compact();
-                    return Progress::NeedInput;
-                }
+                Frame::Partial => return Progress::NeedInput,
                 Frame::Close => return Progress::Close,
                 Frame::Line { line, consumed } => (line, consumed),
             };
             let out = &mut self.out;
+            let advance;
+            let mut stop = None;
             match parse_command(line) {
                 Command::Store(cmd) => {
                     let remove = cmd.verb == strata_proto::StoreVerb::Set;
@@ -98,17 +151,16 @@ impl Conn {
                                 out.extend_from_slice(b"\r\n");
                             }
                             self.swallow = cmd.value_len + 2;
-                            self.rpos += consumed;
+                            advance = consumed;
                         }
                         Admission::Accept => {
                             let end = consumed + cmd.value_len + 2;
                             if buf.len() < end {
                                 self.awaiting = end;
-                                self.compact();
                                 return Progress::NeedInput;
                             }
                             exec.store(&cmd, &buf[consumed..end], out);
-                            self.rpos += end;
+                            advance = end;
                         }
                     }
                 }
@@ -117,17 +169,16 @@ impl Conn {
                         out.extend_from_slice(reply.as_bytes());
                         out.extend_from_slice(b"\r\n");
                         self.swallow = value_len + 2;
-                        self.rpos += consumed;
+                        advance = consumed;
                     }
                     Admission::Accept => {
                         let end = consumed + value_len + 2;
                         if buf.len() < end {
                             self.awaiting = end;
-                            self.compact();
                             return Progress::NeedInput;
                         }
                         exec.meta_set(&req, &buf[consumed..end], out);
-                        self.rpos += end;
+                        advance = end;
                     }
                 },
                 Command::Error { reply, noreply, swallow } => {
@@ -136,27 +187,22 @@ impl Conn {
                         out.extend_from_slice(b"\r\n");
                     }
                     self.swallow = swallow;
-                    self.rpos += consumed;
+                    advance = consumed;
                 }
                 cmd => {
-                    let flow = exec.execute(&cmd, out);
-                    self.rpos += consumed;
-                    match flow {
+                    advance = consumed;
+                    match exec.execute(&cmd, out) {
                         Flow::Continue => {}
-                        Flow::CloseAfterWrite => return Progress::CloseAfterWrite,
-                        Flow::Close => return Progress::Close,
+                        Flow::CloseAfterWrite => stop = Some(Progress::CloseAfterWrite),
+                        Flow::Close => stop = Some(Progress::Close),
                     }
                 }
             }
+            self.input.consume(advance);
             self.awaiting = 0;
-        }
-    }
-
-    /// Move unprocessed bytes to the front of the read buffer.
-    fn compact(&mut self) {
-        if self.rpos > 0 {
-            self.rbuf.drain(..self.rpos);
-            self.rpos = 0;
+            if let Some(stop) = stop {
+                return stop;
+            }
         }
     }
 

@@ -232,11 +232,15 @@ impl Worker {
 fn flush(client: &mut Client, stats: &WorkerStats) -> io::Result<()> {
     while client.conn.pending_output() > 0 && client.writable {
         let conn = &mut client.conn;
+        let pending = conn.pending_output();
         match client.stream.write(&conn.out[conn.wpos..]) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => {
                 WorkerStats::add(&stats.bytes_written, n as u64);
                 conn.consume_output(n);
+                if n < pending {
+                    client.writable = false; // the socket buffer is full
+                }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => client.writable = false,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -247,37 +251,36 @@ fn flush(client: &mut Client, stats: &WorkerStats) -> io::Result<()> {
 }
 
 /// Read what the socket has. Ok(true): got bytes; Ok(false): would block or
-/// the input buffer is full for now; Err: closed or failed.
+/// the input buffer is full for now; Err: closed or failed. A short read
+/// means the socket is drained: with edge-triggered readiness, more data will
+/// raise a new event, so the next read waits for it instead of costing an
+/// EAGAIN syscall.
 fn fill(client: &mut Client, stats: &WorkerStats) -> io::Result<bool> {
     let conn = &mut client.conn;
-    let buffered = conn.rbuf.len() - conn.rpos;
+    let buffered = conn.input.len();
     if buffered >= MAX_BUFFERED_INPUT.max(conn.awaiting) {
         return Ok(false);
     }
-    let want = READ_CHUNK.max(conn.awaiting.saturating_sub(conn.rbuf.len()).min(MAX_BUFFERED_INPUT));
-    let start = conn.rbuf.len();
-    conn.rbuf.resize(start + want, 0);
-    let result = client.stream.read(&mut conn.rbuf[start..]);
-    match result {
-        Ok(0) => {
-            conn.rbuf.truncate(start);
-            Err(io::ErrorKind::UnexpectedEof.into())
-        }
+    let want = READ_CHUNK.max(conn.awaiting.saturating_sub(buffered).min(MAX_BUFFERED_INPUT));
+    let spare = conn.input.spare(want);
+    let room = spare.len();
+    match client.stream.read(spare) {
+        Ok(0) => Err(io::ErrorKind::UnexpectedEof.into()),
         Ok(n) => {
-            conn.rbuf.truncate(start + n);
+            conn.input.commit(n);
             WorkerStats::add(&stats.bytes_read, n as u64);
+            if n < room {
+                client.readable = false;
+            }
             Ok(true)
         }
-        Err(e) => {
-            conn.rbuf.truncate(start);
-            match e.kind() {
-                io::ErrorKind::WouldBlock => {
-                    client.readable = false;
-                    Ok(false)
-                }
-                io::ErrorKind::Interrupted => Ok(true),
-                _ => Err(e),
+        Err(e) => match e.kind() {
+            io::ErrorKind::WouldBlock => {
+                client.readable = false;
+                Ok(false)
             }
-        }
+            io::ErrorKind::Interrupted => Ok(true),
+            _ => Err(e),
+        },
     }
 }

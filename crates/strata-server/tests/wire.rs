@@ -27,7 +27,7 @@ fn run_chunks(chunks: &[&[u8]]) -> Vec<u8> {
     let exec = Executor { shared: &shared, stats: &stats };
     let mut conn = Conn::default();
     for chunk in chunks {
-        conn.rbuf.extend_from_slice(chunk);
+        conn.input.extend_from_slice(chunk);
         loop {
             match conn.process(&exec, 1000) {
                 Progress::Yield | Progress::OutputFull => continue,
