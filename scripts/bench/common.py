@@ -1,0 +1,82 @@
+"""Shared helpers for the store benchmarks: start a server pinned to a CPU,
+read its RSS, and talk the meta protocol in pipelined batches."""
+
+import os
+import shlex
+import socket
+import subprocess
+import time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A server process started from a command template with {port}."""
+
+    def __init__(self, template, cpu=0):
+        self.port = free_port()
+        cmd = template.format(port=self.port)
+        if os.geteuid() == 0 and cmd.split()[0].endswith("memcached") and " -u " not in f" {cmd} ":
+            cmd += " -u root"
+        self.proc = subprocess.Popen(["taskset", "-c", str(cpu)] + shlex.split(cmd),
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 10
+        while True:
+            try:
+                self.sock = socket.create_connection(("127.0.0.1", self.port))
+                break
+            except OSError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.05)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def rss_bytes(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmRSS")
+
+    def stats(self):
+        self.sock.sendall(b"stats\r\n")
+        out = {}
+        while True:
+            line = self.readline()
+            if line == b"END":
+                return out
+            _, name, value = line.decode().split(" ", 2)
+            out[name] = value
+
+    def readline(self):
+        while b"\r\n" not in self.buf:
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError("server closed the connection")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def read_exact(self, n):
+        while len(self.buf) < n:
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError("server closed the connection")
+            self.buf += chunk
+        data, self.buf = self.buf[:n], self.buf[n:]
+        return data
+
+    def stop(self):
+        self.sock.close()
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def strata_bin():
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return os.path.join(root, "target", "release", "strata")

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Hit ratio, side by side: the same demand-filled request stream (get; on a
+miss, set) sent to Strata and to Debian's memcached, both with -m 64 and one
+worker thread. Keys follow a zipf distribution (alpha 0.99 over 1M keys by
+default), values are 200 bytes. With --scan 0.2, a fifth of the requests are
+replaced by a one-time scan of fresh keys (each read once, then filled), the
+pattern that flushes an LRU.
+
+Requests go in pipelined batches of --batch gets, then the misses of that
+batch are filled, so both servers see exactly the same stream.
+
+    scripts/bench/hitratio.py [--requests 3000000] [--scan 0.2]
+"""
+
+import argparse
+import bisect
+import random
+
+from common import Server, strata_bin
+
+
+def zipf_cdf(n, alpha):
+    total = 0.0
+    cdf = []
+    for rank in range(1, n + 1):
+        total += 1.0 / rank ** alpha
+        cdf.append(total)
+    return [c / total for c in cdf]
+
+
+def stream(args):
+    rng = random.Random(args.seed)
+    cdf = zipf_cdf(args.keys, args.alpha)
+    # A fixed random permutation so popular keys are spread over the key space.
+    perm = list(range(args.keys))
+    rng.shuffle(perm)
+    scan_next = 0
+    out = []
+    for _ in range(args.requests):
+        if args.scan and rng.random() < args.scan:
+            out.append(b"scan:%d" % scan_next)
+            scan_next += 1
+        else:
+            rank = bisect.bisect_left(cdf, rng.random())
+            out.append(b"key:%d" % perm[min(rank, args.keys - 1)])
+    return out
+
+
+def run(name, template, keys, args):
+    value = b"x" * args.value_size
+    server = Server(template)
+    misses = 0
+    try:
+        for start in range(0, len(keys), args.batch):
+            batch = keys[start:start + args.batch]
+            server.sock.sendall(b"".join(b"mg %s\r\n" % k for k in batch))
+            missed = []
+            for k in batch:
+                line = server.readline()
+                if line == b"EN":
+                    missed.append(k)
+                elif line != b"HD":
+                    raise RuntimeError(f"{name}: unexpected reply {line!r}")
+            misses += len(missed)
+            if missed:
+                server.sock.sendall(b"".join(b"ms %s %d q\r\n%s\r\n" % (k, len(value), value) for k in missed) + b"mn\r\n")
+                line = server.readline()
+                while line != b"MN":
+                    if not line.startswith(b"SERVER_ERROR"):
+                        raise RuntimeError(f"{name}: unexpected reply {line!r}")
+                    line = server.readline()
+        stats = server.stats()
+    finally:
+        server.stop()
+    ratio = misses / len(keys)
+    print(f"{name:10s} requests={len(keys)} misses={misses} miss_ratio={ratio:.4f} "
+          f"evictions={stats.get('evictions')} curr_items={stats.get('curr_items')}")
+    return ratio
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--requests", type=int, default=3_000_000)
+    p.add_argument("--keys", type=int, default=1_000_000)
+    p.add_argument("--alpha", type=float, default=0.99)
+    p.add_argument("--value-size", type=int, default=200)
+    p.add_argument("--scan", type=float, default=0.0)
+    p.add_argument("--batch", type=int, default=100)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--memory-mb", type=int, default=64)
+    p.add_argument("--strata", default=f"{strata_bin()} -p {{port}} -t 1 -m MEM")
+    p.add_argument("--memcached", default="memcached -p {port} -t 1 -U 0 -m MEM")
+    args = p.parse_args()
+    keys = stream(args)
+    mem = str(args.memory_mb)
+    mc = run("memcached", args.memcached.replace("MEM", mem), keys, args)
+    st = run("strata", args.strata.replace("MEM", mem), keys, args)
+    print(f"ratio strata/memcached miss ratio: {st / mc:.3f}")
+
+
+if __name__ == "__main__":
+    main()
