@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 pub mod base64;
+pub mod binary;
 pub mod command;
 pub mod meta;
 pub mod number;

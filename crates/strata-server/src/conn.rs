@@ -16,9 +16,11 @@
 //! `out` holds more than the pending-output limit: a client that does not
 //! read its replies stops being read from.
 
+use strata_proto::binary::{self, Opcode, Verdict};
 use strata_proto::{frame_line, parse_command, Command, Frame};
 
 use crate::exec::{Admission, Executor, Flow};
+use crate::settings::ProtocolChoice;
 
 /// Why processing stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,8 +95,157 @@ impl ReadBuf {
     }
 }
 
+/// Which protocol a connection speaks, decided by its first byte
+/// (memcached's `-B auto`): 0x80 is a binary request, anything else text.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Protocol {
+    #[default]
+    Negotiating,
+    Text,
+    Binary,
+}
+
+fn negotiate(first: u8, choice: ProtocolChoice) -> Protocol {
+    match choice {
+        ProtocolChoice::Ascii => Protocol::Text,
+        ProtocolChoice::Binary => Protocol::Binary,
+        ProtocolChoice::Auto if first == binary::REQUEST_MAGIC => Protocol::Binary,
+        ProtocolChoice::Auto => Protocol::Text,
+    }
+}
+
+/// The outcome of one request.
+enum Step {
+    /// `total` bytes must be buffered before this request can run.
+    Need(usize),
+    /// Stop processing this connection.
+    Stop(Progress),
+    /// Done: consume `advance` bytes, then discard `swallow` more.
+    Done { advance: usize, swallow: usize, stop: Option<Progress> },
+}
+
+impl Step {
+    fn next(advance: usize) -> Step {
+        Step::Done { advance, swallow: 0, stop: None }
+    }
+}
+
+/// Append a text reply line unless silenced.
+fn push_line(out: &mut Vec<u8>, line: &str, noreply: bool) {
+    if !noreply {
+        out.extend_from_slice(line.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// One text or meta request at the front of `buf`.
+fn text_step(buf: &[u8], exec: &Executor<'_>, out: &mut Vec<u8>) -> Step {
+    let (line, consumed) = match frame_line(buf, exec.shared.settings.max_get_line_bytes) {
+        Frame::Partial => return Step::Need(buf.len() + 1),
+        Frame::Close => return Step::Stop(Progress::Close),
+        Frame::Line { line, consumed } => (line, consumed),
+    };
+    // A storage command's data block: refused blocks are swallowed, an
+    // accepted one runs once it is all here.
+    let block = |admission: Admission, value_len: usize, noreply: bool, run: &mut dyn FnMut(&[u8], &mut Vec<u8>), out: &mut Vec<u8>| {
+        match admission {
+            Admission::Refuse { reply, .. } => {
+                push_line(out, reply, noreply);
+                Step::Done { advance: consumed, swallow: value_len + 2, stop: None }
+            }
+            Admission::Accept => {
+                let end = consumed + value_len + 2;
+                if buf.len() < end {
+                    return Step::Need(end);
+                }
+                run(&buf[consumed..end], out);
+                Step::next(end)
+            }
+        }
+    };
+    match parse_command(line) {
+        Command::Store(cmd) => {
+            let remove = cmd.verb == strata_proto::StoreVerb::Set;
+            let admission = exec.admit_value(cmd.key, cmd.flags, cmd.value_len, remove);
+            block(admission, cmd.value_len, cmd.noreply, &mut |data, out| exec.store(&cmd, data, out), out)
+        }
+        Command::MetaSet { req, value_len } => {
+            let admission = exec.admit_meta_value(&req, value_len);
+            block(admission, value_len, false, &mut |data, out| exec.meta_set(&req, data, out), out)
+        }
+        Command::Error { reply, noreply, swallow } => {
+            push_line(out, reply, noreply);
+            Step::Done { advance: consumed, swallow, stop: None }
+        }
+        cmd => {
+            let stop = match exec.execute(&cmd, out) {
+                Flow::Continue => None,
+                Flow::CloseAfterWrite => Some(Progress::CloseAfterWrite),
+                Flow::Close => Some(Progress::Close),
+            };
+            Step::Done { advance: consumed, swallow: 0, stop }
+        }
+    }
+}
+
+/// Largest body accepted for a binary command that carries no value.
+const MAX_BINARY_CONTROL_BODY: usize = 4096;
+
+/// One binary request at the front of `buf`.
+fn binary_step(buf: &[u8], exec: &Executor<'_>, out: &mut Vec<u8>) -> Step {
+    let Some(header) = binary::Header::parse(buf) else { return Step::Need(binary::HEADER_LEN) };
+    if header.magic != binary::REQUEST_MAGIC {
+        return Step::Stop(Progress::Close);
+    }
+    let (code, opaque) = (header.opcode, header.opaque);
+    let close_with = |status, out: &mut Vec<u8>| {
+        binary::write_error(out, code, status, opaque);
+        Step::Done { advance: binary::HEADER_LEN, swallow: 0, stop: Some(Progress::CloseAfterWrite) }
+    };
+    let op = match binary::validate(&header, strata_proto::KEY_MAX_LENGTH) {
+        Verdict::Corrupt => return close_with(binary::Status::UnknownCommand, out),
+        Verdict::ProtocolError => return close_with(binary::Status::Invalid, out),
+        Verdict::Unknown => {
+            binary::write_error(out, code, binary::Status::UnknownCommand, opaque);
+            return Step::Done { advance: binary::HEADER_LEN, swallow: header.body_len as usize, stop: None };
+        }
+        Verdict::Execute(op) => op,
+    };
+    let (loud, quiet) = op.loud();
+    let body_len = header.body_len as usize;
+    let head_len = binary::HEADER_LEN + usize::from(header.extras_len) + usize::from(header.key_len);
+    let stores = matches!(loud, Opcode::Set | Opcode::Add | Opcode::Replace | Opcode::Append | Opcode::Prepend);
+    if stores {
+        if buf.len() < head_len {
+            return Step::Need(head_len);
+        }
+        let head = binary::Request::split(header, &buf[binary::HEADER_LEN..head_len]);
+        let flags = if header.extras_len >= 4 { head.extra_u32(0) } else { 0 };
+        let value_len = binary::HEADER_LEN + body_len - head_len;
+        if let Admission::Refuse { .. } = exec.admit_value(head.key, flags, value_len, loud == Opcode::Set) {
+            binary::write_error(out, code, binary::Status::TooBig, opaque);
+            return Step::Done { advance: head_len, swallow: value_len, stop: None };
+        }
+    } else if body_len > MAX_BINARY_CONTROL_BODY {
+        return close_with(binary::Status::Invalid, out);
+    }
+    let end = binary::HEADER_LEN + body_len;
+    if buf.len() < end {
+        return Step::Need(end);
+    }
+    let req = binary::Request::split(header, &buf[binary::HEADER_LEN..end]);
+    let stop = match exec.binary(loud, quiet, &req, out) {
+        Flow::Continue => None,
+        Flow::CloseAfterWrite if quiet => Some(Progress::Close),
+        Flow::CloseAfterWrite => Some(Progress::CloseAfterWrite),
+        Flow::Close => Some(Progress::Close),
+    };
+    Step::Done { advance: end, swallow: 0, stop }
+}
+
 #[derive(Default)]
 pub struct Conn {
+    pub protocol: Protocol,
     pub input: ReadBuf,
     pub out: Vec<u8>,
     pub wpos: usize,
@@ -133,75 +284,27 @@ impl Conn {
             }
             budget -= 1;
             let buf = self.input.filled();
-            let (line, consumed) = match frame_line(buf, limits.max_get_line_bytes) {
-                Frame::Partial => return Progress::NeedInput,
-                Frame::Close => return Progress::Close,
-                Frame::Line { line, consumed } => (line, consumed),
-            };
-            let out = &mut self.out;
-            let advance;
-            let mut stop = None;
-            match parse_command(line) {
-                Command::Store(cmd) => {
-                    let remove = cmd.verb == strata_proto::StoreVerb::Set;
-                    match exec.admit_value(cmd.key, cmd.flags, cmd.value_len, remove) {
-                        Admission::Refuse { reply, .. } => {
-                            if !cmd.noreply {
-                                out.extend_from_slice(reply.as_bytes());
-                                out.extend_from_slice(b"\r\n");
-                            }
-                            self.swallow = cmd.value_len + 2;
-                            advance = consumed;
-                        }
-                        Admission::Accept => {
-                            let end = consumed + cmd.value_len + 2;
-                            if buf.len() < end {
-                                self.awaiting = end;
-                                return Progress::NeedInput;
-                            }
-                            exec.store(&cmd, &buf[consumed..end], out);
-                            advance = end;
-                        }
-                    }
-                }
-                Command::MetaSet { req, value_len } => match exec.admit_meta_value(&req, value_len) {
-                    Admission::Refuse { reply, .. } => {
-                        out.extend_from_slice(reply.as_bytes());
-                        out.extend_from_slice(b"\r\n");
-                        self.swallow = value_len + 2;
-                        advance = consumed;
-                    }
-                    Admission::Accept => {
-                        let end = consumed + value_len + 2;
-                        if buf.len() < end {
-                            self.awaiting = end;
-                            return Progress::NeedInput;
-                        }
-                        exec.meta_set(&req, &buf[consumed..end], out);
-                        advance = end;
-                    }
-                },
-                Command::Error { reply, noreply, swallow } => {
-                    if !noreply {
-                        out.extend_from_slice(reply.as_bytes());
-                        out.extend_from_slice(b"\r\n");
-                    }
-                    self.swallow = swallow;
-                    advance = consumed;
-                }
-                cmd => {
-                    advance = consumed;
-                    match exec.execute(&cmd, out) {
-                        Flow::Continue => {}
-                        Flow::CloseAfterWrite => stop = Some(Progress::CloseAfterWrite),
-                        Flow::Close => stop = Some(Progress::Close),
-                    }
-                }
+            if self.protocol == Protocol::Negotiating {
+                self.protocol = negotiate(buf[0], limits.protocol);
             }
-            self.input.consume(advance);
-            self.awaiting = 0;
-            if let Some(stop) = stop {
-                return stop;
+            let step = match self.protocol {
+                Protocol::Binary => binary_step(buf, exec, &mut self.out),
+                _ => text_step(buf, exec, &mut self.out),
+            };
+            match step {
+                Step::Need(total) => {
+                    self.awaiting = total;
+                    return Progress::NeedInput;
+                }
+                Step::Stop(progress) => return progress,
+                Step::Done { advance, swallow, stop } => {
+                    self.input.consume(advance);
+                    self.swallow = swallow;
+                    self.awaiting = 0;
+                    if let Some(stop) = stop {
+                        return stop;
+                    }
+                }
             }
         }
     }

@@ -5,8 +5,20 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// `-B`: which protocols a connection may speak.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ProtocolChoice {
+    /// Decided by the first byte of the connection.
+    #[default]
+    Auto,
+    Ascii,
+    Binary,
+}
+
 #[derive(Clone, Debug)]
 pub struct Settings {
+    /// `-B`.
+    pub protocol: ProtocolChoice,
     /// `-l` addresses with `-p` applied; empty with `-s`.
     pub tcp_listen: Vec<SocketAddr>,
     pub tcp_port: u16,
@@ -52,6 +64,7 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Settings {
+            protocol: ProtocolChoice::Auto,
             tcp_listen: vec![SocketAddr::from(([127, 0, 0, 1], 11211))],
             tcp_port: 11211,
             udp_port: 0,

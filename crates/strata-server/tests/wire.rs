@@ -62,6 +62,100 @@ fn every_split_point_gives_the_same_replies() {
     assert_eq!(run_chunks(&bytes), whole, "one byte at a time");
 }
 
+/// A binary request.
+fn bin(opcode: u8, key: &[u8], extras: &[u8], value: &[u8], cas: u64) -> Vec<u8> {
+    let mut out = vec![0x80, opcode];
+    out.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    out.push(extras.len() as u8);
+    out.extend_from_slice(&[0, 0, 0]);
+    out.extend_from_slice(&((extras.len() + key.len() + value.len()) as u32).to_be_bytes());
+    out.extend_from_slice(&0x1234_5678u32.to_be_bytes());
+    out.extend_from_slice(&cas.to_be_bytes());
+    out.extend_from_slice(extras);
+    out.extend_from_slice(key);
+    out.extend_from_slice(value);
+    out
+}
+
+/// Every opcode memcached serves, and every status it answers with.
+fn binary_stream() -> Vec<u8> {
+    let set_extras = [0, 0, 0, 7, 0, 0, 0, 0];
+    let delta = |d: u64, initial: u64, exp: u32| [&d.to_be_bytes()[..], &initial.to_be_bytes(), &exp.to_be_bytes()].concat();
+    let ttl = 100u32.to_be_bytes();
+    [
+        bin(0x01, b"k", &set_extras, b"hello", 0),     // SET
+        bin(0x11, b"q", &set_extras, b"quiet", 0),     // SETQ: silent
+        bin(0x00, b"k", &[], &[], 0),                  // GET hit
+        bin(0x09, b"missing", &[], &[], 0),            // GETQ miss: silent
+        bin(0x0c, b"missing", &[], &[], 0),            // GETK miss: key back
+        bin(0x0d, b"k", &[], &[], 0),                  // GETKQ hit
+        bin(0x02, b"k", &set_extras, b"x", 0),         // ADD exists
+        bin(0x12, b"a", &set_extras, b"x", 0),         // ADDQ
+        bin(0x03, b"nope", &set_extras, b"x", 0),      // REPLACE missing
+        bin(0x13, b"k", &set_extras, b"hi", 0),        // REPLACEQ
+        bin(0x01, b"k", &set_extras, b"v", 999),       // SET with a wrong CAS
+        bin(0x0e, b"k", &[], b"++", 0),                // APPEND
+        bin(0x19, b"nope", &[], b"++", 0),             // APPENDQ missing: NOT_STORED
+        bin(0x0f, b"k", &[], b"--", 0),                // PREPEND
+        bin(0x1a, b"k", &[], b"<", 0),                 // PREPENDQ
+        bin(0x05, b"n", &delta(1, 10, 0), &[], 0),     // INCREMENT creates
+        bin(0x15, b"n", &delta(5, 0, 0), &[], 0),      // INCREMENTQ
+        bin(0x06, b"n", &delta(100, 0, 0), &[], 0),    // DECREMENT clamps
+        bin(0x16, b"none", &delta(1, 0, u32::MAX), &[], 0), // DECREMENTQ missing
+        bin(0x05, b"k", &delta(1, 0, 0), &[], 0),      // non-numeric
+        bin(0x1c, b"k", &ttl, &[], 0),                 // TOUCH
+        bin(0x1d, b"k", &ttl, &[], 0),                 // GAT
+        bin(0x1e, b"nope", &ttl, &[], 0),              // GATQ miss
+        bin(0x23, b"k", &ttl, &[], 0),                 // GATK
+        bin(0x24, b"k", &ttl, &[], 0),                 // GATKQ
+        bin(0x04, b"a", &[], &[], 0),                  // DELETE
+        bin(0x14, b"a", &[], &[], 0),                  // DELETEQ missing
+        bin(0x0b, b"", &[], &[], 0),                   // VERSION
+        bin(0x10, b"", &[], &[], 0),                   // STAT
+        bin(0x10, b"nonsense", &[], &[], 0),           // STAT unknown group
+        bin(0x08, b"", &[], &[], 0),                   // FLUSH
+        bin(0x18, b"", &0u32.to_be_bytes(), &[], 0),   // FLUSHQ
+        bin(0x20, b"", &[], &[], 0),                   // SASL without -S
+        bin(0x0a, b"", &[], &[], 0),                   // NOOP
+        bin(0x17, b"", &[], &[], 0),                   // QUITQ
+    ]
+    .concat()
+}
+
+/// The (opcode, status) pairs in a binary reply stream.
+fn statuses(mut replies: &[u8]) -> Vec<(u8, u16)> {
+    let mut out = Vec::new();
+    while replies.len() >= 24 {
+        let body = u32::from_be_bytes(replies[8..12].try_into().unwrap()) as usize;
+        out.push((replies[1], u16::from_be_bytes([replies[6], replies[7]])));
+        replies = &replies[24 + body..];
+    }
+    out
+}
+
+#[test]
+fn binary_every_opcode_and_split_point() {
+    let stream = binary_stream();
+    let whole = run_chunks(&[&stream]);
+    let got = statuses(&whole);
+    let stat_lines = got.iter().filter(|&&(op, st)| op == 0x10 && st == 0).count();
+    let rest: Vec<_> = got.iter().copied().filter(|&(op, _)| op != 0x10).collect();
+    assert_eq!(
+        rest,
+        vec![
+            (0x01, 0), (0x00, 0), (0x0c, 1), (0x0d, 0), (0x02, 2), (0x03, 1), (0x01, 2), (0x0e, 0),
+            (0x19, 5), (0x0f, 0), (0x05, 0), (0x06, 0), (0x16, 1), (0x05, 6), (0x1c, 0), (0x1d, 0), (0x23, 0),
+            (0x24, 0), (0x04, 0), (0x14, 1), (0x0b, 0), (0x08, 0), (0x20, 0x81), (0x0a, 0),
+        ]
+    );
+    assert!(stat_lines > 10, "general stats and their terminator");
+    assert!(got.contains(&(0x10, 1)), "unknown stats group is KEY_ENOENT");
+    for split in 1..stream.len() {
+        let (a, b) = stream.split_at(split);
+        assert_eq!(statuses(&run_chunks(&[a, b])), got, "split at byte {split}");
+    }
+}
+
 fn start_server() -> (Server, std::net::SocketAddr) {
     let settings = Settings {
         tcp_listen: vec!["127.0.0.1:0".parse().unwrap()],

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use clap::error::ErrorKind;
 use clap::{ArgAction, Parser};
+use strata_server::settings::ProtocolChoice;
 use strata_server::Settings;
 
 #[derive(Parser, Debug)]
@@ -74,6 +75,9 @@ struct Args {
     /// max item size (k and m suffixes; default: 1m, min: 1k, max: 1024m)
     #[arg(short = 'I', long = "max-item-size", default_value = "1m", value_name = "SIZE")]
     max_item_size: String,
+    /// protocol: ascii, binary, or auto (default: auto-negotiate)
+    #[arg(short = 'B', long = "protocol", default_value = "auto", value_name = "NAME")]
+    protocol: String,
     /// disable flush_all command
     #[arg(short = 'F', long = "disable-flush-all")]
     disable_flush_all: bool,
@@ -151,6 +155,12 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     if settings.memory_limit_bytes < settings.item_size_max as u64 {
         return Err("item max size cannot be larger than the memory limit (-m)".into());
     }
+    settings.protocol = match args.protocol.as_str() {
+        "auto" => ProtocolChoice::Auto,
+        "ascii" => ProtocolChoice::Ascii,
+        "binary" => ProtocolChoice::Binary,
+        other => return Err(format!("invalid protocol '{other}': use ascii, binary or auto")),
+    };
     settings.unix_socket = args.unix_socket;
     settings.tcp_listen = listen_addrs(&args.listen, args.port)?;
     for opts in &args.extended {

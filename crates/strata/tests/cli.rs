@@ -62,7 +62,7 @@ fn help_lists_every_memcached_flag() {
     let out = Command::new(BIN).arg("-h").output().unwrap();
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
-    for flag in ["-p", "-U", "-s", "-a", "-l", "-d", "-u", "-P", "-m", "-M", "-c", "-t", "-R", "-C", "-b", "-I", "-A", "-F", "-v", "-V", "-h", "-o"] {
+    for flag in ["-p", "-U", "-s", "-a", "-l", "-d", "-u", "-P", "-m", "-M", "-c", "-t", "-R", "-C", "-b", "-I", "-A", "-F", "-B", "-v", "-V", "-h", "-o"] {
         assert!(help.contains(&format!("{flag}, ")), "help lacks {flag}:\n{help}");
     }
     let version = Command::new(BIN).arg("-V").output().unwrap();
@@ -71,7 +71,7 @@ fn help_lists_every_memcached_flag() {
 
 #[test]
 fn bad_flags_exit_with_code_2() {
-    for args in [&["-x"][..], &["-p", "http"], &["-o", "nonsense"], &["-o", "idle_timeout=soon"], &["-I", "5g"], &["-U", "11211"]] {
+    for args in [&["-x"][..], &["-p", "http"], &["-o", "nonsense"], &["-o", "idle_timeout=soon"], &["-I", "5g"], &["-U", "11211"], &["-B", "morse"]] {
         let out = Command::new(BIN).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(!out.stderr.is_empty(), "{args:?} printed no message");

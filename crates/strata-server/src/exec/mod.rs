@@ -7,6 +7,7 @@
 //! (too large is refused before a byte of it is buffered, and the block is
 //! swallowed), then [`Executor::store`] runs once the whole block is there.
 
+mod binary;
 mod meta;
 mod stats_cmd;
 

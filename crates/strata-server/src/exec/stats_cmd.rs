@@ -9,12 +9,49 @@ use strata_proto::Tokens;
 
 use super::{reply, Executor};
 
-fn stat(out: &mut String, name: &str, value: impl std::fmt::Display) {
-    let _ = write!(out, "STAT {name} {value}\r\n");
+/// Collected `(name, value)` pairs, shared by the text and binary protocols.
+pub(crate) type Stats = Vec<(String, String)>;
+
+fn stat(out: &mut Stats, name: &str, value: impl std::fmt::Display) {
+    out.push((name.to_string(), value.to_string()));
 }
 
+/// What a stats group asks for.
+pub(crate) enum Group {
+    Values(Stats),
+    Reset,
+    DetailUsage,
+    Unknown,
+}
+
+/// The stats of `group` (empty for the general stats).
+pub(crate) fn collect(exec: &Executor<'_>, group: &[u8]) -> Group {
+    let mut t = Stats::new();
+    match group {
+        b"" => general(exec, &mut t),
+        b"reset" => {
+            for w in &exec.shared.worker_stats {
+                w.reset();
+            }
+            return Group::Reset;
+        }
+        b"detail" => return Group::DetailUsage,
+        b"settings" => settings(exec, &mut t),
+        b"items" => {}
+        b"slabs" => {
+            let engine = exec.shared.engine.stats();
+            stat(&mut t, "active_slabs", 0);
+            stat(&mut t, "total_malloced", engine.bytes);
+        }
+        b"sizes" => stat(&mut t, "sizes_status", "disabled"),
+        b"conns" => conns(exec, &mut t),
+        _ => return Group::Unknown,
+    }
+    Group::Values(t)
+}
+
+/// CPU seconds used, user and system, from /proc (std has no getrusage).
 fn rusage() -> (f64, f64) {
-    // SAFETY-free: libc::getrusage via std is not exposed; read /proc instead.
     let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return (0.0, 0.0) };
     let after_comm = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
     let fields: Vec<&str> = after_comm.split_whitespace().collect();
@@ -25,32 +62,22 @@ fn rusage() -> (f64, f64) {
 }
 
 pub(super) fn stats(exec: &Executor<'_>, args: Tokens<'_>, out: &mut Vec<u8>) {
-    let mut text = String::new();
-    match args.get(1) {
-        b"" => general(exec, &mut text),
-        b"reset" => {
-            for w in &exec.shared.worker_stats {
-                w.reset();
+    match collect(exec, args.get(1)) {
+        Group::Values(values) => {
+            let mut text = String::new();
+            for (name, value) in values {
+                let _ = write!(text, "STAT {name} {value}\r\n");
             }
-            return reply(out, "RESET", false);
+            out.extend_from_slice(text.as_bytes());
+            out.extend_from_slice(b"END\r\n");
         }
-        b"detail" => return reply(out, "CLIENT_ERROR usage: stats detail on|off|dump", false),
-        b"settings" => settings(exec, &mut text),
-        b"items" => {}
-        b"slabs" => {
-            let engine = exec.shared.engine.stats();
-            stat(&mut text, "active_slabs", 0);
-            stat(&mut text, "total_malloced", engine.bytes);
-        }
-        b"sizes" => stat(&mut text, "sizes_status", "disabled"),
-        b"conns" => conns(exec, &mut text),
-        _ => return reply(out, "ERROR", false),
+        Group::Reset => reply(out, "RESET", false),
+        Group::DetailUsage => reply(out, "CLIENT_ERROR usage: stats detail on|off|dump", false),
+        Group::Unknown => reply(out, "ERROR", false),
     }
-    out.extend_from_slice(text.as_bytes());
-    out.extend_from_slice(b"END\r\n");
 }
 
-fn general(exec: &Executor<'_>, t: &mut String) {
+fn general(exec: &Executor<'_>, t: &mut Stats) {
     let shared = exec.shared;
     let s = shared.stats();
     let e = shared.engine.stats();
@@ -113,7 +140,7 @@ fn general(exec: &Executor<'_>, t: &mut String) {
     stat(t, "reclaimed", e.reclaimed);
 }
 
-fn settings(exec: &Executor<'_>, t: &mut String) {
+fn settings(exec: &Executor<'_>, t: &mut Stats) {
     let st = &exec.shared.settings;
     stat(t, "maxbytes", exec.shared.memory_limit_bytes.load(Ordering::Relaxed));
     stat(t, "maxconns", st.max_connections);
@@ -138,7 +165,7 @@ fn settings(exec: &Executor<'_>, t: &mut String) {
     stat(t, "idle_timeout", st.idle_timeout.map_or(0, |d| d.as_secs()));
 }
 
-fn conns(exec: &Executor<'_>, t: &mut String) {
+fn conns(exec: &Executor<'_>, t: &mut Stats) {
     let now = exec.shared.clock.now();
     for (id, info) in exec.shared.conns.snapshot() {
         stat(t, &format!("{id}:addr"), &info.peer);
