@@ -16,6 +16,7 @@ pub mod command;
 pub mod meta;
 pub mod number;
 pub mod text;
+pub mod udp;
 
 pub use command::{parse_command, Command, GetKind, StoreCommand, StoreVerb, KEY_MAX_LENGTH};
 pub use meta::{MetaFlags, MetaKey, MetaRequest};

@@ -105,7 +105,7 @@ pub enum Protocol {
     Binary,
 }
 
-fn negotiate(first: u8, choice: ProtocolChoice) -> Protocol {
+pub(crate) fn negotiate(first: u8, choice: ProtocolChoice) -> Protocol {
     match choice {
         ProtocolChoice::Ascii => Protocol::Text,
         ProtocolChoice::Binary => Protocol::Binary,
@@ -115,7 +115,7 @@ fn negotiate(first: u8, choice: ProtocolChoice) -> Protocol {
 }
 
 /// The outcome of one request.
-enum Step {
+pub(crate) enum Step {
     /// `total` bytes must be buffered before this request can run.
     Need(usize),
     /// Stop processing this connection.
@@ -139,7 +139,7 @@ fn push_line(out: &mut Vec<u8>, line: &str, noreply: bool) {
 }
 
 /// One text or meta request at the front of `buf`.
-fn text_step(buf: &[u8], exec: &Executor<'_>, out: &mut Vec<u8>) -> Step {
+pub(crate) fn text_step(buf: &[u8], exec: &Executor<'_>, out: &mut Vec<u8>) -> Step {
     let (line, consumed) = match frame_line(buf, exec.shared.settings.max_get_line_bytes) {
         Frame::Partial => return Step::Need(buf.len() + 1),
         Frame::Close => return Step::Stop(Progress::Close),
@@ -192,7 +192,7 @@ fn text_step(buf: &[u8], exec: &Executor<'_>, out: &mut Vec<u8>) -> Step {
 const MAX_BINARY_CONTROL_BODY: usize = 4096;
 
 /// One binary request at the front of `buf`.
-fn binary_step(buf: &[u8], exec: &Executor<'_>, out: &mut Vec<u8>) -> Step {
+pub(crate) fn binary_step(buf: &[u8], exec: &Executor<'_>, out: &mut Vec<u8>) -> Step {
     let Some(header) = binary::Header::parse(buf) else { return Step::Need(binary::HEADER_LEN) };
     if header.magic != binary::REQUEST_MAGIC {
         return Step::Stop(Progress::Close);

@@ -11,6 +11,7 @@ pub mod shared;
 pub mod slabs;
 pub mod stats;
 pub mod sys;
+pub mod udp;
 pub mod worker;
 
 pub use server::Server;

@@ -36,6 +36,8 @@ pub struct Server {
     pub shared: Arc<Shared>,
     /// The TCP addresses actually bound (port 0 resolved).
     pub tcp_addrs: Vec<SocketAddr>,
+    /// The UDP addresses bound (`-U`), one per listen address.
+    pub udp_addrs: Vec<SocketAddr>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -50,14 +52,15 @@ impl Server {
                 listeners.push(sys::tcp_listener(*addr, settings.backlog)?);
             }
         }
-        let tcp_addrs = listeners.iter().filter_map(Listener::local_addr).collect();
+        let tcp_addrs: Vec<SocketAddr> = listeners.iter().filter_map(Listener::local_addr).collect();
+        let (udp_addrs, mut udp_sockets) = udp_sockets(&settings, settings.threads.max(1))?;
         let shared = Arc::new(Shared::new(settings, engine, Clock::new()));
 
         let mut threads = Vec::new();
         let mut hand_off = Vec::new();
         for index in 0..shared.settings.threads.max(1) {
             let (tx, rx) = channel();
-            let (worker, waker) = Worker::new(shared.clone(), index, rx)?;
+            let (worker, waker) = Worker::new(shared.clone(), index, rx, std::mem::take(&mut udp_sockets[index]))?;
             let wake = waker.clone();
             shared.on_shutdown(Box::new(move || {
                 let _ = wake.wake();
@@ -80,7 +83,7 @@ impl Server {
             .name("strata-acceptor".into())
             .spawn(move || accept_loop(acceptor_shared, poll, listeners, hand_off))?;
         threads.push(acceptor);
-        Ok(Server { shared, tcp_addrs, threads })
+        Ok(Server { shared, tcp_addrs, udp_addrs, threads })
     }
 
     /// Wait until shutdown has been requested and every thread has finished.
@@ -94,6 +97,26 @@ impl Server {
     pub fn shutdown(&self) {
         self.shared.request_shutdown();
     }
+}
+
+/// One UDP socket per worker per listen address (none without `-U` or with
+/// `-s`). With port 0 the first bind picks the port and the rest reuse it.
+fn udp_sockets(settings: &Settings, workers: usize) -> io::Result<(Vec<SocketAddr>, Vec<Vec<mio::net::UdpSocket>>)> {
+    let mut per_worker: Vec<Vec<mio::net::UdpSocket>> = (0..workers).map(|_| Vec::new()).collect();
+    let mut addrs = Vec::new();
+    if !settings.udp_enabled || settings.unix_socket.is_some() {
+        return Ok((addrs, per_worker));
+    }
+    for tcp in &settings.tcp_listen {
+        let mut addr = SocketAddr::new(tcp.ip(), settings.udp_port);
+        for sockets in per_worker.iter_mut() {
+            let socket = sys::udp_socket(addr)?;
+            addr = socket.local_addr()?;
+            sockets.push(socket);
+        }
+        addrs.push(addr);
+    }
+    Ok((addrs, per_worker))
 }
 
 fn accept_loop(shared: Arc<Shared>, mut poll: Poll, listeners: Vec<Listener>, hand_off: Vec<(Sender<NewConn>, Arc<Waker>)>) {

@@ -23,6 +23,8 @@ pub struct Settings {
     pub tcp_listen: Vec<SocketAddr>,
     pub tcp_port: u16,
     pub udp_port: u16,
+    /// `-U` other than 0 (tests may ask for port 0 with this set).
+    pub udp_enabled: bool,
     /// `-s`: listen on a unix socket instead of TCP.
     pub unix_socket: Option<PathBuf>,
     /// `-a`: permissions of the unix socket (octal in the CLI).
@@ -59,6 +61,9 @@ pub struct Settings {
     /// until the client has read some (a client that never reads cannot make
     /// the server buffer without bound).
     pub max_pending_output_bytes: usize,
+    /// `-o udp_max_reply`: largest reply one UDP request may draw; 0 = no
+    /// limit (memcached's behaviour). Bounds UDP amplification.
+    pub udp_max_reply_bytes: usize,
 }
 
 impl Default for Settings {
@@ -68,6 +73,7 @@ impl Default for Settings {
             tcp_listen: vec![SocketAddr::from(([127, 0, 0, 1], 11211))],
             tcp_port: 11211,
             udp_port: 0,
+            udp_enabled: false,
             unix_socket: None,
             unix_mask: 0o700,
             memory_limit_bytes: 64 << 20,
@@ -85,6 +91,7 @@ impl Default for Settings {
             maxconns_fast: true,
             max_get_line_bytes: 2 << 20,
             max_pending_output_bytes: 4 << 20,
+            udp_max_reply_bytes: 64 << 10,
         }
     }
 }

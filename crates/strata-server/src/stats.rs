@@ -62,6 +62,7 @@ counters!(
     total_connections,
     rejected_connections,
     idle_kicks,
+    udp_replies_refused,
 );
 
 impl WorkerStats {

@@ -18,8 +18,12 @@ use crate::exec::Executor;
 use crate::shared::{ConnInfo, Shared};
 use crate::stats::WorkerStats;
 use crate::sys::Stream;
+use crate::udp::UdpPorts;
 
 pub const WAKE_TOKEN: Token = Token(usize::MAX);
+/// UDP sockets use the tokens below the wake token.
+const UDP_TOKEN_BASE: usize = usize::MAX - 1;
+const MAX_UDP_SOCKETS: usize = 1024;
 const READ_CHUNK: usize = 16 * 1024;
 /// Stop reading once this much unprocessed input is buffered (beyond a
 /// data block the next request is waiting for).
@@ -50,14 +54,33 @@ pub struct Worker {
     clients: Vec<Option<Client>>,
     free: Vec<usize>,
     yielded: Vec<usize>,
+    udp: UdpPorts,
 }
 
 impl Worker {
-    pub fn new(shared: Arc<Shared>, index: usize, incoming: Receiver<NewConn>) -> io::Result<(Worker, Arc<Waker>)> {
+    pub fn new(
+        shared: Arc<Shared>,
+        index: usize,
+        incoming: Receiver<NewConn>,
+        mut udp_sockets: Vec<mio::net::UdpSocket>,
+    ) -> io::Result<(Worker, Arc<Waker>)> {
         let poll = Poll::new()?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKE_TOKEN)?);
+        udp_sockets.truncate(MAX_UDP_SOCKETS);
+        for (i, socket) in udp_sockets.iter_mut().enumerate() {
+            poll.registry().register(socket, Token(UDP_TOKEN_BASE - i), mio::Interest::READABLE)?;
+        }
         let stats = shared.worker_stats[index].clone();
-        let worker = Worker { shared, stats, poll, incoming, clients: Vec::new(), free: Vec::new(), yielded: Vec::new() };
+        let worker = Worker {
+            shared,
+            stats,
+            poll,
+            incoming,
+            clients: Vec::new(),
+            free: Vec::new(),
+            yielded: Vec::new(),
+            udp: UdpPorts::new(udp_sockets),
+        };
         Ok((worker, waker))
     }
 
@@ -76,6 +99,10 @@ impl Worker {
             for event in events.iter() {
                 if event.token() == WAKE_TOKEN {
                     self.accept_new();
+                    continue;
+                }
+                if event.token().0 > UDP_TOKEN_BASE - MAX_UDP_SOCKETS {
+                    self.udp.drain(UDP_TOKEN_BASE - event.token().0, &self.shared, &self.stats);
                     continue;
                 }
                 let index = event.token().0;
@@ -139,7 +166,7 @@ impl Worker {
     /// Read, run and write for one connection until it would block.
     fn drive(&mut self, index: usize) {
         let Some(Some(client)) = self.clients.get_mut(index) else { return };
-        let exec = Executor { shared: &self.shared, stats: &self.stats };
+        let exec = Executor::new(&self.shared, &self.stats);
         let budget = self.shared.settings.reqs_per_event.max(1);
         let close = loop {
             if !client.close_after_write {
@@ -208,7 +235,7 @@ impl Worker {
     /// On shutdown: answer what is already buffered, flush, close.
     fn drain_and_close(&mut self) {
         let (shared, stats) = (self.shared.clone(), self.stats.clone());
-        let exec = Executor { shared: &shared, stats: &stats };
+        let exec = Executor::new(&shared, &stats);
         let deadline = Instant::now() + Duration::from_secs(2);
         for index in 0..self.clients.len() {
             if let Some(client) = self.clients[index].as_mut() {

@@ -24,7 +24,7 @@ fn shared() -> Arc<Shared> {
 fn run_chunks(chunks: &[&[u8]]) -> Vec<u8> {
     let shared = shared();
     let stats = shared.worker_stats[0].clone();
-    let exec = Executor { shared: &shared, stats: &stats };
+    let exec = Executor::new(&shared, &stats);
     let mut conn = Conn::default();
     for chunk in chunks {
         conn.input.extend_from_slice(chunk);

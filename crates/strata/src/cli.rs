@@ -134,9 +134,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
         flush_enabled: !args.disable_flush_all,
         ..Settings::default()
     };
-    if settings.udp_port != 0 {
-        return Err("UDP (-U) is not supported yet by this build; run with -U 0".into());
-    }
+    settings.udp_enabled = settings.udp_port != 0;
     if settings.threads == 0 || settings.threads > 256 {
         return Err(format!("number of threads must be 1..256, got {}", settings.threads));
     }
@@ -219,6 +217,7 @@ fn extended(settings: &mut Settings, opt: &str) -> Result<(), String> {
             let secs = number(value)?;
             settings.idle_timeout = (secs > 0).then(|| Duration::from_secs(secs));
         }
+        "udp_max_reply" => settings.udp_max_reply_bytes = number(value)? as usize,
         "maxconns_fast" => settings.maxconns_fast = true,
         "no_maxconns_fast" => settings.maxconns_fast = false,
         // Sizing and tuning knobs of memcached's slab allocator and LRU that

@@ -11,6 +11,7 @@ mod binary;
 mod meta;
 mod stats_cmd;
 
+use std::cell::RefCell;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -38,6 +39,9 @@ pub enum Flow {
 pub struct Executor<'a> {
     pub shared: &'a Arc<Shared>,
     pub stats: &'a WorkerStats,
+    /// Where one reply object ends and the next begins, for transports
+    /// that frame them separately (UDP: each is its own datagram series).
+    marks: Option<&'a RefCell<Vec<usize>>>,
 }
 
 /// Append `line` and CRLF unless `noreply`.
@@ -56,6 +60,25 @@ pub enum Admission {
 }
 
 impl<'a> Executor<'a> {
+    pub fn new(shared: &'a Arc<Shared>, stats: &'a WorkerStats) -> Executor<'a> {
+        Executor { shared, stats, marks: None }
+    }
+
+    /// An executor that records reply-object boundaries in `marks`.
+    pub fn with_marks(shared: &'a Arc<Shared>, stats: &'a WorkerStats, marks: &'a RefCell<Vec<usize>>) -> Executor<'a> {
+        Executor { shared, stats, marks: Some(marks) }
+    }
+
+    /// A reply object ends at `out.len()`.
+    pub fn mark(&self, out: &[u8]) {
+        if let Some(marks) = self.marks {
+            let mut marks = marks.borrow_mut();
+            if marks.last() != Some(&out.len()) {
+                marks.push(out.len());
+            }
+        }
+    }
+
     /// Run a command that has no data block.
     pub fn execute(&self, cmd: &Command<'_>, out: &mut Vec<u8>) -> Flow {
         match *cmd {
@@ -111,10 +134,18 @@ impl<'a> Executor<'a> {
         };
         let now = self.now();
         let s = self.stats;
-        for key in keys {
+        for (i, key) in keys.enumerate() {
+            if i > 0 {
+                // memcached starts a reply object per key; END rides with the
+                // last key's (a separate datagram over UDP if that key missed).
+                self.mark(out);
+            }
             if key.len() > KEY_MAX_LENGTH {
                 // memcached drops what it had queued for this command.
                 out.truncate(mark);
+                if let Some(marks) = self.marks {
+                    marks.borrow_mut().retain(|&m| m <= mark);
+                }
                 reply(out, BAD_FORMAT, false);
                 return;
             }

@@ -131,6 +131,7 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
     stat(t, "threads", shared.settings.threads);
     stat(t, "conn_yields", s.conn_yields);
     stat(t, "idle_kicks", s.idle_kicks);
+    stat(t, "udp_replies_refused", s.udp_replies_refused);
     stat(t, "bytes", e.bytes);
     stat(t, "curr_items", e.curr_items);
     stat(t, "total_items", e.total_items);

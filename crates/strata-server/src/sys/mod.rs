@@ -41,6 +41,20 @@ pub fn tcp_listener(addr: SocketAddr, backlog: i32) -> io::Result<Listener> {
     Ok(Listener::Tcp(listener, local))
 }
 
+/// Open a UDP socket on `addr` with SO_REUSEPORT, so every worker can bind
+/// its own socket to the same port and the kernel spreads datagrams.
+pub fn udp_socket(addr: SocketAddr) -> io::Result<mio::net::UdpSocket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    Ok(mio::net::UdpSocket::from_std(socket.into()))
+}
+
 /// Open a unix-socket listener at `path` with permissions `mask` (`-a`).
 /// A stale socket file from an earlier run is removed first, as memcached does.
 pub fn unix_listener(path: &Path, mask: u32, backlog: i32) -> io::Result<Listener> {

@@ -1,0 +1,144 @@
+//! The UDP transport (`-U`), as memcached 1.6 serves it.
+//!
+//! Every worker owns one UDP socket per listen address, all bound to the same
+//! port with `SO_REUSEPORT`, so the kernel spreads datagrams over the workers
+//! and no socket is shared. A datagram is one request frame: an 8-byte header
+//! (request id, sequence 0, total 1) and complete commands; a frame that
+//! claims more than one datagram, or ends inside a command, is dropped.
+//!
+//! Replies go only to the datagram's source address. Each reply object (one
+//! per command; one per hit of a multi-get, `END` riding with the last) is
+//! split into datagrams of at most 1400 bytes with its own sequence numbers,
+//! as memcached does. Amplification: a request of a few dozen bytes can ask
+//! for a reply up to `-I` (1 MiB, about 750 datagrams); `-o udp_max_reply=N`
+//! caps the bytes a single datagram may draw (default 64 KiB), and replies
+//! over the cap are replaced by an error and counted in `udp_replies_refused`.
+
+use std::cell::RefCell;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use mio::net::UdpSocket;
+use strata_proto::udp::{split_reply, UdpHeader, HEADER_LEN};
+
+use crate::conn::{binary_step, negotiate, text_step, Protocol, Step};
+use crate::exec::Executor;
+use crate::shared::Shared;
+use crate::stats::WorkerStats;
+
+/// Largest datagram read.
+const MAX_REQUEST_DATAGRAM: usize = 65536;
+
+/// One worker's UDP sockets and scratch buffers.
+pub struct UdpPorts {
+    pub sockets: Vec<UdpSocket>,
+    recv: Vec<u8>,
+    out: Vec<u8>,
+    datagram: Vec<u8>,
+    marks: RefCell<Vec<usize>>,
+}
+
+impl UdpPorts {
+    pub fn new(sockets: Vec<UdpSocket>) -> UdpPorts {
+        UdpPorts {
+            sockets,
+            recv: vec![0; MAX_REQUEST_DATAGRAM],
+            out: Vec::new(),
+            datagram: Vec::new(),
+            marks: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Serve every datagram waiting on socket `index`.
+    pub fn drain(&mut self, index: usize, shared: &Arc<Shared>, stats: &WorkerStats) {
+        let UdpPorts { sockets, recv, out, datagram, marks } = self;
+        let Some(socket) = sockets.get(index) else { return };
+        loop {
+            let (len, peer) = match socket.recv_from(recv) {
+                Ok(got) => got,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return,
+            };
+            let Some(header) = UdpHeader::parse(&recv[..len]) else { continue };
+            if header.total != 1 || header.seq != 0 {
+                continue; // memcached serves single-datagram requests only
+            }
+            WorkerStats::add(&stats.bytes_read, len as u64);
+            out.clear();
+            marks.borrow_mut().clear();
+            let exec = Executor::with_marks(shared, stats, marks);
+            serve(&exec, &recv[HEADER_LEN..len], out);
+            send_replies(socket, peer, header.request_id, out, &marks.borrow(), datagram, stats);
+        }
+    }
+}
+
+/// Run the commands of one datagram, marking where each reply ends.
+fn serve(exec: &Executor<'_>, payload: &[u8], out: &mut Vec<u8>) {
+    let limit = exec.shared.settings.udp_max_reply_bytes;
+    let protocol = match payload.first() {
+        Some(&first) => negotiate(first, exec.shared.settings.protocol),
+        None => return,
+    };
+    let mut rest = payload;
+    while !rest.is_empty() {
+        let start = out.len();
+        let step = match protocol {
+            Protocol::Binary => binary_step(rest, exec, out),
+            _ => text_step(rest, exec, out),
+        };
+        match step {
+            Step::Need(_) | Step::Stop(_) => return,
+            Step::Done { advance, swallow, stop } => {
+                if limit > 0 && out.len() - start > limit {
+                    refuse(exec, protocol, rest, start, out);
+                }
+                exec.mark(out);
+                rest = &rest[advance.min(rest.len())..];
+                rest = &rest[swallow.min(rest.len())..];
+                if stop.is_some() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Replace a reply larger than `-o udp_max_reply` by an error.
+fn refuse(exec: &Executor<'_>, protocol: Protocol, request: &[u8], start: usize, out: &mut Vec<u8>) {
+    out.truncate(start);
+    WorkerStats::incr(&exec.stats.udp_replies_refused);
+    if protocol == Protocol::Binary {
+        let header = strata_proto::binary::Header::parse(request);
+        let (opcode, opaque) = header.map_or((0, 0), |h| (h.opcode, h.opaque));
+        strata_proto::binary::write_error(out, opcode, strata_proto::binary::Status::TooBig, opaque);
+    } else {
+        out.extend_from_slice(b"SERVER_ERROR reply too large for UDP\r\n");
+    }
+}
+
+/// Send each reply object as its own datagram series, to `peer` only.
+fn send_replies(
+    socket: &UdpSocket,
+    peer: SocketAddr,
+    request_id: u16,
+    out: &[u8],
+    marks: &[usize],
+    scratch: &mut Vec<u8>,
+    stats: &WorkerStats,
+) {
+    let mut start = 0;
+    for &end in marks.iter().chain(std::iter::once(&out.len())) {
+        if end > start {
+            split_reply(request_id, &out[start..end], scratch, &mut |datagram| {
+                // A full socket buffer drops the datagram, as UDP may.
+                if let Ok(n) = socket.send_to(datagram, peer) {
+                    WorkerStats::add(&stats.bytes_written, n as u64);
+                }
+            });
+        }
+        start = start.max(end);
+    }
+}
