@@ -19,7 +19,9 @@
 use strata_proto::binary::{self, Opcode, Verdict};
 use strata_proto::{frame_line, parse_command, Command, Frame};
 
+use crate::auth;
 use crate::exec::{Admission, Executor, Flow};
+use crate::stats::WorkerStats;
 use crate::settings::ProtocolChoice;
 
 /// Why processing stopped.
@@ -139,12 +141,15 @@ fn push_line(out: &mut Vec<u8>, line: &str, noreply: bool) {
 }
 
 /// One text or meta request at the front of `buf`.
-pub(crate) fn text_step(buf: &[u8], exec: &Executor<'_>, out: &mut Vec<u8>) -> Step {
+pub(crate) fn text_step(buf: &[u8], exec: &Executor<'_>, out: &mut Vec<u8>, unauthenticated: &mut bool) -> Step {
     let (line, consumed) = match frame_line(buf, exec.shared.settings.max_get_line_bytes) {
         Frame::Partial => return Step::Need(buf.len() + 1),
         Frame::Close => return Step::Stop(Progress::Close),
         Frame::Line { line, consumed } => (line, consumed),
     };
+    if *unauthenticated {
+        return text_login_step(buf, line, consumed, exec, out, unauthenticated);
+    }
     // A storage command's data block: refused blocks are swallowed, an
     // accepted one runs once it is all here.
     let block = |admission: Admission, value_len: usize, noreply: bool, run: &mut dyn FnMut(&[u8], &mut Vec<u8>), out: &mut Vec<u8>| {
@@ -188,11 +193,89 @@ pub(crate) fn text_step(buf: &[u8], exec: &Executor<'_>, out: &mut Vec<u8>) -> S
     }
 }
 
+/// Before `-Y` authentication only a `set` carrying `username password` is
+/// accepted; everything else answers `CLIENT_ERROR unauthenticated`.
+fn text_login_step(
+    buf: &[u8],
+    line: &[u8],
+    consumed: usize,
+    exec: &Executor<'_>,
+    out: &mut Vec<u8>,
+    unauthenticated: &mut bool,
+) -> Step {
+    let Some(credentials) = exec.shared.text_auth.as_ref() else {
+        *unauthenticated = false;
+        return Step::Done { advance: 0, swallow: 0, stop: None };
+    };
+    let cmd = match parse_command(line) {
+        Command::Store(cmd) if cmd.verb == strata_proto::StoreVerb::Set => cmd,
+        Command::Close => return Step::Stop(Progress::Close),
+        _ => {
+            push_line(out, "CLIENT_ERROR unauthenticated", false);
+            return Step::next(consumed);
+        }
+    };
+    if let Admission::Refuse { reply, .. } = exec.admit_value(cmd.key, cmd.flags, cmd.value_len, false) {
+        push_line(out, reply, false);
+        return Step::Done { advance: consumed, swallow: cmd.value_len + 2, stop: None };
+    }
+    let end = consumed + cmd.value_len + 2;
+    if buf.len() < end {
+        return Step::Need(end);
+    }
+    let (token, tail) = buf[consumed..end].split_at(cmd.value_len);
+    let reply = if tail != b"\r\n" {
+        strata_proto::command::BAD_CHUNK
+    } else {
+        match auth::text_login(credentials, token) {
+            auth::TextLogin::Ok => {
+                *unauthenticated = false;
+                "STORED"
+            }
+            auth::TextLogin::BadFormat => "CLIENT_ERROR bad authentication token format",
+            auth::TextLogin::Failed => "CLIENT_ERROR authentication failure",
+        }
+    };
+    push_line(out, reply, false);
+    Step::next(end)
+}
+
+/// Binary SASL: LIST_MECHS, AUTH and STEP with PLAIN. Until a client has
+/// authenticated, any other command but VERSION gets AUTH_ERROR and the
+/// connection is closed, as in memcached.
+fn sasl_step(op: Opcode, req: &binary::Request<'_>, exec: &Executor<'_>, out: &mut Vec<u8>, unauthenticated: &mut bool) -> Option<Step> {
+    let credentials = exec.shared.sasl_auth.as_ref()?;
+    let (code, opaque) = (req.header.opcode, req.header.opaque);
+    let end = binary::HEADER_LEN + req.header.body_len as usize;
+    match op {
+        Opcode::SaslListMechs => {
+            binary::write_response(out, code, binary::Status::Success, opaque, 0, &[], &[], b"PLAIN");
+        }
+        Opcode::SaslAuth | Opcode::SaslStep => {
+            WorkerStats::incr(&exec.stats.auth_cmds);
+            if op == Opcode::SaslAuth && req.key == b"PLAIN" && auth::sasl_plain(credentials, req.value) {
+                *unauthenticated = false;
+                binary::write_response(out, code, binary::Status::Success, opaque, 0, &[], &[], b"Authenticated");
+            } else {
+                WorkerStats::incr(&exec.stats.auth_errors);
+                binary::write_error(out, code, binary::Status::AuthError, opaque);
+            }
+        }
+        Opcode::Version => return None,
+        _ if *unauthenticated => {
+            binary::write_error(out, code, binary::Status::AuthError, opaque);
+            return Some(Step::Done { advance: end, swallow: 0, stop: Some(Progress::CloseAfterWrite) });
+        }
+        _ => return None,
+    }
+    Some(Step::next(end))
+}
+
 /// Largest body accepted for a binary command that carries no value.
 const MAX_BINARY_CONTROL_BODY: usize = 4096;
 
 /// One binary request at the front of `buf`.
-pub(crate) fn binary_step(buf: &[u8], exec: &Executor<'_>, out: &mut Vec<u8>) -> Step {
+pub(crate) fn binary_step(buf: &[u8], exec: &Executor<'_>, out: &mut Vec<u8>, unauthenticated: &mut bool) -> Step {
     let Some(header) = binary::Header::parse(buf) else { return Step::Need(binary::HEADER_LEN) };
     if header.magic != binary::REQUEST_MAGIC {
         return Step::Stop(Progress::Close);
@@ -213,6 +296,11 @@ pub(crate) fn binary_step(buf: &[u8], exec: &Executor<'_>, out: &mut Vec<u8>) ->
     };
     let (loud, quiet) = op.loud();
     let body_len = header.body_len as usize;
+    let sasl_command = matches!(loud, Opcode::SaslListMechs | Opcode::SaslAuth | Opcode::SaslStep | Opcode::Version);
+    if *unauthenticated && !sasl_command {
+        binary::write_error(out, code, binary::Status::AuthError, opaque);
+        return Step::Done { advance: binary::HEADER_LEN, swallow: 0, stop: Some(Progress::CloseAfterWrite) };
+    }
     let head_len = binary::HEADER_LEN + usize::from(header.extras_len) + usize::from(header.key_len);
     let stores = matches!(loud, Opcode::Set | Opcode::Add | Opcode::Replace | Opcode::Append | Opcode::Prepend);
     if stores {
@@ -234,6 +322,9 @@ pub(crate) fn binary_step(buf: &[u8], exec: &Executor<'_>, out: &mut Vec<u8>) ->
         return Step::Need(end);
     }
     let req = binary::Request::split(header, &buf[binary::HEADER_LEN..end]);
+    if let Some(step) = sasl_step(loud, &req, exec, out, unauthenticated) {
+        return step;
+    }
     let stop = match exec.binary(loud, quiet, &req, out) {
         Flow::Continue => None,
         Flow::CloseAfterWrite if quiet => Some(Progress::Close),
@@ -246,6 +337,8 @@ pub(crate) fn binary_step(buf: &[u8], exec: &Executor<'_>, out: &mut Vec<u8>) ->
 #[derive(Default)]
 pub struct Conn {
     pub protocol: Protocol,
+    /// `-Y` or `-S` is on and this client has not logged in yet.
+    pub unauthenticated: bool,
     pub input: ReadBuf,
     pub out: Vec<u8>,
     pub wpos: usize,
@@ -257,6 +350,11 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// A new connection; `requires_auth` when `-Y` or `-S` is on.
+    pub fn new(requires_auth: bool) -> Conn {
+        Conn { unauthenticated: requires_auth, ..Conn::default() }
+    }
+
     pub fn pending_output(&self) -> usize {
         self.out.len() - self.wpos
     }
@@ -288,8 +386,8 @@ impl Conn {
                 self.protocol = negotiate(buf[0], limits.protocol);
             }
             let step = match self.protocol {
-                Protocol::Binary => binary_step(buf, exec, &mut self.out),
-                _ => text_step(buf, exec, &mut self.out),
+                Protocol::Binary => binary_step(buf, exec, &mut self.out, &mut self.unauthenticated),
+                _ => text_step(buf, exec, &mut self.out, &mut self.unauthenticated),
             };
             match step {
                 Step::Need(total) => {

@@ -3,6 +3,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod auth;
 pub mod conn;
 pub mod exec;
 pub mod server;

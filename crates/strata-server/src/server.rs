@@ -23,6 +23,7 @@ use std::time::Duration;
 use mio::{Events, Poll, Token, Waker};
 use strata_store::{Clock, Engine};
 
+use crate::auth::Credentials;
 use crate::settings::Settings;
 use crate::shared::Shared;
 use crate::stats::WorkerStats;
@@ -54,7 +55,18 @@ impl Server {
         }
         let tcp_addrs: Vec<SocketAddr> = listeners.iter().filter_map(Listener::local_addr).collect();
         let (udp_addrs, mut udp_sockets) = udp_sockets(&settings, settings.threads.max(1))?;
-        let shared = Arc::new(Shared::new(settings, engine, Clock::new()));
+        let text_auth = settings.auth_file.as_deref().map(Credentials::load).transpose()?;
+        let sasl_auth = match (&settings.sasl, &settings.sasl_pwdb) {
+            (false, _) => None,
+            (true, Some(path)) => Some(Credentials::load(path)?),
+            (true, None) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "SASL (-S) needs a password file: -o sasl_pwdb=FILE or MEMCACHED_SASL_PWDB",
+                ))
+            }
+        };
+        let shared = Arc::new(Shared::with_credentials(settings, engine, Clock::new(), text_auth, sasl_auth));
 
         let mut threads = Vec::new();
         let mut hand_off = Vec::new();

@@ -61,6 +61,12 @@ pub struct Settings {
     /// until the client has read some (a client that never reads cannot make
     /// the server buffer without bound).
     pub max_pending_output_bytes: usize,
+    /// `-Y`: text-protocol authentication file (`user:password` lines).
+    pub auth_file: Option<PathBuf>,
+    /// `-S`: binary SASL PLAIN authentication required.
+    pub sasl: bool,
+    /// `-o sasl_pwdb` or `MEMCACHED_SASL_PWDB`: SASL password file.
+    pub sasl_pwdb: Option<PathBuf>,
     /// `-o udp_max_reply`: largest reply one UDP request may draw; 0 = no
     /// limit (memcached's behaviour). Bounds UDP amplification.
     pub udp_max_reply_bytes: usize,
@@ -92,6 +98,9 @@ impl Default for Settings {
             max_get_line_bytes: 2 << 20,
             max_pending_output_bytes: 4 << 20,
             udp_max_reply_bytes: 64 << 10,
+            auth_file: None,
+            sasl: false,
+            sasl_pwdb: None,
         }
     }
 }

@@ -7,6 +7,7 @@ use std::time::SystemTime;
 
 use strata_store::{Clock, Engine};
 
+use crate::auth::Credentials;
 use crate::settings::Settings;
 use crate::stats::{StatsSnapshot, WorkerStats};
 
@@ -22,6 +23,10 @@ pub struct Shared {
     pub memory_limit_bytes: AtomicU64,
     pub started_at: SystemTime,
     pub conns: ConnRegistry,
+    /// `-Y` credentials.
+    pub text_auth: Option<Credentials>,
+    /// `-S` credentials.
+    pub sasl_auth: Option<Credentials>,
     shutdown: AtomicBool,
     /// Called once when shutdown is requested (wakes the event loops).
     on_shutdown: Mutex<Vec<Box<dyn Fn() + Send>>>,
@@ -29,6 +34,16 @@ pub struct Shared {
 
 impl Shared {
     pub fn new(settings: Settings, engine: Box<dyn Engine>, clock: Clock) -> Shared {
+        Shared::with_credentials(settings, engine, clock, None, None)
+    }
+
+    pub fn with_credentials(
+        settings: Settings,
+        engine: Box<dyn Engine>,
+        clock: Clock,
+        text_auth: Option<Credentials>,
+        sasl_auth: Option<Credentials>,
+    ) -> Shared {
         let worker_stats = (0..settings.threads.max(1)).map(|_| Arc::new(WorkerStats::default())).collect();
         Shared {
             memory_limit_bytes: AtomicU64::new(settings.memory_limit_bytes),
@@ -40,6 +55,8 @@ impl Shared {
             connection_structures: AtomicU64::new(0),
             started_at: SystemTime::now(),
             conns: ConnRegistry::default(),
+            text_auth,
+            sasl_auth,
             shutdown: AtomicBool::new(false),
             on_shutdown: Mutex::new(Vec::new()),
         }
@@ -51,6 +68,23 @@ impl Shared {
             w.add_to(&mut sum);
         }
         sum
+    }
+
+    /// Re-read the credential files (SIGHUP); one line per file.
+    pub fn reload_credentials(&self) -> Vec<String> {
+        let mut report = Vec::new();
+        for creds in self.text_auth.iter().chain(self.sasl_auth.iter()) {
+            report.push(match creds.reload() {
+                Ok(users) => format!("reloaded {} ({users} users)", creds.path().display()),
+                Err(e) => format!("kept the old table: cannot reload {}: {e}", creds.path().display()),
+            });
+        }
+        report
+    }
+
+    /// Whether new connections start unauthenticated.
+    pub fn requires_auth(&self) -> bool {
+        self.text_auth.is_some() || self.sasl_auth.is_some()
     }
 
     pub fn is_shutting_down(&self) -> bool {

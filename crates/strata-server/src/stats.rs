@@ -63,6 +63,8 @@ counters!(
     rejected_connections,
     idle_kicks,
     udp_replies_refused,
+    auth_cmds,
+    auth_errors,
 );
 
 impl WorkerStats {

@@ -86,8 +86,9 @@ fn serve(exec: &Executor<'_>, payload: &[u8], out: &mut Vec<u8>) {
     while !rest.is_empty() {
         let start = out.len();
         let step = match protocol {
-            Protocol::Binary => binary_step(rest, exec, out),
-            _ => text_step(rest, exec, out),
+            // UDP cannot be combined with -Y or -S (the CLI refuses it).
+            Protocol::Binary => binary_step(rest, exec, out, &mut false),
+            _ => text_step(rest, exec, out, &mut false),
         };
         match step {
             Step::Need(_) | Step::Stop(_) => return,

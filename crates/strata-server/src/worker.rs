@@ -152,7 +152,7 @@ impl Worker {
             WorkerStats::incr(&self.stats.total_connections);
             self.clients[index] = Some(Client {
                 stream,
-                conn: Conn::default(),
+                conn: Conn::new(self.shared.requires_auth()),
                 info,
                 id,
                 readable: true,

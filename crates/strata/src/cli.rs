@@ -78,6 +78,12 @@ struct Args {
     /// protocol: ascii, binary, or auto (default: auto-negotiate)
     #[arg(short = 'B', long = "protocol", default_value = "auto", value_name = "NAME")]
     protocol: String,
+    /// turn on SASL authentication (binary protocol, PLAIN)
+    #[arg(short = 'S', long = "enable-sasl")]
+    enable_sasl: bool,
+    /// text-protocol authentication: a file of user:password lines
+    #[arg(short = 'Y', long = "auth-file", value_name = "FILE")]
+    auth_file: Option<PathBuf>,
     /// disable flush_all command
     #[arg(short = 'F', long = "disable-flush-all")]
     disable_flush_all: bool,
@@ -159,12 +165,30 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
         "binary" => ProtocolChoice::Binary,
         other => return Err(format!("invalid protocol '{other}': use ascii, binary or auto")),
     };
+    settings.sasl = args.enable_sasl;
+    settings.auth_file = args.auth_file;
+    settings.sasl_pwdb = std::env::var_os("MEMCACHED_SASL_PWDB").map(PathBuf::from);
+    if settings.sasl {
+        if settings.protocol == ProtocolChoice::Ascii {
+            return Err("you cannot allow the ASCII protocol while using SASL (-S)".into());
+        }
+        settings.protocol = ProtocolChoice::Binary;
+    }
+    if settings.auth_file.is_some() {
+        if settings.sasl {
+            return Err("-Y (text authentication) and -S (SASL) cannot be combined".into());
+        }
+        settings.protocol = ProtocolChoice::Ascii;
+    }
     settings.unix_socket = args.unix_socket;
     settings.tcp_listen = listen_addrs(&args.listen, args.port)?;
     for opts in &args.extended {
         for opt in opts.split(',').filter(|o| !o.is_empty()) {
             extended(&mut settings, opt)?;
         }
+    }
+    if settings.udp_enabled && (settings.sasl || settings.auth_file.is_some()) {
+        return Err("UDP (-U) cannot be used with authentication (-S or -Y)".into());
     }
     Ok(Parsed::Run(Options { settings, user: args.user, daemonize: args.daemon, pid_file: args.pidfile }))
 }
@@ -218,6 +242,10 @@ fn extended(settings: &mut Settings, opt: &str) -> Result<(), String> {
             settings.idle_timeout = (secs > 0).then(|| Duration::from_secs(secs));
         }
         "udp_max_reply" => settings.udp_max_reply_bytes = number(value)? as usize,
+        "sasl_pwdb" => {
+            let path = value.filter(|v| !v.is_empty()).ok_or("-o sasl_pwdb needs a file name")?;
+            settings.sasl_pwdb = Some(PathBuf::from(path));
+        }
         "maxconns_fast" => settings.maxconns_fast = true,
         "no_maxconns_fast" => settings.maxconns_fast = false,
         // Sizing and tuning knobs of memcached's slab allocator and LRU that

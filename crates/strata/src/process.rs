@@ -58,15 +58,20 @@ pub fn daemonize() -> io::Result<()> {
     Ok(())
 }
 
-/// SIGTERM, SIGINT and SIGUSR1 stop the server cleanly; SIGHUP is ignored.
+/// SIGTERM, SIGINT and SIGUSR1 stop the server cleanly; SIGHUP reloads the
+/// `-Y` and SASL credential files.
 pub fn stop_on_signals(shared: Arc<Shared>) -> io::Result<()> {
     let mut signals = Signals::new([SIGTERM, SIGINT, SIGUSR1, SIGHUP])?;
     std::thread::Builder::new().name("strata-signals".into()).spawn(move || {
         for signal in signals.forever() {
-            if signal != SIGHUP {
-                shared.request_shutdown();
-                return;
+            if signal == SIGHUP {
+                for line in shared.reload_credentials() {
+                    eprintln!("strata: SIGHUP: {line}");
+                }
+                continue;
             }
+            shared.request_shutdown();
+            return;
         }
     })?;
     Ok(())

@@ -144,3 +144,102 @@ fn idle_connections_are_closed() {
     child.kill().unwrap();
     let _ = child.wait();
 }
+
+fn read_available(stream: &mut TcpStream) -> Vec<u8> {
+    stream.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = stream.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    out
+}
+
+#[test]
+fn text_authentication_and_sighup_reload() {
+    let dir = std::env::temp_dir().join(format!("strata-auth-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("auth");
+    std::fs::write(&file, "alice:secret\n").unwrap();
+    let port = free_port();
+    let mut child = spawn(&["-p", &port.to_string(), "-Y", file.to_str().unwrap()]);
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut s = connect(addr);
+    s.write_all(b"get a\r\nset x 0 0 10\r\nalice nope\r\nset x 0 0 5\r\nalice\r\n").unwrap();
+    assert_eq!(
+        read_available(&mut s),
+        b"CLIENT_ERROR unauthenticated\r\nCLIENT_ERROR authentication failure\r\nCLIENT_ERROR bad authentication token format\r\n"
+    );
+    s.write_all(b"set x 0 0 12 noreply\r\nalice secret\r\nset k 0 0 1\r\nv\r\nget k\r\n").unwrap();
+    assert_eq!(read_available(&mut s), b"STORED\r\nSTORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n");
+
+    std::fs::write(&file, "bob:pw\n").unwrap();
+    assert!(Command::new("kill").args(["-HUP", &child.id().to_string()]).status().unwrap().success());
+    std::thread::sleep(Duration::from_millis(300));
+    let mut s = connect(addr);
+    s.write_all(b"set x 0 0 12\r\nalice secret\r\nset x 0 0 6\r\nbob pw\r\n").unwrap();
+    assert_eq!(read_available(&mut s), b"CLIENT_ERROR authentication failure\r\nSTORED\r\n");
+    child.kill().unwrap();
+    let _ = child.wait();
+}
+
+fn binary(opcode: u8, key: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x80, opcode];
+    out.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    out.extend_from_slice(&[0, 0, 0, 0]);
+    out.extend_from_slice(&((key.len() + value.len()) as u32).to_be_bytes());
+    out.extend_from_slice(&[0; 12]);
+    out.extend_from_slice(key);
+    out.extend_from_slice(value);
+    out
+}
+
+/// (opcode, status, body) of each binary response.
+fn responses(mut data: &[u8]) -> Vec<(u8, u16, Vec<u8>)> {
+    let mut out = Vec::new();
+    while data.len() >= 24 {
+        let body = u32::from_be_bytes(data[8..12].try_into().unwrap()) as usize;
+        out.push((data[1], u16::from_be_bytes([data[6], data[7]]), data[24..24 + body].to_vec()));
+        data = &data[24 + body..];
+    }
+    out
+}
+
+#[test]
+fn sasl_plain_over_binary() {
+    let dir = std::env::temp_dir().join(format!("strata-sasl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("pwdb");
+    std::fs::write(&db, "user1:pass1\n").unwrap();
+    let port = free_port();
+    let mut child = spawn(&["-p", &port.to_string(), "-S", "-o", &format!("sasl_pwdb={}", db.display())]);
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut s = connect(addr);
+    s.write_all(&binary(0x00, b"k", b"")).unwrap();
+    let got = responses(&read_available(&mut s));
+    assert_eq!(got, vec![(0x00, 0x20, b"Auth failure.".to_vec())], "unauthenticated GET is refused and closed");
+
+    let mut s = connect(addr);
+    let mut req = binary(0x20, b"", b"");
+    req.extend(binary(0x21, b"PLAIN", b"\0user1\0wrong"));
+    req.extend(binary(0x21, b"PLAIN", b"\0user1\0pass1"));
+    req.extend(binary(0x0a, b"", b""));
+    s.write_all(&req).unwrap();
+    let got = responses(&read_available(&mut s));
+    assert_eq!(
+        got,
+        vec![
+            (0x20, 0, b"PLAIN".to_vec()),
+            (0x21, 0x20, b"Auth failure.".to_vec()),
+            (0x21, 0, b"Authenticated".to_vec()),
+            (0x0a, 0, Vec::new()),
+        ]
+    );
+    let out = Command::new(BIN).args(["-S", "-B", "ascii"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "SASL refuses the ascii protocol");
+    child.kill().unwrap();
+    let _ = child.wait();
+}

@@ -119,8 +119,8 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
         ("touch_misses", s.touch_misses),
         ("store_too_large", s.store_too_large),
         ("store_no_memory", s.store_no_memory),
-        ("auth_cmds", 0),
-        ("auth_errors", 0),
+        ("auth_cmds", s.auth_cmds),
+        ("auth_errors", s.auth_errors),
         ("bytes_read", s.bytes_read),
         ("bytes_written", s.bytes_written),
     ] {

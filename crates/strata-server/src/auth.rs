@@ -1,0 +1,133 @@
+//! Credentials for text-protocol authentication (`-Y FILE`) and binary SASL
+//! PLAIN (`-S` with `-o sasl_pwdb=FILE` or `MEMCACHED_SASL_PWDB`).
+//!
+//! Both files hold `user:password` lines, as memcached's auth file and its
+//! SASL pwdb do; blank lines are skipped. The table is reloaded on SIGHUP
+//! ([`Credentials::reload`]) and swapped whole, so a request sees either the
+//! old or the new table. Passwords are compared in constant time.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+
+/// Largest credentials file read (memcached's auth file is small too).
+const MAX_FILE_BYTES: u64 = 1 << 20;
+
+pub struct Credentials {
+    path: PathBuf,
+    table: RwLock<HashMap<Vec<u8>, Vec<u8>>>,
+}
+
+impl Credentials {
+    pub fn load(path: &Path) -> io::Result<Credentials> {
+        let table = read_table(path)?;
+        Ok(Credentials { path: path.to_path_buf(), table: RwLock::new(table) })
+    }
+
+    /// Re-read the file; on error keep the current table and return it.
+    pub fn reload(&self) -> io::Result<usize> {
+        let table = read_table(&self.path)?;
+        let users = table.len();
+        *self.table.write().unwrap_or_else(|e| e.into_inner()) = table;
+        Ok(users)
+    }
+
+    pub fn check(&self, user: &[u8], password: &[u8]) -> bool {
+        let table = self.table.read().unwrap_or_else(|e| e.into_inner());
+        match table.get(user) {
+            Some(expected) => constant_time_eq(expected, password),
+            None => {
+                // Spend the same time on unknown users.
+                let _ = constant_time_eq(password, password);
+                false
+            }
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn read_table(path: &Path) -> io::Result<HashMap<Vec<u8>, Vec<u8>>> {
+    let meta = std::fs::metadata(path)?;
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "credentials file larger than 1 MiB"));
+    }
+    let data = std::fs::read(path)?;
+    let mut table = HashMap::new();
+    for (number, line) in data.split(|&b| b == b'\n').enumerate() {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            continue;
+        }
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}:{}: expected user:password", path.display(), number + 1),
+            ));
+        };
+        table.insert(line[..colon].to_vec(), line[colon + 1..].to_vec());
+    }
+    Ok(table)
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = (a.len() ^ b.len()) as u8 | u8::from(a.len() != b.len());
+    for (x, y) in a.iter().zip(b.iter()) {
+        diff |= x ^ y;
+    }
+    diff == 0
+}
+
+/// Outcome of a text-protocol login (`set <any> 0 0 <n>` + `user pass`).
+pub enum TextLogin {
+    Ok,
+    BadFormat,
+    Failed,
+}
+
+/// Check a `-Y` login token: `username password`.
+pub fn text_login(credentials: &Credentials, token: &[u8]) -> TextLogin {
+    let Some(space) = token.iter().position(|&b| b == b' ') else { return TextLogin::BadFormat };
+    if credentials.check(&token[..space], &token[space + 1..]) {
+        TextLogin::Ok
+    } else {
+        TextLogin::Failed
+    }
+}
+
+/// Check a SASL PLAIN message: `[authzid] NUL user NUL password`.
+pub fn sasl_plain(credentials: &Credentials, message: &[u8]) -> bool {
+    let mut parts = message.splitn(3, |&b| b == 0);
+    let (Some(_authzid), Some(user), Some(password)) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    credentials.check(user, password)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logins() {
+        let path = std::env::temp_dir().join(format!("strata-auth-{}", std::process::id()));
+        std::fs::write(&path, "alice:secret\n\nbob:hunter2:x\r\n").unwrap();
+        let creds = Credentials::load(&path).unwrap();
+        assert!(matches!(text_login(&creds, b"alice secret"), TextLogin::Ok));
+        assert!(matches!(text_login(&creds, b"alice wrong"), TextLogin::Failed));
+        assert!(matches!(text_login(&creds, b"nobody"), TextLogin::BadFormat));
+        assert!(sasl_plain(&creds, b"\0bob\0hunter2:x"));
+        assert!(!sasl_plain(&creds, b"\0bob\0hunter2"));
+        std::fs::write(&path, "carol:pw\n").unwrap();
+        assert_eq!(creds.reload().unwrap(), 1);
+        assert!(!creds.check(b"alice", b"secret"));
+        assert!(creds.check(b"carol", b"pw"));
+        std::fs::write(&path, "no colon here\n").unwrap();
+        assert!(creds.reload().is_err());
+        assert!(creds.check(b"carol", b"pw"), "a bad file keeps the old table");
+        let _ = std::fs::remove_file(&path);
+    }
+}
