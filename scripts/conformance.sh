@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Protocol conformance with Debian's libmemcached-tools against a Strata
+# binary: memccapable's ascii and binary suites must pass every test, and
+# short memcaslap runs over the binary protocol and over UDP (with value
+# verification) must finish with no misses, verification failures, drops or
+# timeouts.
+#
+#   scripts/conformance.sh [path/to/strata]
+set -euo pipefail
+bin=${1:-target/release/strata}
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$bin" -p "$port" -U "$port" -t 2 &
+pid=$!
+trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true' EXIT
+for _ in $(seq 100); do
+    python3 -c "import socket; socket.create_connection(('127.0.0.1', $port)).close()" 2>/dev/null && break
+    sleep 0.05
+done
+
+failed=0
+for suite in -a -b; do
+    out=$(timeout 300 memccapable -h 127.0.0.1 -p "$port" "$suite" 2>&1) || true
+    passed=$(grep -c '\[pass\]' <<<"$out" || true)
+    bad=$(grep -E '\[(fail|skip)' <<<"$out" || true)
+    echo "memccapable $suite: $passed passed"
+    if [ -n "$bad" ] || ! grep -q 'All tests passed' <<<"$out"; then
+        echo "$out" | tail -20
+        failed=1
+    fi
+done
+
+for mode in --binary --udp; do
+    out=$(timeout 60 memcaslap -s "127.0.0.1:$port" -t 2s -c 8 -T 1 "$mode" --verify=0.05 2>&1) || true
+    summary=$(grep '^Run time' <<<"$out" || true)
+    echo "memcaslap $mode: ${summary:-no summary}"
+    for field in get_misses verify_misses verify_failed packet_disorder packet_drop udp_timeout; do
+        value=$(awk -v f="$field:" '$1 == f { print $2 }' <<<"$out")
+        if [ -n "$value" ] && [ "$value" != 0 ]; then
+            echo "memcaslap $mode: $field = $value"
+            failed=1
+        fi
+    done
+    [ -n "$summary" ] || failed=1
+done
+exit $failed
