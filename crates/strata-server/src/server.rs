@@ -24,11 +24,13 @@ use mio::{Events, Poll, Token, Waker};
 use strata_store::{Clock, Engine};
 
 use crate::auth::Credentials;
-use crate::settings::Settings;
+use crate::settings::{IoEngine, Settings};
 use crate::shared::Shared;
 use crate::stats::WorkerStats;
+use crate::sys::uring::{EventFd, Ring};
 use crate::sys::{self, Listener, Stream};
 use crate::worker::{NewConn, Worker};
+use crate::worker_uring::UringWorker;
 
 const ACCEPTOR_WAKE: Token = Token(usize::MAX);
 
@@ -66,20 +68,48 @@ impl Server {
                 ))
             }
         };
-        let shared = Arc::new(Shared::with_credentials(settings, engine, Clock::new(), text_auth, sasl_auth));
+        let io_engine = resolve_io_engine(settings.io_engine)?;
+        let mut shared = Shared::with_credentials(settings, engine, Clock::new(), text_auth, sasl_auth);
+        shared.io_engine = io_engine;
+        let shared = Arc::new(shared);
 
         let mut threads = Vec::new();
-        let mut hand_off = Vec::new();
+        let mut hand_off: Vec<(Sender<NewConn>, Wake)> = Vec::new();
+        let engine = shared.io_engine;
         for index in 0..shared.settings.threads.max(1) {
             let (tx, rx) = channel();
-            let (worker, waker) = Worker::new(shared.clone(), index, rx, std::mem::take(&mut udp_sockets[index]))?;
-            let wake = waker.clone();
-            shared.on_shutdown(Box::new(move || {
-                let _ = wake.wake();
-            }));
-            hand_off.push((tx, waker));
-            let thread = std::thread::Builder::new().name(format!("strata-worker-{index}")).spawn(move || worker.run())?;
-            threads.push(thread);
+            let udp = std::mem::take(&mut udp_sockets[index]);
+            let name = format!("strata-worker-{index}");
+            let wake: Wake = match engine {
+                IoEngine::Uring => {
+                    let eventfd = Arc::new(EventFd::new()?);
+                    let (started_tx, started) = channel();
+                    let (worker_shared, worker_wake) = (shared.clone(), eventfd.clone());
+                    threads.push(std::thread::Builder::new().name(name).spawn(move || {
+                        match UringWorker::new(worker_shared, index, rx, udp, worker_wake) {
+                            Ok(worker) => {
+                                let _ = started_tx.send(Ok(()));
+                                worker.run();
+                            }
+                            Err(e) => {
+                                let _ = started_tx.send(Err(e));
+                            }
+                        }
+                    })?);
+                    started.recv().map_err(|_| io::Error::other("worker thread died"))??;
+                    Arc::new(move || eventfd.wake())
+                }
+                _ => {
+                    let (worker, waker) = Worker::new(shared.clone(), index, rx, udp)?;
+                    threads.push(std::thread::Builder::new().name(name).spawn(move || worker.run())?);
+                    Arc::new(move || {
+                        let _ = waker.wake();
+                    })
+                }
+            };
+            let on_stop = wake.clone();
+            shared.on_shutdown(Box::new(move || on_stop()));
+            hand_off.push((tx, wake));
         }
 
         let poll = Poll::new()?;
@@ -131,7 +161,28 @@ fn udp_sockets(settings: &Settings, workers: usize) -> io::Result<(Vec<SocketAdd
     Ok((addrs, per_worker))
 }
 
-fn accept_loop(shared: Arc<Shared>, mut poll: Poll, listeners: Vec<Listener>, hand_off: Vec<(Sender<NewConn>, Arc<Waker>)>) {
+/// Wakes one worker (its mio waker or its ring's eventfd).
+type Wake = Arc<dyn Fn() + Send + Sync>;
+
+/// Pick the I/O engine: `auto` tries io_uring and falls back to epoll.
+fn resolve_io_engine(choice: IoEngine) -> io::Result<IoEngine> {
+    match choice {
+        IoEngine::Epoll => Ok(IoEngine::Epoll),
+        IoEngine::Uring => {
+            Ring::probe().map_err(|e| io::Error::new(e.kind(), format!("io_engine=uring unavailable: {e}")))?;
+            Ok(IoEngine::Uring)
+        }
+        IoEngine::Auto => match Ring::probe() {
+            Ok(()) => Ok(IoEngine::Uring),
+            Err(e) => {
+                eprintln!("strata: io_uring unavailable ({e}); using epoll");
+                Ok(IoEngine::Epoll)
+            }
+        },
+    }
+}
+
+fn accept_loop(shared: Arc<Shared>, mut poll: Poll, listeners: Vec<Listener>, hand_off: Vec<(Sender<NewConn>, Wake)>) {
     let mut events = Events::with_capacity(64);
     let mut next = 0usize;
     let stats = &shared.worker_stats[0];
@@ -167,10 +218,10 @@ fn accept_loop(shared: Arc<Shared>, mut poll: Poll, listeners: Vec<Listener>, ha
                     continue;
                 }
                 shared.curr_connections.fetch_add(1, Ordering::Relaxed);
-                let (tx, waker) = &hand_off[next % hand_off.len()];
+                let (tx, wake) = &hand_off[next % hand_off.len()];
                 next = next.wrapping_add(1);
                 if tx.send(NewConn { stream, peer, listen }).is_ok() {
-                    let _ = waker.wake();
+                    wake();
                 }
             }
         }

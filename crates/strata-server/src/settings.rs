@@ -15,8 +15,20 @@ pub enum ProtocolChoice {
     Binary,
 }
 
+/// `-o io_engine`: how workers wait for and move bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IoEngine {
+    /// io_uring when the kernel allows it, else epoll.
+    #[default]
+    Auto,
+    Uring,
+    Epoll,
+}
+
 #[derive(Clone, Debug)]
 pub struct Settings {
+    /// `-o io_engine`.
+    pub io_engine: IoEngine,
     /// `-B`.
     pub protocol: ProtocolChoice,
     /// `-l` addresses with `-p` applied; empty with `-s`.
@@ -75,6 +87,7 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Settings {
+            io_engine: IoEngine::Auto,
             protocol: ProtocolChoice::Auto,
             tcp_listen: vec![SocketAddr::from(([127, 0, 0, 1], 11211))],
             tcp_port: 11211,

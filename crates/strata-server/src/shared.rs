@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use strata_store::{Clock, Engine};
 
 use crate::auth::Credentials;
-use crate::settings::Settings;
+use crate::settings::{IoEngine, Settings};
 use crate::stats::{StatsSnapshot, WorkerStats};
 
 pub struct Shared {
@@ -23,6 +23,8 @@ pub struct Shared {
     pub memory_limit_bytes: AtomicU64,
     pub started_at: SystemTime,
     pub conns: ConnRegistry,
+    /// The I/O engine the workers run (auto resolved).
+    pub io_engine: IoEngine,
     /// `-Y` credentials.
     pub text_auth: Option<Credentials>,
     /// `-S` credentials.
@@ -57,6 +59,7 @@ impl Shared {
             conns: ConnRegistry::default(),
             text_auth,
             sasl_auth,
+            io_engine: IoEngine::Epoll,
             shutdown: AtomicBool::new(false),
             on_shutdown: Mutex::new(Vec::new()),
         }

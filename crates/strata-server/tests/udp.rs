@@ -4,11 +4,15 @@
 use std::net::UdpSocket;
 use std::time::Duration;
 
+use strata_server::settings::IoEngine;
 use strata_server::{Server, Settings};
 use strata_store::{EngineConfig, MapStore};
 
-fn start(udp_max_reply_bytes: usize) -> (Server, std::net::SocketAddr) {
+const ENGINES: [IoEngine; 2] = [IoEngine::Epoll, IoEngine::Uring];
+
+fn start(udp_max_reply_bytes: usize, io_engine: IoEngine) -> (Server, std::net::SocketAddr) {
     let settings = Settings {
+        io_engine,
         tcp_listen: vec!["127.0.0.1:0".parse().unwrap()],
         udp_enabled: true,
         udp_port: 0,
@@ -41,7 +45,13 @@ fn exchange(socket: &UdpSocket, server: std::net::SocketAddr, id: u16, total: u1
 
 #[test]
 fn udp_frames_like_memcached() {
-    let (server, addr) = start(64 << 10);
+    for engine in ENGINES {
+        udp_frames(engine);
+    }
+}
+
+fn udp_frames(engine: IoEngine) {
+    let (server, addr) = start(64 << 10, engine);
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     socket.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
     let big = vec![b'x'; 5000];
@@ -72,7 +82,13 @@ fn udp_frames_like_memcached() {
 
 #[test]
 fn amplification_cap_refuses_large_replies() {
-    let (server, addr) = start(3000);
+    for engine in ENGINES {
+        amplification_cap(engine);
+    }
+}
+
+fn amplification_cap(engine: IoEngine) {
+    let (server, addr) = start(3000, engine);
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     socket.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
     let mut set = b"set big 0 0 5000\r\n".to_vec();

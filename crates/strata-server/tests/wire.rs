@@ -11,6 +11,7 @@ use std::time::Duration;
 use strata_server::conn::{Conn, Progress};
 use strata_server::exec::Executor;
 use strata_server::shared::Shared;
+use strata_server::settings::IoEngine;
 use strata_server::{Server, Settings};
 use strata_store::{Clock, EngineConfig, MapStore};
 
@@ -156,10 +157,14 @@ fn binary_every_opcode_and_split_point() {
     }
 }
 
-fn start_server() -> (Server, std::net::SocketAddr) {
+/// Both I/O engines; every socket-level test runs on each.
+const ENGINES: [IoEngine; 2] = [IoEngine::Epoll, IoEngine::Uring];
+
+fn start_server(io_engine: IoEngine) -> (Server, std::net::SocketAddr) {
     let settings = Settings {
         tcp_listen: vec!["127.0.0.1:0".parse().unwrap()],
         threads: 2,
+        io_engine,
         ..Settings::default()
     };
     let server = Server::start(settings, Box::new(MapStore::new(EngineConfig::default()))).unwrap();
@@ -169,7 +174,13 @@ fn start_server() -> (Server, std::net::SocketAddr) {
 
 #[test]
 fn a_thousand_pipelined_commands_in_one_write() {
-    let (server, addr) = start_server();
+    for engine in ENGINES {
+        a_thousand_pipelined_commands(engine);
+    }
+}
+
+fn a_thousand_pipelined_commands(engine: IoEngine) {
+    let (server, addr) = start_server(engine);
     let mut request = Vec::new();
     let mut expected = Vec::new();
     for i in 0..250 {
@@ -195,7 +206,13 @@ fn a_thousand_pipelined_commands_in_one_write() {
 
 #[test]
 fn overlong_line_closes_and_quit_flushes_first() {
-    let (server, addr) = start_server();
+    for engine in ENGINES {
+        overlong_line_and_quit(engine);
+    }
+}
+
+fn overlong_line_and_quit(engine: IoEngine) {
+    let (server, addr) = start_server(engine);
     let mut stream = TcpStream::connect(addr).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     stream.write_all(b"version\r\nquit\r\nversion\r\n").unwrap();
@@ -216,10 +233,17 @@ fn overlong_line_closes_and_quit_flushes_first() {
 
 #[test]
 fn connections_past_the_limit_get_memcacheds_error() {
+    for engine in ENGINES {
+        connection_limit(engine);
+    }
+}
+
+fn connection_limit(io_engine: IoEngine) {
     let settings = Settings {
         tcp_listen: vec!["127.0.0.1:0".parse().unwrap()],
         threads: 1,
         max_connections: 2,
+        io_engine,
         ..Settings::default()
     };
     let server = Server::start(settings, Box::new(MapStore::new(EngineConfig::default()))).unwrap();

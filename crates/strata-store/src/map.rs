@@ -3,8 +3,9 @@
 //! It is deliberately plain: it defines the semantics the segment engine must
 //! match, serves as the model in property tests, and runs the server until the
 //! segment engine replaces it. Memory is accounted with memcached's item size
-//! ([`crate::memcached_item_size`]); past `-m` it evicts the shard's least
-//! recently stored items (by CAS order), or refuses with `-M`.
+//! ([`crate::memcached_item_size`]); past `-m` it evicts the shard's oldest
+//! stored items (a FIFO queue of keys per shard, O(1) per eviction), or
+//! refuses with `-M`.
 //!
 //! ```text
 //!  key ──hash──► shard[i] : Mutex<HashMap<Box<[u8]>, Item>>
@@ -12,7 +13,7 @@
 //! ```
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -35,6 +36,28 @@ struct Item {
 struct Shard {
     items: HashMap<Box<[u8]>, Item>,
     bytes: u64,
+    /// Keys in store order; may hold keys since removed or stored again.
+    fifo: VecDeque<Box<[u8]>>,
+}
+
+impl Shard {
+    /// The oldest stored key other than `keep`, dropping stale queue entries.
+    fn oldest(&mut self, keep: &[u8]) -> Option<Box<[u8]>> {
+        if self.fifo.len() > 2 * self.items.len() + 16 {
+            self.fifo = self.items.keys().cloned().collect();
+        }
+        for _ in 0..self.fifo.len() {
+            let key = self.fifo.pop_front()?;
+            if key.as_ref() == keep {
+                self.fifo.push_back(key);
+                continue;
+            }
+            if self.items.contains_key(&key) {
+                return Some(key);
+            }
+        }
+        None
+    }
 }
 
 #[derive(Default)]
@@ -136,13 +159,7 @@ impl MapStore {
             if self.config.evictions_disabled {
                 return Err(StoreResult::OutOfMemory);
             }
-            let victim = shard
-                .items
-                .iter()
-                .filter(|(k, _)| k.as_ref() != key)
-                .min_by_key(|(_, it)| it.meta.cas)
-                .map(|(k, _)| k.clone());
-            let Some(victim) = victim else { break };
+            let Some(victim) = shard.oldest(key) else { break };
             if let Some(evicted) = self.remove(shard, &victim) {
                 self.counters.evictions.fetch_add(1, Ordering::Relaxed);
                 if !evicted.meta.fetched {
@@ -155,7 +172,9 @@ impl MapStore {
         let cas = item.meta.cas;
         self.remove(shard, key);
         shard.bytes += size;
-        shard.items.insert(key.into(), item);
+        let key: Box<[u8]> = key.into();
+        shard.fifo.push_back(key.clone());
+        shard.items.insert(key, item);
         self.counters.total_items.fetch_add(1, Ordering::Relaxed);
         Ok(cas)
     }
@@ -210,7 +229,7 @@ impl Engine for MapStore {
             }
             return StoreResult::TooLarge;
         }
-        let old = self.live(&mut shard, req.key, now).map(|item| item.clone());
+        let old = self.live(&mut shard, req.key, now).map(|item| &*item);
         let new_meta = ItemMeta {
             flags: req.flags,
             exptime: req.exptime,

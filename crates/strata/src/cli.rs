@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::error::ErrorKind;
 use clap::{ArgAction, Parser};
-use strata_server::settings::ProtocolChoice;
+use strata_server::settings::{IoEngine, ProtocolChoice};
 use strata_server::Settings;
 
 #[derive(Parser, Debug)]
@@ -180,6 +180,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
         }
         settings.protocol = ProtocolChoice::Ascii;
     }
+    if let Ok(name) = std::env::var("STRATA_IO_ENGINE") {
+        settings.io_engine = io_engine(&name).map_err(|e| format!("STRATA_IO_ENGINE: {e}"))?;
+    }
     settings.unix_socket = args.unix_socket;
     settings.tcp_listen = listen_addrs(&args.listen, args.port)?;
     for opts in &args.extended {
@@ -227,6 +230,15 @@ fn listen_addrs(values: &[String], port: u16) -> Result<Vec<SocketAddr>, String>
     Ok(addrs)
 }
 
+fn io_engine(name: &str) -> Result<IoEngine, String> {
+    match name {
+        "auto" => Ok(IoEngine::Auto),
+        "uring" | "io_uring" => Ok(IoEngine::Uring),
+        "epoll" => Ok(IoEngine::Epoll),
+        other => Err(format!("-o io_engine must be uring, epoll or auto, not '{other}'")),
+    }
+}
+
 /// One `-o` option.
 fn extended(settings: &mut Settings, opt: &str) -> Result<(), String> {
     let (key, value) = match opt.split_once('=') {
@@ -242,6 +254,7 @@ fn extended(settings: &mut Settings, opt: &str) -> Result<(), String> {
             settings.idle_timeout = (secs > 0).then(|| Duration::from_secs(secs));
         }
         "udp_max_reply" => settings.udp_max_reply_bytes = number(value)? as usize,
+        "io_engine" => settings.io_engine = io_engine(value.unwrap_or(""))?,
         "sasl_pwdb" => {
             let path = value.filter(|v| !v.is_empty()).ok_or("-o sasl_pwdb needs a file name")?;
             settings.sasl_pwdb = Some(PathBuf::from(path));

@@ -54,6 +54,11 @@ fn main() -> ExitCode {
             eprintln!("strata: could not write pid file {}: {e}", path.display());
         }
     }
+    let engine = match server.shared.io_engine {
+        strata_server::settings::IoEngine::Uring => "io_uring",
+        _ => "epoll",
+    };
+    eprintln!("strata: io engine: {engine}");
     if verbose > 0 {
         for addr in &server.tcp_addrs {
             eprintln!("strata: listening on {addr}");

@@ -2,7 +2,7 @@
 //! sockets, IPv6 and idle connections.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::process::{Child, Command, Stdio};
@@ -10,12 +10,39 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_strata");
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 fn spawn(args: &[&str]) -> Child {
     Command::new(BIN).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()
+}
+
+/// Start strata on an ephemeral port (`-p 0 -v`) and read the address it
+/// bound from its log, so parallel tests never race for a port.
+fn spawn_on_free_port(args: &[&str]) -> (Child, SocketAddr) {
+    let (child, addrs) = spawn_listening(args, 1);
+    (child, addrs[0])
+}
+
+/// Start strata with `-p 0 -v` and read the first `count` addresses it binds.
+fn spawn_listening(args: &[&str], count: usize) -> (Child, Vec<SocketAddr>) {
+    use std::io::BufRead;
+    let mut child = Command::new(BIN)
+        .args(["-p", "0", "-v"])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let mut addrs = Vec::new();
+    while addrs.len() < count {
+        let line = lines.next().expect("strata exited before listening").unwrap();
+        if let Some(addr) = line.strip_prefix("strata: listening on ") {
+            addrs.push(addr.parse().unwrap());
+        }
+    }
+    // Keep draining the log so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (child, addrs)
 }
 
 fn connect(addr: SocketAddr) -> TcpStream {
@@ -80,9 +107,8 @@ fn bad_flags_exit_with_code_2() {
 
 #[test]
 fn sigterm_answers_and_exits_zero() {
-    let port = free_port();
-    let mut child = spawn(&["-p", &port.to_string(), "-t", "2"]);
-    let mut stream = connect(SocketAddr::from(([127, 0, 0, 1], port)));
+    let (mut child, addr) = spawn_on_free_port(&["-t", "2"]);
+    let mut stream = connect(addr);
     assert_eq!(roundtrip(&mut stream, b"set k 0 0 1\r\nx\r\n", 8), b"STORED\r\n");
     let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     assert!(status.success());
@@ -114,15 +140,14 @@ fn unix_socket_with_mask() {
 
 #[test]
 fn ipv6_and_several_listen_addresses() {
-    let port = free_port();
     let v6 = std::net::TcpListener::bind("[::1]:0").is_ok();
     if !v6 {
         eprintln!("no IPv6 loopback on this machine; checking two IPv4 addresses instead");
     }
     let listen = if v6 { "127.0.0.1,::1" } else { "127.0.0.1,127.0.0.2" };
-    let mut child = spawn(&["-p", &port.to_string(), "-l", listen]);
-    let second: SocketAddr = if v6 { format!("[::1]:{port}") } else { format!("127.0.0.2:{port}") }.parse().unwrap();
-    for addr in [SocketAddr::from(([127, 0, 0, 1], port)), second] {
+    let (mut child, addrs) = spawn_listening(&["-l", listen], 2);
+    assert_eq!(addrs[1].is_ipv6(), v6);
+    for addr in addrs {
         let mut stream = connect(addr);
         assert_eq!(roundtrip(&mut stream, b"mn\r\n", 4), b"MN\r\n", "{addr}");
     }
@@ -132,9 +157,8 @@ fn ipv6_and_several_listen_addresses() {
 
 #[test]
 fn idle_connections_are_closed() {
-    let port = free_port();
-    let mut child = spawn(&["-p", &port.to_string(), "-o", "idle_timeout=1"]);
-    let mut stream = connect(SocketAddr::from(([127, 0, 0, 1], port)));
+    let (mut child, addr) = spawn_on_free_port(&["-o", "idle_timeout=1"]);
+    let mut stream = connect(addr);
     assert_eq!(roundtrip(&mut stream, b"mn\r\n", 4), b"MN\r\n");
     let started = Instant::now();
     let mut buf = [0u8; 16];
@@ -164,9 +188,7 @@ fn text_authentication_and_sighup_reload() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("auth");
     std::fs::write(&file, "alice:secret\n").unwrap();
-    let port = free_port();
-    let mut child = spawn(&["-p", &port.to_string(), "-Y", file.to_str().unwrap()]);
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let (mut child, addr) = spawn_on_free_port(&["-Y", file.to_str().unwrap()]);
     let mut s = connect(addr);
     s.write_all(b"get a\r\nset x 0 0 10\r\nalice nope\r\nset x 0 0 5\r\nalice\r\n").unwrap();
     assert_eq!(
@@ -214,9 +236,7 @@ fn sasl_plain_over_binary() {
     std::fs::create_dir_all(&dir).unwrap();
     let db = dir.join("pwdb");
     std::fs::write(&db, "user1:pass1\n").unwrap();
-    let port = free_port();
-    let mut child = spawn(&["-p", &port.to_string(), "-S", "-o", &format!("sasl_pwdb={}", db.display())]);
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let (mut child, addr) = spawn_on_free_port(&["-S", "-o", &format!("sasl_pwdb={}", db.display())]);
     let mut s = connect(addr);
     s.write_all(&binary(0x00, b"k", b"")).unwrap();
     let got = responses(&read_available(&mut s));

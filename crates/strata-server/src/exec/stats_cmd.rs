@@ -164,6 +164,11 @@ fn settings(exec: &Executor<'_>, t: &mut Stats) {
     stat(t, "flush_enabled", if st.flush_enabled { "yes" } else { "no" });
     stat(t, "shutdown_command", if st.shutdown_enabled { "yes" } else { "no" });
     stat(t, "idle_timeout", st.idle_timeout.map_or(0, |d| d.as_secs()));
+    let engine = match exec.shared.io_engine {
+        crate::settings::IoEngine::Uring => "uring",
+        _ => "epoll",
+    };
+    stat(t, "io_engine", engine);
 }
 
 fn conns(exec: &Executor<'_>, t: &mut Stats) {

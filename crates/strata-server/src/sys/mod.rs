@@ -8,6 +8,9 @@ use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+#[allow(unsafe_code)]
+pub mod uring;
+
 use mio::event::Source;
 use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use mio::{Interest, Registry, Token};
@@ -114,6 +117,14 @@ impl Listener {
 }
 
 impl Stream {
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        match self {
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Unix(s) => s.as_raw_fd(),
+        }
+    }
+
     pub fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
         let interest = Interest::READABLE | Interest::WRITABLE;
         match self {

@@ -1,0 +1,318 @@
+//! A small safe wrapper over one io_uring instance, for one worker.
+//!
+//! Every `unsafe` block of the io_uring engine is in this file. The wrapper
+//! keeps the two promises the kernel needs and callers cannot break:
+//!
+//! - **Send buffers stay put.** [`Ring::send`] takes ownership of the `Vec`
+//!   being sent and keeps it in a slot until the completion arrives, then
+//!   hands it back in [`Completion::buffer`]; nothing can grow or free it
+//!   while the kernel reads it.
+//! - **Receive buffers come from a registered ring** ([`BufRing`]): `count`
+//!   buffers of `size` bytes, allocated once, page-aligned ring of entries.
+//!   A multishot receive picks one per completion; the caller copies the bytes
+//!   out ([`Ring::received`]) and the buffer goes straight back to the ring.
+//!
+//! ```text
+//!  user_data (u64) = [ slot or token : 56 | kind : 8 ]
+//!  BufRing entries:  [ addr u64 | len u32 | bid u16 | resv/tail u16 ] x count
+//! ```
+
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::Duration;
+
+use io_uring::types::{BufRingEntry, SubmitArgs, Timespec};
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+
+/// What an operation was, in the low byte of its user data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    Recv = 1,
+    Send = 2,
+    Wake = 3,
+    Poll = 4,
+    Cancel = 5,
+}
+
+impl Kind {
+    fn from_u8(v: u8) -> Option<Kind> {
+        match v {
+            1 => Some(Kind::Recv),
+            2 => Some(Kind::Send),
+            3 => Some(Kind::Wake),
+            4 => Some(Kind::Poll),
+            5 => Some(Kind::Cancel),
+            _ => None,
+        }
+    }
+}
+
+fn user_data(kind: Kind, token: u64) -> u64 {
+    (token << 8) | kind as u64
+}
+
+/// One completion, decoded.
+pub struct Completion {
+    pub kind: Kind,
+    pub token: u64,
+    pub result: i32,
+    /// More completions will come for this (multishot) operation.
+    pub more: bool,
+    /// Receive: the provided buffer that holds the data.
+    pub buffer_id: Option<u16>,
+    /// Send: the buffer handed to [`Ring::send`], and the offset it was sent from.
+    pub buffer: Option<(Vec<u8>, usize)>,
+}
+
+/// Provided receive buffers, registered with the kernel as buffer group `bgid`.
+struct BufRing {
+    entries: *mut BufRingEntry,
+    entries_layout: std::alloc::Layout,
+    buffers: Vec<u8>,
+    size: usize,
+    count: u16,
+    tail: u16,
+    bgid: u16,
+}
+
+impl BufRing {
+    fn new(ring: &IoUring, bgid: u16, count: u16, size: usize) -> io::Result<BufRing> {
+        assert!(count.is_power_of_two());
+        let layout = std::alloc::Layout::from_size_align(usize::from(count) * std::mem::size_of::<BufRingEntry>(), 4096)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "buffer ring layout"))?;
+        // SAFETY: the layout has a non-zero size; zeroed memory is a valid
+        // (empty) ring of entries.
+        let entries = unsafe { std::alloc::alloc_zeroed(layout) } as *mut BufRingEntry;
+        if entries.is_null() {
+            return Err(io::Error::new(io::ErrorKind::OutOfMemory, "buffer ring"));
+        }
+        let mut buf_ring = BufRing {
+            entries,
+            entries_layout: layout,
+            buffers: vec![0; usize::from(count) * size],
+            size,
+            count,
+            tail: 0,
+            bgid,
+        };
+        // SAFETY: `entries` is page-aligned, `count` entries long, and lives
+        // until Drop, which unregisters it before freeing.
+        unsafe { ring.submitter().register_buf_ring_with_flags(entries as u64, count, bgid, 0)? };
+        for bid in 0..count {
+            buf_ring.push(bid);
+        }
+        buf_ring.publish();
+        Ok(buf_ring)
+    }
+
+    /// Put buffer `bid` back at the tail (visible after [`BufRing::publish`]).
+    fn push(&mut self, bid: u16) {
+        let index = usize::from(self.tail & (self.count - 1));
+        let addr = self.buffers[usize::from(bid) * self.size..].as_ptr() as u64;
+        // SAFETY: index < count, inside the allocation made in `new`.
+        let entry = unsafe { &mut *self.entries.add(index) };
+        entry.set_addr(addr);
+        entry.set_len(self.size as u32);
+        entry.set_bid(bid);
+        self.tail = self.tail.wrapping_add(1);
+    }
+
+    fn publish(&self) {
+        // SAFETY: the tail field overlays entry 0's `resv`, inside our
+        // allocation; the kernel reads it with acquire semantics.
+        unsafe {
+            let tail = BufRingEntry::tail(self.entries) as *const AtomicU16;
+            (*tail).store(self.tail, Ordering::Release);
+        }
+    }
+
+    fn data(&self, bid: u16, len: usize) -> &[u8] {
+        let start = usize::from(bid) * self.size;
+        &self.buffers[start..start + len.min(self.size)]
+    }
+}
+
+/// One worker's ring.
+pub struct Ring {
+    ring: IoUring,
+    bufs: BufRing,
+    /// Send buffers in flight, by slot; the slot is the send's token.
+    sends: Vec<Option<(Vec<u8>, usize)>>,
+    free_sends: Vec<usize>,
+    /// Which connection each in-flight send belongs to.
+    send_owner: Vec<u64>,
+    /// Target of the eventfd read; owned here so it outlives the operation.
+    wake_buf: Box<[u8; 8]>,
+}
+
+/// Receive buffers: `RECV_BUFFERS` of `RECV_BUFFER_SIZE` bytes per worker.
+pub const RECV_BUFFERS: u16 = 512;
+pub const RECV_BUFFER_SIZE: usize = 8192;
+const BUFFER_GROUP: u16 = 0;
+
+impl Ring {
+    pub fn new(entries: u32) -> io::Result<Ring> {
+        let ring = IoUring::builder().setup_coop_taskrun().setup_single_issuer().build(entries)?;
+        let bufs = BufRing::new(&ring, BUFFER_GROUP, RECV_BUFFERS, RECV_BUFFER_SIZE)?;
+        Ok(Ring { ring, bufs, sends: Vec::new(), free_sends: Vec::new(), send_owner: Vec::new(), wake_buf: Box::new([0; 8]) })
+    }
+
+    /// Whether io_uring with provided buffer rings works on this kernel.
+    pub fn probe() -> io::Result<()> {
+        Ring::new(8).map(drop)
+    }
+
+    fn push(&mut self, entry: squeue::Entry) -> io::Result<()> {
+        loop {
+            // SAFETY: every entry pushed here points only at memory this Ring
+            // owns until its completion (send buffers, the buffer ring) or at
+            // nothing (recv with buffer select, cancel, poll).
+            if unsafe { self.ring.submission().push(&entry) }.is_ok() {
+                return Ok(());
+            }
+            self.ring.submit()?;
+        }
+    }
+
+    /// Arm a multishot receive on `fd` into the provided buffers.
+    pub fn recv(&mut self, fd: RawFd, token: u64) -> io::Result<()> {
+        let entry = opcode::RecvMulti::new(types::Fd(fd), BUFFER_GROUP).build().user_data(user_data(Kind::Recv, token));
+        self.push(entry)
+    }
+
+    /// Send `buf[offset..]` on `fd` for connection `token`; the ring keeps
+    /// `buf` until the completion hands it back.
+    pub fn send(&mut self, fd: RawFd, token: u64, buf: Vec<u8>, offset: usize) -> io::Result<()> {
+        let slot = self.free_sends.pop().unwrap_or_else(|| {
+            self.sends.push(None);
+            self.send_owner.push(0);
+            self.sends.len() - 1
+        });
+        let len = (buf.len() - offset).min(u32::MAX as usize) as u32;
+        let ptr = buf[offset..].as_ptr();
+        self.sends[slot] = Some((buf, offset));
+        self.send_owner[slot] = token;
+        let entry = opcode::Send::new(types::Fd(fd), ptr, len)
+            .flags(libc::MSG_NOSIGNAL)
+            .build()
+            .user_data(user_data(Kind::Send, slot as u64));
+        self.push(entry)
+    }
+
+    /// Arm a read of the wake-up eventfd `fd`.
+    pub fn wake_read(&mut self, fd: RawFd) -> io::Result<()> {
+        let target = self.wake_buf.as_mut_ptr();
+        let entry = opcode::Read::new(types::Fd(fd), target, 8).build().user_data(user_data(Kind::Wake, 0));
+        self.push(entry)
+    }
+
+    /// Multishot readiness poll (UDP sockets).
+    pub fn poll(&mut self, fd: RawFd, token: u64) -> io::Result<()> {
+        let entry = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32)
+            .multi(true)
+            .build()
+            .user_data(user_data(Kind::Poll, token));
+        self.push(entry)
+    }
+
+    /// Cancel the multishot receive of connection `token`.
+    pub fn cancel_recv(&mut self, token: u64) -> io::Result<()> {
+        let entry = opcode::AsyncCancel::new(user_data(Kind::Recv, token)).build().user_data(user_data(Kind::Cancel, token));
+        self.push(entry)
+    }
+
+    /// Submit queued entries and wait for at least one completion or the timeout.
+    pub fn submit_and_wait(&mut self, timeout: Duration) -> io::Result<()> {
+        if timeout.is_zero() {
+            self.ring.submit()?;
+            return Ok(());
+        }
+        let ts = Timespec::new().sec(timeout.as_secs()).nsec(timeout.subsec_nanos());
+        let args = SubmitArgs::new().timespec(&ts);
+        match self.ring.submitter().submit_with_args(1, &args) {
+            Ok(_) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ETIME) || e.raw_os_error() == Some(libc::EINTR) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Take every completion that has arrived.
+    pub fn completions(&mut self, out: &mut Vec<Completion>) {
+        let mut raw: Vec<cqueue::Entry> = Vec::new();
+        raw.extend(self.ring.completion());
+        for cqe in raw {
+            let Some(kind) = Kind::from_u8(cqe.user_data() as u8) else { continue };
+            let mut token = cqe.user_data() >> 8;
+            let mut buffer = None;
+            if kind == Kind::Send {
+                let slot = token as usize;
+                buffer = self.sends.get_mut(slot).and_then(Option::take);
+                token = self.send_owner.get(slot).copied().unwrap_or(0);
+                self.free_sends.push(slot);
+            }
+            out.push(Completion {
+                kind,
+                token,
+                result: cqe.result(),
+                more: cqueue::more(cqe.flags()),
+                buffer_id: cqueue::buffer_select(cqe.flags()),
+                buffer,
+            });
+        }
+    }
+
+    /// The bytes of a receive completion; the buffer returns to the ring.
+    pub fn received(&mut self, buffer_id: u16, len: usize, sink: &mut dyn FnMut(&[u8])) {
+        sink(self.bufs.data(buffer_id, len));
+        self.bufs.push(buffer_id);
+        self.bufs.publish();
+    }
+}
+
+impl Drop for BufRing {
+    fn drop(&mut self) {
+        // `Ring` declares `ring` before `bufs`, so the io_uring instance is
+        // closed before this memory is freed.
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.entries as *mut u8, self.entries_layout) };
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        let _ = self.ring.submitter().unregister_buf_ring(self.bufs.bgid);
+    }
+}
+
+/// An eventfd used to wake a worker blocked in its ring.
+pub struct EventFd(RawFd);
+
+impl EventFd {
+    pub fn new() -> io::Result<EventFd> {
+        // SAFETY: plain syscall; the result is checked.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(EventFd(fd))
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.0
+    }
+
+    pub fn wake(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a valid u64 to our own eventfd.
+        unsafe { libc::write(self.0, (&one as *const u64).cast(), 8) };
+    }
+}
+
+impl Drop for EventFd {
+    fn drop(&mut self) {
+        // SAFETY: we own the descriptor.
+        unsafe { libc::close(self.0) };
+    }
+}

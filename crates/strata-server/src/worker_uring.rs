@@ -1,0 +1,371 @@
+//! A worker on io_uring (`-o io_engine=uring`): the same connections,
+//! executor and replies as the epoll worker, with the kernel doing the
+//! waiting and the copying in batches.
+//!
+//! - Each connection has one multishot receive armed into the worker's
+//!   provided-buffer ring: data arrives as completions, no read syscalls.
+//! - Each loop turn first handles every completion, then runs the requests
+//!   of every connection that got data, then submits one send per connection
+//!   with replies: all of a turn's sends go to the kernel in one
+//!   `io_uring_enter`, which is also the call that waits for the next turn.
+//! - A connection whose input or pending output passes its limit has its
+//!   receive cancelled until it drains (a client that never reads cannot make
+//!   the server buffer without bound), and is re-armed after.
+//! - New connections arrive from the acceptor over a channel; an eventfd read
+//!   in the ring wakes the worker. UDP sockets are watched with multishot
+//!   polls and drained with `recvfrom` as in the epoll worker.
+//!
+//! A completion's token is `[generation:32 | slot:24]`, so a completion that
+//! arrives after its connection closed and the slot was reused is ignored.
+
+use std::io::{self, Write};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::conn::{Conn, Progress};
+use crate::exec::Executor;
+use crate::shared::{ConnInfo, Shared};
+use crate::stats::WorkerStats;
+use crate::sys::uring::{Completion, EventFd, Kind, Ring};
+use crate::sys::Stream;
+use crate::udp::UdpPorts;
+use crate::worker::NewConn;
+
+const RING_ENTRIES: u32 = 4096;
+const MAX_BUFFERED_INPUT: usize = 1 << 20;
+const SLOT_BITS: u32 = 24;
+
+struct Client {
+    stream: Stream,
+    conn: Conn,
+    info: Arc<ConnInfo>,
+    id: u64,
+    token: u64,
+    /// A multishot receive is live in the kernel (until a completion
+    /// without the MORE flag ends it).
+    recv_live: bool,
+    /// A cancel of the live receive was submitted.
+    recv_cancelling: bool,
+    sending: bool,
+    closing: bool,
+    close_after_write: bool,
+    /// A send buffer back from the kernel, reused for the next replies.
+    spare: Vec<u8>,
+}
+
+pub struct UringWorker {
+    shared: Arc<Shared>,
+    stats: Arc<WorkerStats>,
+    ring: Ring,
+    wake: Arc<EventFd>,
+    incoming: Receiver<NewConn>,
+    clients: Vec<Option<Client>>,
+    generations: Vec<u32>,
+    free: Vec<usize>,
+    yielded: Vec<usize>,
+    ready: Vec<usize>,
+    udp: UdpPorts,
+}
+
+impl UringWorker {
+    /// Build the worker on the thread that will run it: the ring is set up
+    /// single-issuer, so the creating thread is the one that submits.
+    pub fn new(
+        shared: Arc<Shared>,
+        index: usize,
+        incoming: Receiver<NewConn>,
+        udp_sockets: Vec<mio::net::UdpSocket>,
+        wake: Arc<EventFd>,
+    ) -> io::Result<UringWorker> {
+        let mut ring = Ring::new(RING_ENTRIES)?;
+        ring.wake_read(wake.fd())?;
+        for (i, socket) in udp_sockets.iter().enumerate() {
+            use std::os::fd::AsRawFd;
+            ring.poll(socket.as_raw_fd(), i as u64)?;
+        }
+        let stats = shared.worker_stats[index].clone();
+        let worker = UringWorker {
+            shared,
+            stats,
+            ring,
+            wake,
+            incoming,
+            clients: Vec::new(),
+            generations: Vec::new(),
+            free: Vec::new(),
+            yielded: Vec::new(),
+            ready: Vec::new(),
+            udp: UdpPorts::new(udp_sockets),
+        };
+        Ok(worker)
+    }
+
+    pub fn run(mut self) {
+        let mut completions = Vec::new();
+        let mut last_idle_check = Instant::now();
+        loop {
+            let timeout = if self.yielded.is_empty() { Duration::from_millis(500) } else { Duration::ZERO };
+            if let Err(e) = self.ring.submit_and_wait(timeout) {
+                eprintln!("strata: worker io_uring failed: {e}");
+                return;
+            }
+            self.ready.append(&mut self.yielded);
+            completions.clear();
+            self.ring.completions(&mut completions);
+            for completion in completions.drain(..) {
+                self.complete(completion);
+            }
+            let mut ready = std::mem::take(&mut self.ready);
+            ready.sort_unstable();
+            ready.dedup();
+            for &index in &ready {
+                self.drive(index);
+            }
+            ready.clear();
+            self.ready = ready;
+            if self.shared.is_shutting_down() {
+                self.drain_and_close();
+                return;
+            }
+            if let Some(timeout) = self.shared.settings.idle_timeout {
+                if last_idle_check.elapsed() >= Duration::from_secs(1) {
+                    last_idle_check = Instant::now();
+                    self.kick_idle(timeout);
+                }
+            }
+        }
+    }
+
+    /// The slot of a live connection's token, if it is still that connection.
+    fn slot(&self, token: u64) -> Option<usize> {
+        let index = (token & ((1 << SLOT_BITS) - 1)) as usize;
+        let generation = (token >> SLOT_BITS) as u32;
+        (self.generations.get(index) == Some(&generation) && self.clients[index].is_some()).then_some(index)
+    }
+
+    fn complete(&mut self, c: Completion) {
+        match c.kind {
+            Kind::Wake => {
+                let _ = self.ring.wake_read(self.wake.fd());
+                self.accept_new();
+            }
+            Kind::Poll => {
+                self.udp.drain(c.token as usize, &self.shared, &self.stats);
+                if !c.more {
+                    if let Some(socket) = self.udp.sockets.get(c.token as usize) {
+                        use std::os::fd::AsRawFd;
+                        let _ = self.ring.poll(socket.as_raw_fd(), c.token);
+                    }
+                }
+            }
+            Kind::Cancel => {}
+            Kind::Recv => self.received(c),
+            Kind::Send => self.sent(c),
+        }
+    }
+
+    fn received(&mut self, c: Completion) {
+        let Some(index) = self.slot(c.token) else {
+            if let Some(bid) = c.buffer_id {
+                self.ring.received(bid, 0, &mut |_| {});
+            }
+            return;
+        };
+        let Some(client) = self.clients[index].as_mut() else { return };
+        if c.result > 0 {
+            if let Some(bid) = c.buffer_id {
+                let input = &mut client.conn.input;
+                self.ring.received(bid, c.result as usize, &mut |data| input.extend_from_slice(data));
+                WorkerStats::add(&self.stats.bytes_read, c.result as u64);
+                client.info.touch(self.shared.clock.now());
+            }
+        }
+        if !c.more {
+            client.recv_live = false;
+            client.recv_cancelling = false;
+        }
+        // 0 is end of file; ENOBUFS and ECANCELED just end this receive
+        // (drive re-arms it); anything else is a dead connection.
+        if c.result == 0 || (c.result < 0 && c.result != -libc::ENOBUFS && c.result != -libc::ECANCELED) {
+            client.closing = true;
+        }
+        self.ready.push(index);
+    }
+
+    fn sent(&mut self, c: Completion) {
+        let Some(index) = self.slot(c.token) else { return };
+        let Some(client) = self.clients[index].as_mut() else { return };
+        client.sending = false;
+        let Some((mut buf, offset)) = c.buffer else { return };
+        if c.result < 0 {
+            client.closing = true;
+        } else {
+            WorkerStats::add(&self.stats.bytes_written, c.result as u64);
+            let offset = offset + c.result as usize;
+            if offset < buf.len() && !client.closing {
+                if self.ring.send(client.stream.raw_fd(), client.token, buf, offset).is_ok() {
+                    client.sending = true;
+                } else {
+                    client.closing = true;
+                }
+                return;
+            }
+            buf.clear();
+            if client.spare.capacity() < buf.capacity() {
+                client.spare = buf;
+            }
+        }
+        self.ready.push(index);
+    }
+
+    fn accept_new(&mut self) {
+        loop {
+            let new = match self.incoming.try_recv() {
+                Ok(new) => new,
+                Err(TryRecvError::Empty) | Err(TryRecvError::Disconnected) => return,
+            };
+            let index = self.free.pop().unwrap_or_else(|| {
+                self.clients.push(None);
+                self.generations.push(0);
+                self.shared.connection_structures.fetch_add(1, Ordering::Relaxed);
+                self.clients.len() - 1
+            });
+            let token = (u64::from(self.generations[index]) << SLOT_BITS) | index as u64;
+            if self.ring.recv(new.stream.raw_fd(), token).is_err() {
+                self.free.push(index);
+                self.shared.curr_connections.fetch_sub(1, Ordering::Relaxed);
+                continue;
+            }
+            let info = Arc::new(ConnInfo::new(new.peer, new.listen, self.shared.clock.now()));
+            let id = self.shared.conns.register(info.clone());
+            WorkerStats::incr(&self.stats.total_connections);
+            self.clients[index] = Some(Client {
+                stream: new.stream,
+                conn: Conn::new(self.shared.requires_auth()),
+                info,
+                id,
+                token,
+                recv_live: true,
+                recv_cancelling: false,
+                sending: false,
+                closing: false,
+                close_after_write: false,
+                spare: Vec::new(),
+            });
+        }
+    }
+
+    /// Run what a connection has buffered, start its send, keep its receive
+    /// armed or paused, and finish closing it when nothing is in flight.
+    fn drive(&mut self, index: usize) {
+        let exec = Executor::new(&self.shared, &self.stats);
+        let budget = self.shared.settings.reqs_per_event.max(1);
+        let max_output = self.shared.settings.max_pending_output_bytes;
+        let Some(Some(client)) = self.clients.get_mut(index) else { return };
+        if !client.closing && !client.close_after_write {
+            match client.conn.process(&exec, budget) {
+                Progress::Close => client.closing = true,
+                Progress::CloseAfterWrite => client.close_after_write = true,
+                Progress::Yield => {
+                    WorkerStats::incr(&self.stats.conn_yields);
+                    self.yielded.push(index);
+                }
+                Progress::NeedInput | Progress::OutputFull => {}
+            }
+        }
+        let fd = client.stream.raw_fd();
+        if !client.sending && !client.conn.out.is_empty() && !client.closing {
+            let buf = std::mem::replace(&mut client.conn.out, std::mem::take(&mut client.spare));
+            match self.ring.send(fd, client.token, buf, 0) {
+                Ok(()) => client.sending = true,
+                Err(_) => client.closing = true,
+            }
+        }
+        if client.close_after_write && !client.sending && client.conn.out.is_empty() {
+            client.closing = true;
+        }
+        let backlog = client.conn.input.len() >= MAX_BUFFERED_INPUT.max(client.conn.awaiting)
+            || client.conn.pending_output() > max_output;
+        let want_recv = !client.closing && !client.close_after_write && !backlog;
+        if want_recv && !client.recv_live {
+            if self.ring.recv(fd, client.token).is_ok() {
+                client.recv_live = true;
+            } else {
+                client.closing = true;
+            }
+        } else if !want_recv && client.recv_live && !client.recv_cancelling {
+            client.recv_cancelling = true;
+            let _ = self.ring.cancel_recv(client.token);
+        }
+        if client.closing && !client.recv_live && !client.sending {
+            self.close(index);
+        }
+    }
+
+    fn close(&mut self, index: usize) {
+        if let Some(client) = self.clients.get_mut(index).and_then(Option::take) {
+            self.shared.conns.remove(client.id);
+            self.shared.curr_connections.fetch_sub(1, Ordering::Relaxed);
+            self.generations[index] = self.generations[index].wrapping_add(1);
+            self.free.push(index);
+            self.yielded.retain(|&i| i != index);
+            drop(client.stream);
+        }
+    }
+
+    fn kick_idle(&mut self, timeout: Duration) {
+        let now = self.shared.clock.now();
+        let limit = timeout.as_secs() as u32;
+        for index in 0..self.clients.len() {
+            if let Some(client) = self.clients[index].as_mut() {
+                if !client.closing && now.saturating_sub(client.info.last_cmd()) > limit {
+                    WorkerStats::incr(&self.stats.idle_kicks);
+                    client.closing = true;
+                    self.ready.push(index);
+                }
+            }
+        }
+    }
+
+    /// On shutdown: answer what is buffered, let sends finish (2 s at most),
+    /// then close everything.
+    fn drain_and_close(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let (shared, stats) = (self.shared.clone(), self.stats.clone());
+        let exec = Executor::new(&shared, &stats);
+        for client in self.clients.iter_mut().flatten() {
+            let _ = client.conn.process(&exec, usize::MAX);
+        }
+        let mut completions = Vec::new();
+        while Instant::now() < deadline && self.clients.iter().flatten().any(|c| c.sending) {
+            let _ = self.ring.submit_and_wait(Duration::from_millis(50));
+            completions.clear();
+            self.ring.completions(&mut completions);
+            for completion in completions.drain(..) {
+                if completion.kind == Kind::Send {
+                    if let Some(index) = self.slot(completion.token) {
+                        if let Some(client) = self.clients[index].as_mut() {
+                            client.sending = false;
+                        }
+                    }
+                }
+            }
+        }
+        for index in 0..self.clients.len() {
+            if let Some(client) = self.clients[index].as_mut() {
+                let mut written = 0;
+                while written < client.conn.out.len() && Instant::now() < deadline {
+                    match client.stream.write(&client.conn.out[written..]) {
+                        Ok(0) => break,
+                        Ok(n) => written += n,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(1)),
+                        Err(_) => break,
+                    }
+                }
+            }
+            self.close(index);
+        }
+    }
+}
