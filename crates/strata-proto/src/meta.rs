@@ -101,6 +101,24 @@ impl<'a> MetaRequest<'a> {
     pub fn has(&self, flag: u8) -> bool {
         self.order().contains(&flag)
     }
+
+    /// Whether the opaque token is longer than memcached allows.
+    pub fn opaque_too_long(&self) -> bool {
+        self.opaque.is_some_and(|o| o.len() > MAX_OPAQUE_LEN)
+    }
+
+    /// The flags memcached acts on before it reaches an over-long opaque
+    /// token (all of them when the opaque is fine): `mg` and `ma` apply `T`
+    /// and `N` in the reply loop and stop at the bad `O`.
+    pub fn effective_order(&self) -> &[u8] {
+        let order = self.order();
+        if self.opaque_too_long() {
+            let at = order.iter().position(|&f| f == b'O').unwrap_or(order.len());
+            &order[..at]
+        } else {
+            order
+        }
+    }
 }
 
 /// Why flag parsing failed: a message, or `None` for "the command's default

@@ -20,6 +20,11 @@ pub const MAX_TOKENS: usize = 24;
 
 /// Without a newline in this many bytes, only a multi-get may go on.
 pub const LINE_LIMIT_NON_GET: usize = 2048;
+/// memcached's read buffer (`READ_BUFFER_SIZE`): a line other than a
+/// multi-get that is longer can never be parsed there, and the connection
+/// is closed. (Between the two limits memcached's answer depends on how the
+/// line was split into reads; Strata parses such a line when it is whole.)
+pub const READ_BUFFER_SIZE: usize = 16384;
 
 /// What the framer found at the front of the read buffer.
 #[derive(Debug, PartialEq, Eq)]
@@ -36,17 +41,20 @@ pub enum Frame<'a> {
 /// Find the first line in `buf`. `max_get_line` bounds multi-get lines,
 /// which memcached lets grow without limit.
 pub fn frame_line(buf: &[u8], max_get_line: usize) -> Frame<'_> {
+    let is_get = || {
+        let spaces = buf.iter().take_while(|&&b| b == b' ').count();
+        let rest = &buf[spaces..];
+        spaces <= 100 && (rest.starts_with(b"get ") || rest.starts_with(b"gets "))
+    };
     let Some(nl) = memchr(b'\n', buf) else {
-        if buf.len() > LINE_LIMIT_NON_GET {
-            let spaces = buf.iter().take_while(|&&b| b == b' ').count();
-            let rest = &buf[spaces..];
-            let is_get = rest.starts_with(b"get ") || rest.starts_with(b"gets ");
-            if spaces > 100 || !is_get || buf.len() > max_get_line {
-                return Frame::Close;
-            }
+        if buf.len() > LINE_LIMIT_NON_GET && (!is_get() || buf.len() > max_get_line) {
+            return Frame::Close;
         }
         return Frame::Partial;
     };
+    if nl >= READ_BUFFER_SIZE && !is_get() {
+        return Frame::Close;
+    }
     let mut end = nl;
     if nl > 1 && buf[nl - 1] == b'\r' {
         end -= 1;
@@ -197,6 +205,9 @@ mod tests {
         assert_eq!(frame_line(b"ab\0cd\r\n", 1 << 20), Frame::Line { line: b"ab", consumed: 7 });
         assert_eq!(frame_line(b"get a", 1 << 20), Frame::Partial);
         assert_eq!(frame_line(&[b'x'; 2049], 1 << 20), Frame::Close);
+        let mut long_line = vec![b'x'; READ_BUFFER_SIZE];
+        long_line.extend_from_slice(b"\r\n");
+        assert_eq!(frame_line(&long_line, 1 << 20), Frame::Close, "longer than memcached's read buffer");
         let mut long_get = b"get ".to_vec();
         long_get.resize(4000, b'k');
         assert_eq!(frame_line(&long_get, 1 << 20), Frame::Partial);

@@ -362,6 +362,7 @@ impl Conn {
     /// Run buffered requests; at most `budget` of them.
     pub fn process(&mut self, exec: &Executor<'_>, mut budget: usize) -> Progress {
         let limits = &exec.shared.settings;
+        exec.set_unsent_from(self.wpos);
         loop {
             if self.swallow > 0 {
                 let n = self.swallow.min(self.input.len());

@@ -139,6 +139,11 @@ pub struct DeltaRequest<'a> {
     pub initial: u64,
     /// Meta `T`: set this TTL on success on an existing item.
     pub touch: Option<RelTime>,
+    /// memcached rewrites a counter in place (same length, space padded,
+    /// flags kept) only when nothing else references the item; while a reply
+    /// that references it is unsent it allocates a fresh item (exact digits,
+    /// not fetched). The caller knows which; false forces the fresh item.
+    pub in_place: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,8 +163,9 @@ pub enum DeltaResult {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DeleteRequest<'a> {
     pub key: &'a [u8],
-    /// Non-zero: must match.
-    pub cas: u64,
+    /// Must match when given (meta `C`, binary header CAS); `Some(0)` never
+    /// matches a stored item, as in memcached.
+    pub cas: Option<u64>,
     /// Meta `I`: instead of removing, mark stale and give a new CAS.
     pub invalidate: bool,
     /// Meta `T` with `I`: new TTL for the stale item.
@@ -237,7 +243,8 @@ pub trait Engine: Send + Sync {
 
     fn delete(&self, req: &DeleteRequest<'_>, now: RelTime) -> DeleteResult;
 
-    /// Set a new TTL on a live item; false on a miss.
+    /// Set a new TTL on a live item and mark it fetched, as memcached's
+    /// `touch` does; false on a miss.
     fn touch(&self, key: &[u8], exptime: RelTime, now: RelTime) -> bool;
 
     /// memcached's flush_all: `at == 0` flushes now, else at relative time `at`.

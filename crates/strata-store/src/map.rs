@@ -35,7 +35,6 @@ struct Item {
 #[derive(Default)]
 struct Shard {
     items: HashMap<Box<[u8]>, Item>,
-    bytes: u64,
     /// Keys in store order; may hold keys since removed or stored again.
     fifo: VecDeque<Box<[u8]>>,
 }
@@ -73,6 +72,8 @@ pub struct MapStore {
     shards: Vec<Mutex<Shard>>,
     config: EngineConfig,
     memory_limit_bytes: AtomicU64,
+    /// Bytes of all live items, every shard: `-m` is one pool, as in memcached.
+    total_bytes: AtomicU64,
     cas_counter: AtomicU64,
     oldest_live: AtomicU32,
     oldest_cas: AtomicU64,
@@ -84,6 +85,7 @@ impl MapStore {
         MapStore {
             shards: (0..SHARD_COUNT).map(|_| Mutex::new(Shard::default())).collect(),
             memory_limit_bytes: AtomicU64::new(config.memory_limit_bytes),
+            total_bytes: AtomicU64::new(0),
             config,
             cas_counter: AtomicU64::new(0),
             oldest_live: AtomicU32::new(0),
@@ -146,32 +148,56 @@ impl MapStore {
 
     fn remove(&self, shard: &mut Shard, key: &[u8]) -> Option<Item> {
         let item = shard.items.remove(key)?;
-        shard.bytes -= self.item_size(key.len(), &item);
+        self.total_bytes.fetch_sub(self.item_size(key.len(), &item), Ordering::Relaxed);
         Some(item)
+    }
+
+    /// Evict the oldest item of `shard`, or else of another shard that is
+    /// not locked right now (never waiting on a second lock). False when
+    /// nothing could be evicted.
+    fn evict_one(&self, shard: &mut Shard, keep: &[u8]) -> bool {
+        if let Some(victim) = shard.oldest(keep) {
+            self.count_eviction(self.remove(shard, &victim));
+            return true;
+        }
+        for other in &self.shards {
+            if let Ok(mut other) = other.try_lock() {
+                if let Some(victim) = other.oldest(keep) {
+                    self.count_eviction(self.remove(&mut other, &victim));
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    fn count_eviction(&self, evicted: Option<Item>) {
+        if let Some(evicted) = evicted {
+            self.counters.evictions.fetch_add(1, Ordering::Relaxed);
+            if !evicted.meta.fetched {
+                self.counters.evicted_unfetched.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Link a new item, replacing any old one; evicts to stay under `-m`.
     fn link(&self, shard: &mut Shard, key: &[u8], mut item: Item, now: RelTime) -> Result<u64, StoreResult> {
         let size = self.item_size(key.len(), &item);
         let old_size = shard.items.get(key).map(|old| self.item_size(key.len(), old)).unwrap_or(0);
-        let limit = self.memory_limit_bytes.load(Ordering::Relaxed) / SHARD_COUNT as u64;
-        while shard.bytes - old_size + size > limit.max(size) {
+        let limit = self.memory_limit_bytes.load(Ordering::Relaxed);
+        while self.total_bytes.load(Ordering::Relaxed).saturating_sub(old_size) + size > limit.max(size) {
             if self.config.evictions_disabled {
                 return Err(StoreResult::OutOfMemory);
             }
-            let Some(victim) = shard.oldest(key) else { break };
-            if let Some(evicted) = self.remove(shard, &victim) {
-                self.counters.evictions.fetch_add(1, Ordering::Relaxed);
-                if !evicted.meta.fetched {
-                    self.counters.evicted_unfetched.fetch_add(1, Ordering::Relaxed);
-                }
+            if !self.evict_one(shard, key) {
+                break;
             }
         }
         item.meta.cas = self.next_cas();
         item.meta.last_access = now;
         let cas = item.meta.cas;
         self.remove(shard, key);
-        shard.bytes += size;
+        self.total_bytes.fetch_add(size, Ordering::Relaxed);
         let key: Box<[u8]> = key.into();
         shard.fifo.push_back(key.clone());
         shard.items.insert(key, item);
@@ -280,12 +306,9 @@ impl Engine for MapStore {
                     value.extend_from_slice(req.value);
                     value.extend_from_slice(&old.value);
                 }
-                let meta = ItemMeta {
-                    flags: old.meta.flags,
-                    exptime: old.meta.exptime,
-                    key_binary: old.meta.key_binary,
-                    ..ItemMeta::default()
-                };
+                // memcached allocates a fresh item: flags and TTL carry over,
+                // the binary-key mark does not.
+                let meta = ItemMeta { flags: old.meta.flags, exptime: old.meta.exptime, ..ItemMeta::default() };
                 Item { value, meta }
             }
         };
@@ -319,8 +342,8 @@ impl Engine for MapStore {
         };
         let old_exptime = item.meta.exptime;
         let mut data = Vec::new();
-        counter_bytes(value, item.value.len(), &mut data);
-        let cas = if data.len() == item.value.len() {
+        counter_bytes(value, if req.in_place { item.value.len() } else { 0 }, &mut data);
+        let cas = if req.in_place && data.len() == item.value.len() {
             // In place, as memcached does: same length, new CAS, bumped.
             item.value = data;
             item.meta.cas = self.next_cas();
@@ -330,7 +353,9 @@ impl Engine for MapStore {
             }
             item.meta.cas
         } else {
-            let mut meta = ItemMeta { cas: 0, ..item.meta };
+            // A fresh item, as memcached allocates one: flags and TTL carry
+            // over; fetched, stale, token and binary-key marks do not.
+            let mut meta = ItemMeta { flags: item.meta.flags, exptime: item.meta.exptime, ..ItemMeta::default() };
             if let Some(ttl) = req.touch {
                 meta.exptime = ttl;
             }
@@ -346,7 +371,7 @@ impl Engine for MapStore {
     fn delete(&self, req: &DeleteRequest<'_>, now: RelTime) -> DeleteResult {
         let mut shard = self.shard(req.key);
         let Some(item) = self.live(&mut shard, req.key, now) else { return DeleteResult::NotFound };
-        if req.cas != 0 && req.cas != item.meta.cas {
+        if req.cas.is_some_and(|cas| cas != item.meta.cas) {
             return DeleteResult::Exists;
         }
         if req.invalidate {
@@ -386,12 +411,10 @@ impl Engine for MapStore {
 
     fn stats(&self) -> EngineStats {
         let mut curr_items = 0;
-        let mut bytes = 0;
         for shard in &self.shards {
-            let shard = shard.lock().unwrap_or_else(|e| e.into_inner());
-            curr_items += shard.items.len() as u64;
-            bytes += shard.bytes;
+            curr_items += shard.lock().unwrap_or_else(|e| e.into_inner()).items.len() as u64;
         }
+        let bytes = self.total_bytes.load(Ordering::Relaxed);
         EngineStats {
             curr_items,
             total_items: self.counters.total_items.load(Ordering::Relaxed),
@@ -468,6 +491,7 @@ mod tests {
             vivify: None,
             initial: 0,
             touch: None,
+            in_place: true,
         };
         assert!(matches!(store.delta(&req, 100), DeltaResult::Ok { value: 99, .. }));
         assert_eq!(get(&store, b"n", 100).unwrap().0, b"99 ");

@@ -148,7 +148,9 @@ impl<'a> Executor<'a> {
 
     fn bin_delete(&self, quiet: bool, req: &Request<'_>, out: &mut Vec<u8>) -> Flow {
         let (code, opaque) = (req.header.opcode, req.header.opaque);
-        let del = DeleteRequest { key: req.key, cas: req.header.cas, ..DeleteRequest::default() };
+        // The binary header's CAS is "none" when 0.
+        let cas = (req.header.cas != 0).then_some(req.header.cas);
+        let del = DeleteRequest { key: req.key, cas, ..DeleteRequest::default() };
         match self.shared.engine.delete(&del, self.now()) {
             DeleteResult::Deleted => {
                 WorkerStats::incr(&self.stats.delete_hits);
@@ -177,6 +179,7 @@ impl<'a> Executor<'a> {
             vivify: (expiration != u32::MAX).then(|| self.shared.clock.expiry(i64::from(expiration))),
             initial: req.extra_u64(8),
             touch: None,
+            in_place: true,
         };
         let s = self.stats;
         let status = match self.shared.engine.delta(&delta, self.now()) {

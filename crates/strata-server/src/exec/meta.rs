@@ -57,7 +57,7 @@ fn push_echo(out: &mut Vec<u8>, req: &MetaRequest<'_>) {
 /// TTL of a created item after the `T` and `N` flags, in request order.
 fn created_ttl(req: &MetaRequest<'_>, ttl: RelTime, vivify: RelTime) -> RelTime {
     let mut exptime = 0;
-    for &flag in req.order() {
+    for &flag in req.effective_order() {
         match flag {
             b'T' => exptime = ttl,
             b'N' => exptime = vivify,
@@ -79,13 +79,19 @@ impl<'a> Executor<'a> {
         let ttl = self.opt_expiry(f.new_ttl);
         let vivify = self.opt_expiry(f.vivify_ttl);
         let recache = self.opt_expiry(f.recache_ttl);
+        let bad_opaque = req.opaque_too_long();
         let opts = GetOptions {
-            touch: ttl,
-            no_bump: f.no_update,
+            touch: ttl.filter(|_| req.effective_order().contains(&b'T')),
+            // With h, l, T, N or R memcached reads the item locked and bumps
+            // it after the reply loop, which a bad opaque aborts.
+            no_bump: f.no_update || (bad_opaque && req.order().iter().any(|c| b"hlTNR".contains(c))),
             vivify: vivify.map(|n| created_ttl(req, ttl.unwrap_or(0), n)),
         };
         let key = req.key.bytes();
         let hit = self.shared.engine.get(key, opts, now, &mut |item: ItemView<'_>, created| {
+            if bad_opaque {
+                return GetAction::default();
+            }
             let mut exptime = item.meta.exptime;
             let mut won = false;
             if f.value {
@@ -158,6 +164,12 @@ impl<'a> Executor<'a> {
         }
         WorkerStats::incr(&self.stats.cmd_get);
         WorkerStats::incr(if hit { &self.stats.get_hits } else { &self.stats.get_misses });
+        if bad_opaque {
+            return reply(out, "CLIENT_ERROR opaque token too long", false);
+        }
+        if hit {
+            self.pin(key);
+        }
         if !hit && !f.quiet {
             out.extend_from_slice(b"EN");
             push_echo(out, req);
@@ -190,9 +202,10 @@ impl<'a> Executor<'a> {
         if f.compare_cas.is_some() && matches!(mode, StoreMode::Set | StoreMode::Replace) {
             mode = StoreMode::Cas;
         }
-        let appending = matches!(mode, StoreMode::Append | StoreMode::Prepend);
-        let vivify_ttl = if appending { self.opt_expiry(f.vivify_ttl) } else { None };
-        let exptime = vivify_ttl.or(self.opt_expiry(f.new_ttl)).unwrap_or(0);
+        // memcached 1.6.18 accepts `N` on ms but does not vivify with it:
+        // append/prepend to a missing key answers NS.
+        let vivify_ttl = None;
+        let exptime = self.opt_expiry(f.new_ttl).unwrap_or(0);
         let store = StoreRequest {
             key: req.key.bytes(),
             value,
@@ -241,7 +254,7 @@ impl<'a> Executor<'a> {
         let f = &req.flags;
         let del = DeleteRequest {
             key: req.key.bytes(),
-            cas: f.compare_cas.unwrap_or(0),
+            cas: f.compare_cas,
             invalidate: f.invalidate,
             touch: if f.invalidate { self.opt_expiry(f.new_ttl) } else { None },
         };
@@ -280,8 +293,10 @@ impl<'a> Executor<'a> {
             cas: f.compare_cas.unwrap_or(0),
             vivify: vivify.map(|n| created_ttl(req, ttl.unwrap_or(0), n)),
             initial: f.initial.unwrap_or(0),
-            touch: ttl,
+            touch: ttl.filter(|_| req.effective_order().contains(&b'T')),
+            in_place: !self.is_pinned(req.key.bytes()),
         };
+        let bad_opaque = req.opaque_too_long();
         let now = self.now();
         let s = self.stats;
         let (value, cas, mut exptime, created) = match self.shared.engine.delta(&delta, now) {
@@ -290,6 +305,8 @@ impl<'a> Executor<'a> {
                 return reply(out, "CLIENT_ERROR cannot increment or decrement non-numeric value", false)
             }
             DeltaResult::OutOfMemory => return reply(out, "SERVER_ERROR out of memory", false),
+            // memcached finds the bad opaque while writing the reply.
+            _ if bad_opaque => return reply(out, "CLIENT_ERROR opaque token too long", false),
             miss => {
                 let code: &[u8] = match miss {
                     DeltaResult::Exists => b"EX",
@@ -306,6 +323,9 @@ impl<'a> Executor<'a> {
             }
         };
         WorkerStats::incr(if incr { &s.incr_hits } else { &s.decr_hits });
+        if bad_opaque {
+            return reply(out, "CLIENT_ERROR opaque token too long", false);
+        }
         if f.quiet && !created {
             return;
         }
@@ -356,9 +376,17 @@ impl<'a> Executor<'a> {
         let opts = GetOptions { no_bump: true, ..GetOptions::default() };
         let hit = self.shared.engine.get(key, opts, now, &mut |item, _| {
             let size = strata_store::memcached_item_size(key.len(), item.meta.flags, item.value.len(), cas_enabled);
+            // memcached prints the key base64-encoded when the item was
+            // stored with a binary key, as it is, otherwise.
             out.extend_from_slice(b"ME ");
-            out.extend_from_slice(raw_key);
-            let exp = if item.meta.exptime == 0 { -1 } else { i64::from(item.meta.exptime) - i64::from(now) };
+            if item.meta.key_binary {
+                base64::encode(key, out);
+            } else {
+                out.extend_from_slice(key);
+            }
+            // memcached 1.6.18 prints current_time - exptime: negative for a
+            // TTL still running. Byte-compatible, so the same.
+            let exp = if item.meta.exptime == 0 { -1 } else { i64::from(now) - i64::from(item.meta.exptime) };
             let line = format!(
                 " exp={exp} la={} cas={} fetch={} cls={} size={size}\r\n",
                 now.saturating_sub(item.meta.last_access),

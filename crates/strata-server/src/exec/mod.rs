@@ -11,7 +11,7 @@ mod binary;
 mod meta;
 mod stats_cmd;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -42,6 +42,12 @@ pub struct Executor<'a> {
     /// Where one reply object ends and the next begins, for transports
     /// that frame them separately (UDP: each is its own datagram series).
     marks: Option<&'a RefCell<Vec<usize>>>,
+    /// Where the output not yet handed to the kernel begins (memcached
+    /// culls all of it on some errors).
+    unsent_from: Cell<usize>,
+    /// Keys of `mg` hits whose replies are not yet transmitted: memcached's
+    /// reply still references those items (see `DeltaRequest::in_place`).
+    pinned: RefCell<Vec<Vec<u8>>>,
 }
 
 /// Append `line` and CRLF unless `noreply`.
@@ -61,12 +67,30 @@ pub enum Admission {
 
 impl<'a> Executor<'a> {
     pub fn new(shared: &'a Arc<Shared>, stats: &'a WorkerStats) -> Executor<'a> {
-        Executor { shared, stats, marks: None }
+        Executor { shared, stats, marks: None, unsent_from: Cell::new(0), pinned: RefCell::new(Vec::new()) }
     }
 
     /// An executor that records reply-object boundaries in `marks`.
     pub fn with_marks(shared: &'a Arc<Shared>, stats: &'a WorkerStats, marks: &'a RefCell<Vec<usize>>) -> Executor<'a> {
-        Executor { shared, stats, marks: Some(marks) }
+        Executor { shared, stats, marks: Some(marks), unsent_from: Cell::new(0), pinned: RefCell::new(Vec::new()) }
+    }
+
+    /// Output before `at` has been handed to the kernel.
+    pub fn set_unsent_from(&self, at: usize) {
+        self.unsent_from.set(at);
+        self.pinned.borrow_mut().clear();
+    }
+
+    /// Remember that an unsent reply references the item under `key`.
+    fn pin(&self, key: &[u8]) {
+        let mut pinned = self.pinned.borrow_mut();
+        if !pinned.iter().any(|k| k == key) {
+            pinned.push(key.to_vec());
+        }
+    }
+
+    fn is_pinned(&self, key: &[u8]) -> bool {
+        self.pinned.borrow().iter().any(|k| k == key)
     }
 
     /// A reply object ends at `out.len()`.
@@ -104,7 +128,10 @@ impl<'a> Executor<'a> {
             }
             Command::CacheMemlimit { megabytes, noreply } => self.memlimit(megabytes, noreply, out),
             Command::Stats { args } => stats_cmd::stats(self, args, out),
-            Command::MetaNoop => out.extend_from_slice(b"MN\r\n"),
+            Command::MetaNoop => {
+                out.extend_from_slice(b"MN\r\n");
+                self.set_unsent_from(out.len()); // memcached flushes on mn
+            }
             Command::MetaGet(ref req) => self.meta_get(req, out),
             Command::MetaDelete(ref req) => self.meta_delete(req, out),
             Command::MetaArith(ref req) => self.meta_arith(req, out),
@@ -141,10 +168,13 @@ impl<'a> Executor<'a> {
                 self.mark(out);
             }
             if key.len() > KEY_MAX_LENGTH {
-                // memcached drops what it had queued for this command.
-                out.truncate(mark);
+                // memcached's conn_release_items: every reply on the
+                // connection not yet transmitted is dropped, not only this
+                // command's.
+                let unsent = self.unsent_from.get().min(mark);
+                out.truncate(unsent);
                 if let Some(marks) = self.marks {
-                    marks.borrow_mut().retain(|&m| m <= mark);
+                    marks.borrow_mut().retain(|&m| m <= unsent);
                 }
                 reply(out, BAD_FORMAT, false);
                 return;
@@ -175,6 +205,8 @@ impl<'a> Executor<'a> {
             WorkerStats::incr(if hit { &s.get_hits } else { &s.get_misses });
         }
         out.extend_from_slice(b"END\r\n");
+        // memcached transmits everything queued after a multi-get.
+        self.set_unsent_from(out.len());
     }
 
     /// Decide from a storage header whether its data block is taken.
@@ -267,6 +299,7 @@ impl<'a> Executor<'a> {
             vivify: None,
             initial: 0,
             touch: None,
+            in_place: !self.is_pinned(key),
         };
         let s = self.stats;
         match self.shared.engine.delta(&req, self.now()) {
