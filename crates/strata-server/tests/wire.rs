@@ -16,17 +16,27 @@ use strata_server::{Server, Settings};
 use strata_store::{Clock, EngineConfig, MapStore};
 
 fn shared() -> Arc<Shared> {
-    let settings = Settings { threads: 1, ..Settings::default() };
-    let engine = MapStore::new(EngineConfig::default());
-    Arc::new(Shared::new(settings, Box::new(engine), Clock::starting_at(1_700_000_000)))
+    shared_with(Settings { threads: 1, ..Settings::default() }, None)
+}
+
+fn shared_with(settings: Settings, sasl: Option<strata_server::auth::Credentials>) -> Arc<Shared> {
+    let engine = MapStore::new(EngineConfig {
+        item_size_max_bytes: settings.item_size_max,
+        ..EngineConfig::default()
+    });
+    let clock = Clock::starting_at(1_700_000_000);
+    Arc::new(Shared::with_credentials(settings, Box::new(engine), clock, None, sasl))
 }
 
 /// Feed `chunks` one after another to a fresh connection; return all replies.
 fn run_chunks(chunks: &[&[u8]]) -> Vec<u8> {
-    let shared = shared();
+    run_chunks_on(shared(), chunks)
+}
+
+fn run_chunks_on(shared: Arc<Shared>, chunks: &[&[u8]]) -> Vec<u8> {
     let stats = shared.worker_stats[0].clone();
     let exec = Executor::new(&shared, &stats);
-    let mut conn = Conn::default();
+    let mut conn = Conn::new(shared.requires_auth());
     for chunk in chunks {
         conn.input.extend_from_slice(chunk);
         loop {
@@ -159,6 +169,36 @@ fn binary_every_opcode_and_split_point() {
 
 /// Both I/O engines; every socket-level test runs on each.
 const ENGINES: [IoEngine; 2] = [IoEngine::Epoll, IoEngine::Uring];
+
+/// The statuses that need a setting: E2BIG (a value over -I), AUTH_ERROR
+/// (SASL on, not logged in) and EINVAL (a malformed header, which closes).
+#[test]
+fn binary_error_statuses_at_every_split_point() {
+    let small = || shared_with(Settings { threads: 1, item_size_max: 1024, ..Settings::default() }, None);
+    let big = vec![b'v'; 2000];
+    let stream = [bin(0x01, b"k", &[0; 8], &big, 0), bin(0x0a, b"", &[], &[], 0), bin(0x00, b"", &[], &[], 0)].concat();
+    let whole = run_chunks_on(small(), &[&stream]);
+    assert_eq!(statuses(&whole), vec![(0x01, 0x03), (0x0a, 0), (0x00, 0x04)]);
+    for split in 1..stream.len() {
+        let (a, b) = stream.split_at(split);
+        assert_eq!(statuses(&run_chunks_on(small(), &[a, b])), statuses(&whole), "split at byte {split}");
+    }
+
+    let path = std::env::temp_dir().join(format!("strata-wire-sasl-{}", std::process::id()));
+    std::fs::write(&path, "u:p\n").unwrap();
+    let sasl = || {
+        let settings = Settings { threads: 1, sasl: true, ..Settings::default() };
+        shared_with(settings, Some(strata_server::auth::Credentials::load(&path).unwrap()))
+    };
+    let stream = [bin(0x21, b"PLAIN", &[], b"\0u\0bad", 0), bin(0x00, b"k", &[], &[], 0)].concat();
+    let whole = run_chunks_on(sasl(), &[&stream]);
+    assert_eq!(statuses(&whole), vec![(0x21, 0x20), (0x00, 0x20)]);
+    for split in 1..stream.len() {
+        let (a, b) = stream.split_at(split);
+        assert_eq!(statuses(&run_chunks_on(sasl(), &[a, b])), statuses(&whole), "split at byte {split}");
+    }
+    let _ = std::fs::remove_file(&path);
+}
 
 fn start_server(io_engine: IoEngine) -> (Server, std::net::SocketAddr) {
     let settings = Settings {
