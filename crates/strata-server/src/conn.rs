@@ -164,6 +164,12 @@ pub(crate) fn text_step(buf: &[u8], exec: &Executor<'_>, out: &mut Vec<u8>, unau
                     return Step::Need(end);
                 }
                 run(&buf[consumed..end], out);
+                if value_len + 2 > strata_proto::text::READ_BUFFER_SIZE {
+                    // memcached reads such a block straight from the socket
+                    // and then waits for the next request, sending its
+                    // pending replies first.
+                    exec.set_unsent_from(out.len());
+                }
                 Step::next(end)
             }
         }

@@ -269,6 +269,13 @@ pub fn memcached_item_size(key_len: usize, flags: u32, value_len: usize, cas: bo
     48 + key_len + 1 + suffix + value_len.saturating_add(2) + if cas { 8 } else { 0 }
 }
 
+/// Whether memcached stores an item of this size in chunks: larger than
+/// half a slab page (`slab_chunk_size_max`, 512 KiB with the default 1 MiB
+/// `-I`). memcached refuses incr/decr on chunked items as non-numeric.
+pub fn memcached_chunked(item_size: usize, item_size_max: usize) -> bool {
+    item_size > item_size_max.max(1 << 20) / 2
+}
+
 /// Parse an item's data the way memcached's `safe_strtoull` does for incr and
 /// decr: optional leading white space, an optional sign, decimal digits, then
 /// white space or the end. A '-' on a value that does not fit in i64 is

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::{
-    counter_bytes, memcached_item_size, parse_counter, DeleteRequest, DeleteResult, DeltaMode,
+    counter_bytes, memcached_chunked, memcached_item_size, parse_counter, DeleteRequest, DeleteResult, DeltaMode,
     DeltaRequest, DeltaResult, Engine, EngineConfig, EngineStats, GetOptions, ItemMeta, ItemView,
     RelTime, StoreMode, StoreRequest, StoreResult,
 };
@@ -329,7 +329,8 @@ impl Engine for MapStore {
                 Err(_) => DeltaResult::NotStored,
             };
         };
-        if item.value.is_empty() {
+        let size = memcached_item_size(req.key.len(), item.meta.flags, item.value.len(), !self.config.cas_disabled);
+        if item.value.is_empty() || memcached_chunked(size, self.config.item_size_max_bytes) {
             return DeltaResult::NonNumeric;
         }
         if req.cas != 0 && req.cas != item.meta.cas {

@@ -12,11 +12,10 @@
 //! a replaced item counts as not fetched). CAS numbers ARE compared:
 //! Strata numbers CAS exactly as memcached does.
 //!
-//! `STRATA_DIFF_SEED` and `STRATA_DIFF_COUNT` reproduce or lengthen a run; a
-//! mismatch prints the seed, the batch and both replies. The default count is
-//! 15,000 for now: with the default seed the stream stays identical to about
-//! command 18,000, where a counter item's state diverges (being chased; the
-//! goal is 100,000).
+//! `STRATA_DIFF_SEED` and `STRATA_DIFF_COUNT` (default 100,000 commands)
+//! reproduce or lengthen a run; `STRATA_DIFF_DUMP=FILE` records the batches.
+//! A mismatch prints the seed, the batch, the first differing line and both
+//! replies.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -69,6 +68,9 @@ fn start_memcached() -> Option<Server> {
         // threads hold item references at unpredictable moments).
         cmd.args(["-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1", "-t", "2"]);
         cmd.args(["-o", "no_lru_crawler,no_lru_maintainer"]);
+        // Room for every key's largest value: which item an eviction picks
+        // is each engine's own business, not the protocol's.
+        cmd.args(["-m", "1024"]);
         if is_root() {
             cmd.args(["-u", "root"]); // memcached refuses root without -u
         }
@@ -99,7 +101,7 @@ fn is_root() -> bool {
 
 fn start_strata() -> Server {
     let mut child = Command::new(BIN)
-        .args(["-p", "0", "-v", "-U", "0", "-t", "2"])
+        .args(["-p", "0", "-v", "-U", "0", "-t", "2", "-m", "1024"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -152,6 +154,11 @@ const KEYS: &[&str] = &["a", "b", "c", "key", "k1", "k2", "k3", "num", "n2", "bi
 struct Gen {
     rng: Rng,
     unix_now: i64,
+    /// Whether a multi-get may carry an over-long key. memcached then drops
+    /// the replies it has not yet sent, and which those are after a data
+    /// block depends on how its 16 KiB read buffer met the stream, so such
+    /// gets go only into batches that are still small.
+    allow_cull: bool,
 }
 
 impl Gen {
@@ -282,7 +289,11 @@ impl Gen {
         let line = match kind {
             0..=3 => {
                 let verb = *self.rng.pick(&["get", "gets", "gat 100", "gats 0", "gat -1", "gat x"]);
-                let keys: Vec<String> = (0..=self.rng.below(5)).map(|_| self.key()).collect();
+                let mut keys: Vec<String> = (0..=self.rng.below(5)).map(|_| self.key()).collect();
+                if !self.allow_cull {
+                    keys.retain(|k| k.len() <= 250);
+                    keys.push("a".into());
+                }
                 format!("{verb} {}", keys.join(" "))
             }
             4 => format!("delete {key}{}", self.rng.pick(&["", " 0", " noreply", " 0 noreply", " 1"])),
@@ -333,6 +344,8 @@ fn lines_match(a: &[u8], b: &[u8]) -> bool {
     if a == b {
         return true;
     }
+    let a = a.strip_suffix(b"\r").unwrap_or(a);
+    let b = b.strip_suffix(b"\r").unwrap_or(b);
     if a.starts_with(b"VERSION ") && b.starts_with(b"VERSION ") {
         return true;
     }
@@ -398,7 +411,7 @@ fn run(count: usize) {
     let seed = std::env::var("STRATA_DIFF_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_0001);
     let count = std::env::var("STRATA_DIFF_COUNT").ok().and_then(|s| s.parse().ok()).unwrap_or(count);
     let unix_now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
-    let mut gen = Gen { rng: Rng(seed), unix_now };
+    let mut gen = Gen { rng: Rng(seed), unix_now, allow_cull: true };
     let (mut m, mut s) = (connect(memcached.addr), connect(strata.addr));
     let started = Instant::now();
     let (mut sent, mut batches) = (0, 0);
@@ -414,6 +427,7 @@ fn run(count: usize) {
         // rewritten in place by incr/decr, a timing effect no server can
         // reproduce byte for byte.
         while n < wanted && batch.len() < 64 << 10 {
+            gen.allow_cull = batch.len() < 1024;
             gen.command(&mut batch);
             n += 1;
         }
@@ -431,6 +445,10 @@ fn run(count: usize) {
         if m_closed != s_closed || !replies_match(&rm, &rs) {
             for (request, reply) in &previous {
                 eprintln!("earlier request: {}\nearlier reply:   {}", escape(request), escape(reply));
+            }
+            let (lm, ls): (Vec<&[u8]>, Vec<&[u8]>) = (rm.split(|&c| c == b'\n').collect(), rs.split(|&c| c == b'\n').collect());
+            if let Some((x, y)) = lm.iter().zip(&ls).find(|(x, y)| !lines_match(x, y)) {
+                eprintln!("first differing line:\n  memcached: {}\n  strata:    {}", escape(x), escape(y));
             }
             panic!(
                 "replies differ (seed {seed}, batch {batches}, command ~{sent})\nrequest:   {}\nmemcached: {}{}\nstrata:    {}{}",
@@ -455,5 +473,5 @@ fn run(count: usize) {
 
 #[test]
 fn same_replies_as_memcached() {
-    run(15_000);
+    run(100_000);
 }
