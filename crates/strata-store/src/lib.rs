@@ -137,7 +137,9 @@ pub struct DeltaRequest<'a> {
     /// (the caller folds the order of `N` and `T` into this value).
     pub vivify: Option<RelTime>,
     pub initial: u64,
-    /// Meta `T`: set this TTL on success on an existing item.
+    /// Meta `T`: set this TTL on success on an existing item, when it is
+    /// rewritten in place (memcached applies `T` to the old item otherwise,
+    /// so the stored counter keeps its TTL).
     pub touch: Option<RelTime>,
     /// memcached rewrites a counter in place (same length, space padded,
     /// flags kept) only when nothing else references the item; while a reply

@@ -356,10 +356,9 @@ impl Engine for MapStore {
         } else {
             // A fresh item, as memcached allocates one: flags and TTL carry
             // over; fetched, stale, token and binary-key marks do not.
-            let mut meta = ItemMeta { flags: item.meta.flags, exptime: item.meta.exptime, ..ItemMeta::default() };
-            if let Some(ttl) = req.touch {
-                meta.exptime = ttl;
-            }
+            // memcached's ma then applies `T` to the old, unlinked item: the
+            // stored counter keeps its TTL.
+            let meta = ItemMeta { flags: item.meta.flags, exptime: item.meta.exptime, ..ItemMeta::default() };
             let new_item = Item { value: data, meta };
             match self.link(&mut shard, req.key, new_item, now) {
                 Ok(cas) => cas,
