@@ -216,16 +216,26 @@ fn delete(t: Tokens<'_>) -> Command<'_> {
     Command::Delete { key, noreply }
 }
 
-fn arith(t: Tokens<'_>, incr: bool) -> Command<'_> {
+/// The start `incr`, `decr` and `touch` share: 3 or 4 tokens after the
+/// command (the last may be `noreply`), then the key length.
+fn keyed<'a>(t: &Tokens<'a>) -> Result<(&'a [u8], bool), Command<'static>> {
     let n = t.ntokens();
     if n != 4 && n != 5 {
-        return error("ERROR");
+        return Err(error("ERROR"));
     }
     let noreply = t.noreply();
     let key = t.get(1);
     if key.len() > KEY_MAX_LENGTH {
-        return error_noreply(BAD_FORMAT, noreply);
+        return Err(error_noreply(BAD_FORMAT, noreply));
     }
+    Ok((key, noreply))
+}
+
+fn arith(t: Tokens<'_>, incr: bool) -> Command<'_> {
+    let (key, noreply) = match keyed(&t) {
+        Ok(keyed) => keyed,
+        Err(e) => return e,
+    };
     match parse_u64(t.get(2)) {
         Some(delta) => Command::Arith { incr, key, delta, noreply },
         None => error_noreply("CLIENT_ERROR invalid numeric delta argument", noreply),
@@ -233,15 +243,10 @@ fn arith(t: Tokens<'_>, incr: bool) -> Command<'_> {
 }
 
 fn touch(t: Tokens<'_>) -> Command<'_> {
-    let n = t.ntokens();
-    if n != 4 && n != 5 {
-        return error("ERROR");
-    }
-    let noreply = t.noreply();
-    let key = t.get(1);
-    if key.len() > KEY_MAX_LENGTH {
-        return error_noreply(BAD_FORMAT, noreply);
-    }
+    let (key, noreply) = match keyed(&t) {
+        Ok(keyed) => keyed,
+        Err(e) => return e,
+    };
     match parse_i32(t.get(2)) {
         Some(exptime) => Command::Touch { key, exptime, noreply },
         None => error_noreply("CLIENT_ERROR invalid exptime argument", noreply),

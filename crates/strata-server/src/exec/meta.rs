@@ -40,8 +40,9 @@ fn push_ttl(out: &mut Vec<u8>, exptime: RelTime, now: RelTime) {
     }
 }
 
-/// The O and k flags, which every meta reply echoes, even a miss.
-fn push_echo(out: &mut Vec<u8>, req: &MetaRequest<'_>) {
+/// Echo the O and k flags in request order, handing every other flag to
+/// `other` at its place.
+fn push_flags(out: &mut Vec<u8>, req: &MetaRequest<'_>, mut other: impl FnMut(u8, &mut Vec<u8>)) {
     for &flag in req.order() {
         match flag {
             b'O' => {
@@ -49,9 +50,14 @@ fn push_echo(out: &mut Vec<u8>, req: &MetaRequest<'_>) {
                 out.extend_from_slice(req.opaque.unwrap_or_default());
             }
             b'k' => push_key(out, req.key.bytes(), req.key.binary),
-            _ => {}
+            _ => other(flag, out),
         }
     }
+}
+
+/// The O and k flags, which every meta reply echoes, even a miss.
+fn push_echo(out: &mut Vec<u8>, req: &MetaRequest<'_>) {
+    push_flags(out, req, |_, _| {});
 }
 
 /// TTL of a created item after the `T` and `N` flags, in request order.
@@ -232,20 +238,12 @@ impl<'a> Executor<'a> {
             StoreResult::OutOfMemory => return reply(out, "SERVER_ERROR out of memory storing object", false),
         };
         out.extend_from_slice(code);
-        for &flag in req.order() {
-            match flag {
-                b'O' => {
-                    out.push(b' ');
-                    out.extend_from_slice(req.opaque.unwrap_or_default());
-                }
-                b'k' => push_key(out, req.key.bytes(), req.key.binary),
-                b'c' => {
-                    out.extend_from_slice(b" c");
-                    push_u64(out, cas);
-                }
-                _ => {}
+        push_flags(out, req, |flag, out| {
+            if flag == b'c' {
+                out.extend_from_slice(b" c");
+                push_u64(out, cas);
             }
-        }
+        });
         out.extend_from_slice(b"\r\n");
     }
 
