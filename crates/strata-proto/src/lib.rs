@@ -12,6 +12,7 @@
 
 pub mod base64;
 pub mod binary;
+pub mod client;
 pub mod command;
 pub mod meta;
 pub mod number;

@@ -1,0 +1,165 @@
+//! The load loop of one thread: a mio poll over that thread's channels
+//! (TCP connections or UDP sockets), issuing requests closed- or open-loop
+//! and handing readiness events to the channels.
+//!
+//! Closed loop: every live channel keeps `pipeline` requests in flight; a
+//! request's latency runs from when it was written.
+//!
+//! Open loop: requests are due at `start + i * interval` (`interval =
+//! threads / rate`). A due request goes to the next channel with room
+//! (fewer than `pipeline` in flight); when none has room it waits, and its
+//! latency still runs from its due time, so a stalled server shows up in
+//! the tail instead of slowing the schedule (no coordinated omission). The
+//! backlog is only the schedule's position, so it costs no memory; requests
+//! still unsent at the end are reported as `unsent`. The poll sleeps until
+//! 1 ms before the next due time and spins after that, because epoll's
+//! timeout has millisecond granularity.
+
+use crate::exchange::{Codec, Pending};
+use crate::mix::{Mix, Op};
+use crate::tally::Tally;
+use mio::{Events, Poll};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// A connection or socket that carries requests.
+pub trait Channel {
+    fn in_flight(&self) -> usize;
+    fn alive(&self) -> bool;
+    /// Write `op` (latency measured from `start`).
+    fn issue(&mut self, codec: &mut Codec, op: Op, start: Instant, tally: &mut Tally);
+    /// Push buffered requests to the socket.
+    fn flush(&mut self, tally: &mut Tally);
+    /// Handle readiness: read, decode and complete replies.
+    fn ready(&mut self, codec: &Codec, tally: &mut Tally);
+    /// Time out requests that waited too long (UDP); `now` is current.
+    fn expire(&mut self, now: Instant, tally: &mut Tally);
+    /// Give up on everything in flight (the drain deadline passed).
+    fn abandon(&mut self, tally: &mut Tally);
+}
+
+/// Record a finished request.
+pub fn complete(p: &Pending, tally: &mut Tally) {
+    let ns = p.start.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+    tally.latency.record_ns(ns);
+    tally.completed += 1;
+    match &p.op {
+        Op::Get { keys } => {
+            tally.gets += 1;
+            tally.keys_requested += keys.len() as u64;
+        }
+        Op::Set { .. } => tally.sets += 1,
+    }
+}
+
+pub struct LoadSpec {
+    pub pipeline: usize,
+    /// Requests per second for this thread; None is closed loop.
+    pub rate: Option<f64>,
+    pub start: Instant,
+    pub end: Instant,
+    /// How long to wait for replies in flight after `end`.
+    pub drain: Duration,
+}
+
+/// What a thread reports besides its tally.
+pub struct ThreadResult {
+    pub tally: Tally,
+    /// Open loop: requests that were due before `end` but never sent.
+    pub unsent: u64,
+    pub finished: Instant,
+}
+
+pub fn drive<C: Channel>(
+    poll: &mut Poll,
+    chans: &mut [C],
+    codec: &mut Codec,
+    mix: &mut Mix,
+    spec: &LoadSpec,
+    progress: &AtomicU64,
+) -> ThreadResult {
+    let mut tally = Tally::default();
+    let mut events = Events::with_capacity(1024);
+    let interval = spec.rate.map(|r| Duration::from_secs_f64(1.0 / r));
+    let mut next_due = spec.start;
+    let mut turn = 0usize;
+    let mut reported = 0u64;
+    loop {
+        let now = Instant::now();
+        let issuing = now < spec.end;
+        if issuing {
+            match interval {
+                None => {
+                    for c in chans.iter_mut().filter(|c| c.alive()) {
+                        while c.in_flight() < spec.pipeline {
+                            c.issue(codec, mix.next_op(), Instant::now(), &mut tally);
+                        }
+                    }
+                }
+                Some(step) => {
+                    while next_due <= now && next_due < spec.end {
+                        let Some(i) = (0..chans.len())
+                            .map(|k| (turn + k) % chans.len())
+                            .find(|&i| chans[i].alive() && chans[i].in_flight() < spec.pipeline)
+                        else {
+                            break;
+                        };
+                        chans[i].issue(codec, mix.next_op(), next_due, &mut tally);
+                        next_due += step;
+                        turn = i + 1;
+                    }
+                }
+            }
+            chans.iter_mut().for_each(|c| c.flush(&mut tally));
+        } else {
+            let idle = chans.iter().all(|c| c.in_flight() == 0 || !c.alive());
+            if idle || now >= spec.end + spec.drain {
+                chans.iter_mut().for_each(|c| c.abandon(&mut tally));
+                break;
+            }
+        }
+        if !chans.iter().any(|c| c.alive()) {
+            break;
+        }
+        let timeout = poll_timeout(now, issuing, interval.map(|_| next_due), spec);
+        if let Err(e) = poll.poll(&mut events, Some(timeout)) {
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                panic!("poll failed: {e}");
+            }
+        }
+        for event in events.iter() {
+            if let Some(c) = chans.get_mut(event.token().0) {
+                c.ready(codec, &mut tally);
+            }
+        }
+        let now = Instant::now();
+        chans.iter_mut().for_each(|c| c.expire(now, &mut tally));
+        progress.fetch_add(tally.completed - reported, Ordering::Relaxed);
+        reported = tally.completed;
+    }
+    let unsent = match interval {
+        Some(step) if next_due < spec.end => ((spec.end - next_due).as_secs_f64() / step.as_secs_f64()).ceil() as u64,
+        _ => 0,
+    };
+    ThreadResult { tally, unsent, finished: Instant::now() }
+}
+
+fn poll_timeout(now: Instant, issuing: bool, next_due: Option<Instant>, spec: &LoadSpec) -> Duration {
+    const CAP: Duration = Duration::from_millis(50);
+    if !issuing {
+        return Duration::from_millis(5);
+    }
+    let until_end = spec.end.saturating_duration_since(now);
+    match next_due {
+        Some(due) if due > now => {
+            let wait = due - now;
+            if wait <= Duration::from_millis(1) {
+                Duration::ZERO
+            } else {
+                (wait - Duration::from_millis(1)).min(CAP).min(until_end)
+            }
+        }
+        // Closed loop, or open loop with a backlog: wait for replies.
+        _ => CAP.min(until_end),
+    }
+}

@@ -1,0 +1,341 @@
+//! One request and its reply, per protocol: how an [`Op`] is written with
+//! `strata_proto::client`, and how the reply items that come back are
+//! matched to it and validated.
+//!
+//! | op            | text             | meta                        | binary                   |
+//! |---------------|------------------|-----------------------------|--------------------------|
+//! | get, 1 key    | `get k` .. `END` | `mg k v f` -> `VA`/`EN`     | `GET` -> status 0/1      |
+//! | get, N keys   | `get k1..kN`     | `mg ki v f k q` xN, `mn`    | `GETKQ` xN, `NOOP`       |
+//! | set           | `set` -> STORED  | `ms k n F T0` -> `HD`       | `SET` -> status 0        |
+//!
+//! Hits of a multi-get come back in request order, misses are absent, so a
+//! returned key must match a requested one at or after `cursor`: a key out
+//! of order or not asked for is an `UnexpectedReply`. UDP carries the text
+//! protocol, so it uses the text rows.
+
+use crate::keyspace::{Keyspace, Mismatch};
+use crate::mix::Op;
+use crate::tally::{ErrorKind, Tally};
+use crate::workload::Protocol;
+use std::time::Instant;
+use strata_proto::binary::Opcode;
+use strata_proto::client::{binary, meta, text, Status};
+
+/// A request sent and not yet fully answered.
+pub struct Pending {
+    pub op: Op,
+    /// Latency is measured from here: the send time in closed loop, the
+    /// scheduled time in open loop.
+    pub start: Instant,
+    pub opaque: u32,
+    cursor: usize,
+    hits: u64,
+}
+
+impl Pending {
+    pub fn new(op: Op, start: Instant, opaque: u32) -> Pending {
+        Pending { op, start, opaque, cursor: 0, hits: 0 }
+    }
+}
+
+/// Progress through a reply.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Step {
+    /// More bytes needed; nothing consumed.
+    Partial,
+    /// An item of a longer reply, this many bytes.
+    Item(usize),
+    /// The reply's last item, this many bytes: the request is complete.
+    Done(usize),
+}
+
+/// Everything the exchange needs that does not change during a run.
+pub struct Codec {
+    pub protocol: Protocol,
+    pub keys: Keyspace,
+    /// Largest value or binary body accepted: the size spec's maximum plus
+    /// room for a key and extras.
+    max_reply_bytes: usize,
+    scratch: Vec<u8>,
+}
+
+impl Codec {
+    pub fn new(protocol: Protocol, keys: Keyspace) -> Codec {
+        let max_reply_bytes = keys.sizes.max() as usize + 512;
+        Codec { protocol, keys, max_reply_bytes, scratch: Vec::new() }
+    }
+
+    /// Append the request for `op` to `out`.
+    pub fn encode(&mut self, op: &Op, opaque: u32, out: &mut Vec<u8>) {
+        let ks = &self.keys;
+        let scratch = &mut self.scratch;
+        scratch.clear();
+        match op {
+            Op::Get { keys } => {
+                keys.iter().for_each(|&k| ks.write_key(k, scratch));
+                let each = scratch.chunks(ks.key_size);
+                match (self.protocol, keys.len()) {
+                    (Protocol::Text | Protocol::Udp, _) => text::encode_get(out, each, false),
+                    (Protocol::Meta, 1) => meta::encode_mg(out, scratch, b"v f"),
+                    (Protocol::Meta, _) => {
+                        each.for_each(|k| meta::encode_mg(out, k, b"v f k q"));
+                        meta::encode_mn(out);
+                    }
+                    (Protocol::Binary, 1) => binary::encode_key_request(out, Opcode::Get, scratch, opaque),
+                    (Protocol::Binary, _) => {
+                        each.for_each(|k| binary::encode_key_request(out, Opcode::GetKQ, k, opaque));
+                        binary::encode_noop(out, opaque);
+                    }
+                }
+            }
+            &Op::Set { key, len, generation } => {
+                ks.write_key(key, scratch);
+                let flags = ks.flags(key);
+                match self.protocol {
+                    Protocol::Text | Protocol::Udp => text::encode_set_header(out, scratch, flags, 0, len as usize, false),
+                    Protocol::Meta => meta::encode_ms_header(out, scratch, len as usize, flags, 0, false),
+                    Protocol::Binary => binary::encode_set_header(out, scratch, len as usize, flags, 0, opaque, false),
+                }
+                ks.write_value(key, generation, len, out);
+                if self.protocol != Protocol::Binary {
+                    out.extend_from_slice(b"\r\n");
+                }
+            }
+        }
+    }
+
+    /// Consume the next reply item for `p` from `buf`. `Err` means the
+    /// stream is out of step and the connection must go; everything else
+    /// (misses, validation failures, server errors) is counted in `tally`.
+    pub fn decode(&self, p: &mut Pending, buf: &[u8], tally: &mut Tally) -> Result<Step, ErrorKind> {
+        match self.protocol {
+            Protocol::Text | Protocol::Udp => self.decode_text(p, buf, tally),
+            Protocol::Meta => self.decode_meta(p, buf, tally),
+            Protocol::Binary => self.decode_binary(p, buf, tally),
+        }
+    }
+
+    /// A returned value: match its key against the request and check it.
+    fn hit(&self, p: &mut Pending, key: Option<&[u8]>, flags: Option<u32>, data: &[u8], tally: &mut Tally) {
+        let Op::Get { keys } = &p.op else {
+            tally.error(ErrorKind::UnexpectedReply);
+            return;
+        };
+        let index = match key {
+            None => keys.get(p.cursor).copied(),
+            Some(k) => self.keys.key_index(k).filter(|i| keys[p.cursor.min(keys.len())..].contains(i)),
+        };
+        let Some(index) = index else {
+            tally.error(ErrorKind::UnexpectedReply);
+            return;
+        };
+        p.cursor += keys[p.cursor..].iter().position(|&k| k == index).unwrap_or(0) + 1;
+        p.hits += 1;
+        let checked = flags.ok_or(Mismatch::Flags).and_then(|f| self.keys.check_value(index, f, data));
+        if checked.is_err() {
+            tally.error(ErrorKind::ValueMismatch);
+        }
+    }
+
+    /// The terminator of a get: every requested key not returned missed.
+    fn finish_get(&self, p: &Pending, tally: &mut Tally) {
+        if let Op::Get { keys } = &p.op {
+            tally.hits += p.hits;
+            tally.misses += (keys.len() as u64).saturating_sub(p.hits);
+        }
+    }
+
+    fn decode_text(&self, p: &mut Pending, buf: &[u8], tally: &mut Tally) -> Result<Step, ErrorKind> {
+        let (reply, used) = match text::parse_reply(buf, self.max_reply_bytes) {
+            Err(_) => return Err(ErrorKind::BadReply),
+            Ok(Status::Partial) => return Ok(Step::Partial),
+            Ok(Status::Complete(r, n)) => (r, n),
+        };
+        let is_get = matches!(p.op, Op::Get { .. });
+        match reply {
+            text::Reply::Value { key, flags, data, .. } if is_get => {
+                self.hit(p, Some(key), Some(flags), data, tally);
+                return Ok(Step::Item(used));
+            }
+            text::Reply::End if is_get => self.finish_get(p, tally),
+            text::Reply::Stored if !is_get => {}
+            text::Reply::ServerError(_) => tally.error(ErrorKind::ServerError),
+            text::Reply::ClientError(_) => tally.error(ErrorKind::ClientError),
+            _ => tally.error(ErrorKind::UnexpectedReply),
+        }
+        Ok(Step::Done(used))
+    }
+
+    fn decode_meta(&self, p: &mut Pending, buf: &[u8], tally: &mut Tally) -> Result<Step, ErrorKind> {
+        let (reply, used) = match meta::parse_reply(buf, self.max_reply_bytes) {
+            Err(_) => return Err(ErrorKind::BadReply),
+            Ok(Status::Partial) => return Ok(Step::Partial),
+            Ok(Status::Complete(r, n)) => (r, n),
+        };
+        let width = match &p.op {
+            Op::Get { keys } => keys.len(),
+            Op::Set { .. } => 0,
+        };
+        match reply {
+            meta::Reply::Value { flags, data } if width == 1 => {
+                self.hit(p, None, flags.client_flags(), data, tally);
+                self.finish_get(p, tally);
+            }
+            meta::Reply::Value { flags, data } if width > 1 => {
+                self.hit(p, Some(flags.key().unwrap_or_default()), flags.client_flags(), data, tally);
+                return Ok(Step::Item(used));
+            }
+            meta::Reply::Miss if width == 1 => self.finish_get(p, tally),
+            meta::Reply::NoOp if width > 1 => self.finish_get(p, tally),
+            meta::Reply::Header(_) if width == 0 => {}
+            meta::Reply::ServerError(_) => tally.error(ErrorKind::ServerError),
+            meta::Reply::ClientError(_) => tally.error(ErrorKind::ClientError),
+            _ => tally.error(ErrorKind::UnexpectedReply),
+        }
+        Ok(Step::Done(used))
+    }
+
+    fn decode_binary(&self, p: &mut Pending, buf: &[u8], tally: &mut Tally) -> Result<Step, ErrorKind> {
+        let (r, used) = match binary::parse_response(buf, self.max_reply_bytes) {
+            Err(_) => return Err(ErrorKind::BadReply),
+            Ok(Status::Partial) => return Ok(Step::Partial),
+            Ok(Status::Complete(r, n)) => (r, n),
+        };
+        if r.opaque != p.opaque {
+            return Err(ErrorKind::BadReply);
+        }
+        const GET: u8 = Opcode::Get as u8;
+        const GETKQ: u8 = Opcode::GetKQ as u8;
+        const NOOP: u8 = Opcode::Noop as u8;
+        const SET: u8 = Opcode::Set as u8;
+        let width = match &p.op {
+            Op::Get { keys } => keys.len(),
+            Op::Set { .. } => 0,
+        };
+        match (r.opcode, r.status, width) {
+            (GET, 0, 1) => {
+                self.hit(p, None, r.flags(), r.value, tally);
+                self.finish_get(p, tally);
+            }
+            (GET, 1, 1) | (NOOP, 0, 2..) | (SET, 0, 0) => self.finish_get(p, tally),
+            (GETKQ, 0, 2..) => {
+                self.hit(p, Some(r.key), r.flags(), r.value, tally);
+                return Ok(Step::Item(used));
+            }
+            (GETKQ, _, 2..) => {
+                // An error for one key of a batch; the batch goes on to NOOP.
+                tally.error(ErrorKind::ServerError);
+                return Ok(Step::Item(used));
+            }
+            (_, 0x81 | 0x82 | 0x84 | 0x85 | 0x86, _) => tally.error(ErrorKind::ServerError),
+            (_, 0x04, _) => tally.error(ErrorKind::ClientError),
+            _ => tally.error(ErrorKind::UnexpectedReply),
+        }
+        Ok(Step::Done(used))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::ValueSize;
+    use strata_proto::binary::{write_response, Status as BinStatus};
+
+    fn codec(protocol: Protocol) -> Codec {
+        Codec::new(protocol, Keyspace { key_size: 10, key_count: 100, sizes: ValueSize::Fixed(40) })
+    }
+
+    fn key(c: &Codec, k: u32) -> Vec<u8> {
+        let mut out = Vec::new();
+        c.keys.write_key(k, &mut out);
+        out
+    }
+
+    fn value(c: &Codec, k: u32) -> Vec<u8> {
+        let mut out = Vec::new();
+        c.keys.write_value(k, 9, 40, &mut out);
+        out
+    }
+
+    /// Feed `wire` to `decode` until the request completes.
+    fn answer(c: &Codec, op: Op, opaque: u32, wire: &[u8]) -> (Result<(), ErrorKind>, Tally) {
+        let mut p = Pending::new(op, Instant::now(), opaque);
+        let mut tally = Tally::default();
+        let mut at = 0;
+        loop {
+            match c.decode(&mut p, &wire[at..], &mut tally) {
+                Ok(Step::Item(n)) => at += n,
+                Ok(Step::Done(n)) => {
+                    assert_eq!(at + n, wire.len(), "reply not consumed exactly");
+                    return (Ok(()), tally);
+                }
+                Ok(Step::Partial) => panic!("partial at {at}"),
+                Err(e) => return (Err(e), tally),
+            }
+        }
+    }
+
+    fn text_value(c: &Codec, k: u32, data: &[u8]) -> Vec<u8> {
+        let mut wire = format!("VALUE {} {} {}\r\n", String::from_utf8(key(c, k)).unwrap(), c.keys.flags(k), data.len()).into_bytes();
+        wire.extend_from_slice(data);
+        wire.extend_from_slice(b"\r\n");
+        wire
+    }
+
+    #[test]
+    fn text_multi_get_hits_misses_and_corruption() {
+        let mut c = codec(Protocol::Text);
+        let op = Op::Get { keys: vec![1, 2, 3] };
+        let mut req = Vec::new();
+        c.encode(&op, 0, &mut req);
+        assert_eq!(req, b"get sb:0000001 sb:0000002 sb:0000003\r\n");
+        let mut wire = text_value(&c, 1, &value(&c, 1));
+        wire.extend(text_value(&c, 3, &value(&c, 3)));
+        wire.extend_from_slice(b"END\r\n");
+        let (r, t) = answer(&c, op.clone(), 0, &wire);
+        assert_eq!((r, t.hits, t.misses, t.error_total()), (Ok(()), 2, 1, 0));
+
+        let mut bad = value(&c, 1);
+        bad[20] ^= 1;
+        let mut wire = text_value(&c, 1, &bad);
+        wire.extend_from_slice(b"END\r\n");
+        let (_, t) = answer(&c, op.clone(), 0, &wire);
+        assert_eq!(t.errors_of(ErrorKind::ValueMismatch), 1);
+
+        // A key that was not asked for, or one out of order.
+        let mut wire = text_value(&c, 3, &value(&c, 3));
+        wire.extend(text_value(&c, 1, &value(&c, 1)));
+        wire.extend_from_slice(b"END\r\n");
+        let (_, t) = answer(&c, op, 0, &wire);
+        assert_eq!(t.errors_of(ErrorKind::UnexpectedReply), 1);
+    }
+
+    #[test]
+    fn set_replies() {
+        let mut c = codec(Protocol::Meta);
+        let op = Op::Set { key: 4, len: 40, generation: 9 };
+        let mut req = Vec::new();
+        c.encode(&op, 0, &mut req);
+        assert!(req.starts_with(b"ms sb:0000004 40 F") && req.ends_with(b"\r\n"));
+        assert_eq!(req.len(), req.iter().position(|&b| b == b'\n').unwrap() + 1 + 42);
+        assert_eq!(answer(&c, op.clone(), 0, b"HD\r\n").1.error_total(), 0);
+        assert_eq!(answer(&c, op.clone(), 0, b"NS\r\n").1.errors_of(ErrorKind::UnexpectedReply), 1);
+        assert_eq!(answer(&c, op, 0, b"SERVER_ERROR out of memory\r\n").1.errors_of(ErrorKind::ServerError), 1);
+    }
+
+    #[test]
+    fn binary_batch_and_out_of_step_opaque() {
+        let mut c = codec(Protocol::Binary);
+        let op = Op::Get { keys: vec![5, 6] };
+        let mut req = Vec::new();
+        c.encode(&op, 77, &mut req);
+        assert_eq!(req.len(), 3 * 24 + 2 * 10);
+        let mut wire = Vec::new();
+        let flags = c.keys.flags(6).to_be_bytes();
+        write_response(&mut wire, Opcode::GetKQ as u8, BinStatus::Success, 77, 1, &flags, &key(&c, 6), &value(&c, 6));
+        write_response(&mut wire, Opcode::Noop as u8, BinStatus::Success, 77, 0, &[], &[], &[]);
+        let (r, t) = answer(&c, op.clone(), 77, &wire);
+        assert_eq!((r, t.hits, t.misses, t.error_total()), (Ok(()), 1, 1, 0));
+        assert_eq!(answer(&c, op, 78, &wire).0, Err(ErrorKind::BadReply));
+    }
+}

@@ -1,0 +1,177 @@
+//! Keys and self-describing values, so every returned value can be checked
+//! without remembering what was written.
+//!
+//! A key is its index in decimal, zero-padded to `key_size`, behind an
+//! `sb:` prefix when there is room: key 42 at 20 bytes is
+//! `sb:00000000000000042`. It parses back to its index.
+//!
+//! A value is a function of (key, generation, length):
+//!
+//! ```text
+//!  length >= 12:  | generation, 8 hex digits | filler(seed(key, gen, len)) ...|
+//!  length <  12:  | filler(seed(key, 0, len)) ...                            |
+//! ```
+//!
+//! The filler repeats a 32-byte block of letters drawn from the seed. The
+//! client flags are a hash of the key. A reply is accepted only if its
+//! length is one the size spec can produce, its flags belong to the key,
+//! and its bytes equal the regenerated value: a value from another key, a
+//! torn write or a stale buffer fails this (a value short enough to carry
+//! no generation is checked for key and length only).
+
+use crate::workload::ValueSize;
+
+const PREFIX: &[u8] = b"sb:";
+const GEN_DIGITS: usize = 8;
+const BLOCK: usize = 32;
+
+/// Why a returned value was rejected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mismatch {
+    Length,
+    Flags,
+    Bytes,
+}
+
+#[derive(Clone, Debug)]
+pub struct Keyspace {
+    pub key_size: usize,
+    pub key_count: u32,
+    pub sizes: ValueSize,
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+fn filler_block(key: u32, generation: u32, len: u32) -> [u8; BLOCK] {
+    let mut seed = splitmix((u64::from(key) << 32) ^ u64::from(generation) ^ (u64::from(len) << 17));
+    let mut block = [0u8; BLOCK];
+    for chunk in block.chunks_mut(8) {
+        seed = splitmix(seed);
+        for (i, b) in chunk.iter_mut().enumerate() {
+            *b = b'a' + ((seed >> (i * 8)) as u8 % 26);
+        }
+    }
+    block
+}
+
+fn hex_digit(n: u32) -> u8 {
+    b"0123456789abcdef"[(n & 15) as usize]
+}
+
+impl Keyspace {
+    /// Append key `index` (exactly `key_size` bytes).
+    pub fn write_key(&self, index: u32, out: &mut Vec<u8>) {
+        let digits = index.to_string();
+        let prefix = if self.key_size >= PREFIX.len() + digits.len() { PREFIX } else { b"" };
+        out.extend_from_slice(prefix);
+        out.resize(out.len() + self.key_size - prefix.len() - digits.len(), b'0');
+        out.extend_from_slice(digits.as_bytes());
+    }
+
+    /// The index a returned key names, if it is one of ours.
+    pub fn key_index(&self, key: &[u8]) -> Option<u32> {
+        if key.len() != self.key_size {
+            return None;
+        }
+        let digits = key.strip_prefix(PREFIX).unwrap_or(key);
+        let text = std::str::from_utf8(digits).ok()?;
+        text.parse::<u32>().ok().filter(|&i| i < self.key_count)
+    }
+
+    /// The client flags stored with key `index`.
+    pub fn flags(&self, index: u32) -> u32 {
+        splitmix(u64::from(index)) as u32
+    }
+
+    /// Append the value for (`index`, `generation`) of `len` bytes.
+    pub fn write_value(&self, index: u32, generation: u32, len: u32, out: &mut Vec<u8>) {
+        let (generation, head) = if len as usize >= 12 { (generation, GEN_DIGITS) } else { (0, 0) };
+        for shift in (0..head).rev() {
+            out.push(hex_digit(generation >> (shift * 4)));
+        }
+        let block = filler_block(index, generation, len);
+        let mut at = head;
+        while at < len as usize {
+            let take = (len as usize - at).min(BLOCK - at % BLOCK);
+            out.extend_from_slice(&block[at % BLOCK..at % BLOCK + take]);
+            at += take;
+        }
+    }
+
+    /// Check a value returned for key `index`.
+    pub fn check_value(&self, index: u32, flags: u32, data: &[u8]) -> Result<(), Mismatch> {
+        if !self.sizes.allows(data.len()) {
+            return Err(Mismatch::Length);
+        }
+        if flags != self.flags(index) {
+            return Err(Mismatch::Flags);
+        }
+        let (generation, head) = if data.len() >= 12 {
+            let text = std::str::from_utf8(&data[..GEN_DIGITS]).map_err(|_| Mismatch::Bytes)?;
+            (u32::from_str_radix(text, 16).map_err(|_| Mismatch::Bytes)?, GEN_DIGITS)
+        } else {
+            (0, 0)
+        };
+        let block = filler_block(index, generation, data.len() as u32);
+        let mut at = head;
+        while at < data.len() {
+            let take = (data.len() - at).min(BLOCK - at % BLOCK);
+            if data[at..at + take] != block[at % BLOCK..at % BLOCK + take] {
+                return Err(Mismatch::Bytes);
+            }
+            at += take;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ks(key_size: usize) -> Keyspace {
+        Keyspace { key_size, key_count: 100_000, sizes: ValueSize::Range(1, 5000) }
+    }
+
+    #[test]
+    fn keys_round_trip() {
+        let k = ks(20);
+        let mut out = Vec::new();
+        k.write_key(42, &mut out);
+        assert_eq!(out, b"sb:00000000000000042");
+        assert_eq!(k.key_index(&out), Some(42));
+        let short = ks(5);
+        out.clear();
+        short.write_key(99_999, &mut out);
+        assert_eq!((out.as_slice(), short.key_index(&out)), (&b"99999"[..], Some(99_999)));
+        assert_eq!(k.key_index(b"sb:00000000000999999"), None);
+        assert_eq!(k.key_index(b"sb:42"), None);
+    }
+
+    #[test]
+    fn values_validate_and_mismatches_are_caught() {
+        let k = ks(16);
+        for len in [1u32, 11, 12, 31, 32, 33, 100, 4999] {
+            let mut v = Vec::new();
+            k.write_value(7, 0xabcdef01, len, &mut v);
+            assert_eq!(v.len(), len as usize);
+            assert_eq!(k.check_value(7, k.flags(7), &v), Ok(()));
+            assert_eq!(k.check_value(7, k.flags(8), &v), Err(Mismatch::Flags));
+            if len >= 2 {
+                assert_eq!(k.check_value(8, k.flags(8), &v), Err(Mismatch::Bytes), "len {len}");
+                let mut torn = v.clone();
+                *torn.last_mut().unwrap() ^= 1;
+                assert_eq!(k.check_value(7, k.flags(7), &torn), Err(Mismatch::Bytes));
+            }
+        }
+        assert_eq!(k.check_value(7, k.flags(7), &[]), Err(Mismatch::Length));
+        let mut v = Vec::new();
+        k.write_value(7, 1, 64, &mut v);
+        assert!(v.starts_with(b"00000001"));
+    }
+}

@@ -1,0 +1,293 @@
+//! One measured run: probe that the server speaks the protocol, optionally
+//! prefill every key, then start the load threads, print progress, and
+//! merge their tallies into a [`Report`].
+//!
+//! Connections are spread over threads (`conns / threads` each, the
+//! remainder to the first ones); an open-loop rate is split evenly. Each
+//! thread has its own RNG seeded `seed + thread`, so a run is reproducible
+//! as far as the server's timing allows.
+
+use crate::driver::{drive, LoadSpec, ThreadResult};
+use crate::exchange::Codec;
+use crate::keyspace::Keyspace;
+use crate::mix::Mix;
+use crate::report::Report;
+use crate::sys;
+use crate::tally::{ErrorKind, Tally};
+use crate::tcp::TcpChannel;
+use crate::udp::UdpChannel;
+use crate::workload::{Protocol, Workload};
+use mio::{Poll, Token};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use strata_proto::client::{binary, text, udp as udp_frame, Status};
+
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    pub server: SocketAddr,
+    pub udp_server: SocketAddr,
+    pub workload: Workload,
+    pub duration: Duration,
+    pub threads: usize,
+    pub conns: usize,
+    pub pipeline: usize,
+    /// Open-loop total rate in requests per second; None is closed loop.
+    pub rate: Option<f64>,
+    pub prefill: bool,
+    pub seed: u64,
+    pub progress: bool,
+    pub load_cpu: Option<usize>,
+    pub udp_timeout: Duration,
+}
+
+/// Why a run did not happen.
+#[derive(Debug)]
+pub enum RunError {
+    /// The server does not speak the requested protocol (exit code 3).
+    Unsupported(String),
+    Failed(String),
+}
+
+impl RunConfig {
+    pub fn keyspace(&self) -> Keyspace {
+        let w = &self.workload;
+        Keyspace { key_size: w.key_size, key_count: w.key_count, sizes: w.value_size.clone() }
+    }
+}
+
+/// Check the server answers in the run's protocol.
+pub fn probe(cfg: &RunConfig) -> Result<(), RunError> {
+    let unsupported = |what: &str| RunError::Unsupported(format!("{} {what}", cfg.server));
+    if cfg.workload.protocol == Protocol::Udp {
+        return probe_udp(cfg.udp_server).map_err(|e| unsupported(&format!("gave no UDP reply on {}: {e}", cfg.udp_server)));
+    }
+    let mut conn = TcpStream::connect(cfg.server).map_err(|e| RunError::Failed(format!("connect {}: {e}", cfg.server)))?;
+    conn.set_read_timeout(Some(Duration::from_secs(2))).ok();
+    let (request, name): (Vec<u8>, _) = match cfg.workload.protocol {
+        Protocol::Binary => {
+            let mut out = Vec::new();
+            binary::encode_noop(&mut out, 0x5eed);
+            (out, "binary")
+        }
+        Protocol::Meta => (b"mn\r\n".to_vec(), "meta"),
+        _ => (b"version\r\n".to_vec(), "text"),
+    };
+    conn.write_all(&request).map_err(|e| RunError::Failed(format!("write: {e}")))?;
+    let mut buf = vec![0u8; 256];
+    let n = conn.read(&mut buf).unwrap_or(0);
+    let reply = &buf[..n];
+    let ok = match cfg.workload.protocol {
+        Protocol::Binary => matches!(binary::parse_response(reply, 1024), Ok(Status::Complete(r, _)) if r.opcode == 0x0a && r.opaque == 0x5eed),
+        Protocol::Meta => reply == b"MN\r\n",
+        _ => reply.starts_with(b"VERSION "),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(unsupported(&format!("does not speak the {name} protocol (reply {:?})", String::from_utf8_lossy(reply))))
+    }
+}
+
+fn probe_udp(addr: SocketAddr) -> std::io::Result<()> {
+    let bind = if addr.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
+    let socket = UdpSocket::bind(bind)?;
+    socket.connect(addr)?;
+    socket.set_read_timeout(Some(Duration::from_millis(500)))?;
+    let mut frame = Vec::new();
+    udp_frame::encode_request(&mut frame, 0x7777, b"version\r\n");
+    let mut buf = vec![0u8; 2048];
+    for _ in 0..4 {
+        socket.send(&frame)?;
+        if let Ok(n) = socket.recv(&mut buf) {
+            if n > 8 && buf[..2] == [0x77, 0x77] && buf[8..n].starts_with(b"VERSION ") {
+                return Ok(());
+            }
+        }
+    }
+    Err(std::io::Error::other("no VERSION reply"))
+}
+
+/// Set every key once (text protocol over one TCP connection, pipelined in
+/// batches), so gets hit from the start. Returns the keys stored.
+pub fn prefill(cfg: &RunConfig) -> Result<u64, RunError> {
+    const BATCH: u32 = 256;
+    let failed = |e: String| RunError::Failed(format!("prefill: {e}"));
+    let ks = cfg.keyspace();
+    let mut mix = Mix::new(&cfg.workload, cfg.seed ^ 0xf111);
+    let mut conn = TcpStream::connect(cfg.server).map_err(|e| failed(e.to_string()))?;
+    conn.set_nodelay(true).ok();
+    conn.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    let (mut out, mut key, mut input) = (Vec::new(), Vec::new(), Vec::new());
+    let mut first = 0u32;
+    while first < ks.key_count {
+        let last = (first + BATCH).min(ks.key_count);
+        out.clear();
+        for k in first..last {
+            key.clear();
+            ks.write_key(k, &mut key);
+            let len = mix.value_len();
+            text::encode_set_header(&mut out, &key, ks.flags(k), 0, len as usize, false);
+            ks.write_value(k, 0, len, &mut out);
+            out.extend_from_slice(b"\r\n");
+        }
+        conn.write_all(&out).map_err(|e| failed(e.to_string()))?;
+        let mut stored = 0;
+        while stored < last - first {
+            match text::parse_reply(&input, 1024) {
+                Ok(Status::Complete(text::Reply::Stored, n)) => {
+                    input.drain(..n);
+                    stored += 1;
+                }
+                Ok(Status::Complete(other, _)) => return Err(failed(format!("set answered {other:?}"))),
+                Err(e) => return Err(failed(format!("bad reply: {e:?}"))),
+                Ok(Status::Partial) => {
+                    let mut buf = [0u8; 16384];
+                    let n = conn.read(&mut buf).map_err(|e| failed(e.to_string()))?;
+                    if n == 0 {
+                        return Err(failed("server closed the connection".into()));
+                    }
+                    input.extend_from_slice(&buf[..n]);
+                }
+            }
+        }
+        first = last;
+    }
+    Ok(u64::from(ks.key_count))
+}
+
+fn thread_body(cfg: &RunConfig, index: usize, conns: usize, spec: &LoadSpec, progress: &AtomicU64) -> ThreadResult {
+    if let Some(cpu) = cfg.load_cpu {
+        if let Err(e) = sys::pin_current_thread(cpu) {
+            eprintln!("strata-bench: cannot pin load thread to CPU {cpu}: {e}");
+        }
+    }
+    let mut poll = Poll::new().expect("epoll instance");
+    let mut codec = Codec::new(cfg.workload.protocol, cfg.keyspace());
+    let mut mix = Mix::new(&cfg.workload, cfg.seed.wrapping_add(index as u64));
+    let mut failed = Tally::default();
+    let finish = |mut r: ThreadResult, failed: &Tally| {
+        r.tally.merge(failed);
+        r
+    };
+    if cfg.workload.protocol == Protocol::Udp {
+        let mut chans: Vec<UdpChannel> = (0..conns)
+            .filter_map(|i| {
+                UdpChannel::connect(cfg.udp_server, poll.registry(), Token(i), cfg.udp_timeout)
+                    .map_err(|_| failed.error(ErrorKind::Connect))
+                    .ok()
+            })
+            .collect();
+        let r = drive(&mut poll, &mut chans, &mut codec, &mut mix, spec, progress);
+        finish(r, &failed)
+    } else {
+        let mut chans: Vec<TcpChannel> = Vec::new();
+        for _ in 0..conns {
+            match TcpChannel::connect(cfg.server, poll.registry(), Token(chans.len())) {
+                Ok(c) => chans.push(c),
+                Err(_) => failed.error(ErrorKind::Connect),
+            }
+        }
+        let r = drive(&mut poll, &mut chans, &mut codec, &mut mix, spec, progress);
+        finish(r, &failed)
+    }
+}
+
+/// Run the load (no probe, no prefill: see [`run_full`]).
+pub fn run(cfg: &RunConfig) -> Report {
+    let threads = cfg.threads.clamp(1, cfg.conns.max(1));
+    let start = Instant::now() + Duration::from_millis(20);
+    let progress = Arc::new(AtomicU64::new(0));
+    let handles: Vec<_> = (0..threads)
+        .map(|i| {
+            let cfg = cfg.clone();
+            let progress = progress.clone();
+            let conns = cfg.conns / threads + usize::from(i < cfg.conns % threads);
+            std::thread::spawn(move || {
+                let spec = LoadSpec {
+                    pipeline: cfg.pipeline.max(1),
+                    rate: cfg.rate.map(|r| r / threads as f64),
+                    start,
+                    end: start + cfg.duration,
+                    drain: Duration::from_secs(2),
+                };
+                thread_body(&cfg, i, conns, &spec, &progress)
+            })
+        })
+        .collect();
+    let show = cfg.progress && cfg.duration >= Duration::from_secs(5);
+    let mut last = (Instant::now(), 0u64);
+    while !handles.iter().all(|h| h.is_finished()) {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = Instant::now();
+        if show && now.duration_since(last.0) >= Duration::from_secs(1) && now < start + cfg.duration {
+            let done = progress.load(Ordering::Relaxed);
+            let rate = (done - last.1) as f64 / now.duration_since(last.0).as_secs_f64();
+            eprintln!("[{:5.1} s] {done:>12} requests, {rate:>10.0} req/s", now.duration_since(start).as_secs_f64());
+            last = (now, done);
+        }
+    }
+    let mut tally = Tally::default();
+    let mut unsent = 0;
+    let mut finished = start;
+    for h in handles {
+        let r = h.join().expect("load thread panicked");
+        tally.merge(&r.tally);
+        unsent += r.unsent;
+        finished = finished.max(r.finished);
+    }
+    // Issuing stops at the end of the duration; the drain of the requests
+    // then in flight (microseconds, unless the server stalls) is included.
+    let elapsed = finished.saturating_duration_since(start).max(Duration::from_millis(1));
+    make_report(cfg, threads, &tally, unsent, elapsed)
+}
+
+fn make_report(cfg: &RunConfig, threads: usize, t: &Tally, unsent: u64, elapsed: Duration) -> Report {
+    let w = &cfg.workload;
+    let elapsed_s = elapsed.as_secs_f64();
+    Report {
+        server: if w.protocol == Protocol::Udp { cfg.udp_server } else { cfg.server }.to_string(),
+        protocol: format!("{:?}", w.protocol).to_lowercase(),
+        mode: if cfg.rate.is_some() { "open" } else { "closed" }.into(),
+        target_rate_rps: cfg.rate,
+        threads,
+        conns: cfg.conns,
+        pipeline: cfg.pipeline,
+        keys: w.key_count,
+        key_size: w.key_size,
+        value_size: w.value_size.to_string(),
+        get_ratio: w.get_ratio,
+        mget: w.mget,
+        dist: match w.dist {
+            crate::workload::KeyDist::Uniform => "uniform".into(),
+            crate::workload::KeyDist::Zipf(s) => format!("zipf:{s}"),
+        },
+        elapsed_s,
+        requests: t.completed,
+        throughput_rps: t.completed as f64 / elapsed_s,
+        gets: t.gets,
+        sets: t.sets,
+        keys_requested: t.keys_requested,
+        hits: t.hits,
+        misses: t.misses,
+        sent: t.sent,
+        aborted: t.aborted,
+        timed_out: t.timed_out,
+        unsent,
+        error_total: t.error_total(),
+        errors: t.error_map().into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        latency: t.latency.percentiles(),
+        precision: Report::precision(),
+    }
+}
+
+/// Probe, prefill if asked, run.
+pub fn run_full(cfg: &RunConfig) -> Result<Report, RunError> {
+    probe(cfg)?;
+    if cfg.prefill {
+        prefill(cfg)?;
+    }
+    Ok(run(cfg))
+}
