@@ -343,7 +343,7 @@ fn meta_set(t: Tokens<'_>) -> Command<'_> {
     }
     let vlen = match parse_i32(t.get(2)) {
         Some(v) if (0..=i32::MAX - 2).contains(&v) => v as usize,
-        Some(_) => return error(BAD_CHUNK),
+        Some(_) => return error(BAD_FORMAT), // memcached: a negative length is a format error
         None => return error(BAD_FORMAT),
     };
     let swallow = vlen + 2;
@@ -433,6 +433,7 @@ mod tests {
             ("mz k", "ERROR"),
             ("ms k", BAD_FORMAT),
             ("ms k abc", BAD_FORMAT),
+            ("ms k -1", BAD_FORMAT),
             ("ms k 2 MX", "CLIENT_ERROR invalid mode for ms M token"),
             ("ms k 2 MEE", "CLIENT_ERROR incorrect length for M token"),
             ("ms k 1 Z", "CLIENT_ERROR invalid flag"),
