@@ -186,8 +186,15 @@ fn accept_loop(shared: Arc<Shared>, mut poll: Poll, listeners: Vec<Listener>, ha
     let mut events = Events::with_capacity(64);
     let mut next = 0usize;
     let stats = &shared.worker_stats[0];
+    let mut maintained = 0;
     loop {
         shared.clock.tick();
+        let now = shared.clock.now();
+        if now != maintained {
+            // Once a second: reclaim expired segments with no request's help.
+            shared.engine.maintain(now);
+            maintained = now;
+        }
         if shared.is_shutting_down() {
             break;
         }

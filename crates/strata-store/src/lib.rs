@@ -21,9 +21,11 @@
 
 pub mod clock;
 pub mod map;
+pub mod seg;
 
 pub use clock::{Clock, RelTime};
 pub use map::MapStore;
+pub use seg::SegStore;
 
 /// Item metadata as the protocol layer sees it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -192,6 +194,11 @@ pub struct EngineStats {
     pub expired_unfetched: u64,
     pub evicted_unfetched: u64,
     pub reclaimed: u64,
+    /// Lookups that found an expired item (`get_expired`) or a flushed one
+    /// (`get_flushed`): every command that looks a key up counts, as in
+    /// memcached's `do_item_get`.
+    pub get_expired: u64,
+    pub get_flushed: u64,
     pub limit_maxbytes: u64,
 }
 
@@ -261,6 +268,11 @@ pub trait Engine: Send + Sync {
 
     /// `cache_memlimit`: change the memory limit at run time.
     fn set_memory_limit(&self, bytes: u64);
+
+    /// Background work, called once a clock tick (every second) by the
+    /// server: reclaim memory of expired items without waiting for a request
+    /// to touch them. Bounded per call.
+    fn maintain(&self, _now: RelTime) {}
 }
 
 /// memcached 1.6's item size on 64-bit Linux: a 48-byte header, the key and

@@ -66,6 +66,8 @@ struct Counters {
     evicted_unfetched: AtomicU64,
     expired_unfetched: AtomicU64,
     reclaimed: AtomicU64,
+    get_expired: AtomicU64,
+    get_flushed: AtomicU64,
 }
 
 pub struct MapStore {
@@ -103,6 +105,18 @@ impl MapStore {
         self.shards[index].lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The item under `key` as stored, expired or not, without side effects.
+    #[doc(hidden)]
+    pub fn probe(&self, key: &[u8]) -> Option<(ItemMeta, usize)> {
+        self.shard(key).items.get(key).map(|item| (item.meta, item.value.len()))
+    }
+
+    /// The flush epoch `(oldest_live, oldest_cas)` (tests).
+    #[doc(hidden)]
+    pub fn flush_epoch(&self) -> (RelTime, u64) {
+        (self.oldest_live.load(Ordering::Relaxed), self.oldest_cas.load(Ordering::Relaxed))
+    }
+
     fn next_cas(&self) -> u64 {
         if self.config.cas_disabled {
             0
@@ -135,6 +149,9 @@ impl MapStore {
             Some(item) => self.is_live(&item.meta, now),
         };
         if !live {
+            let flushed = self.is_flushed(&shard.items[key].meta, now);
+            let counter = if flushed { &self.counters.get_flushed } else { &self.counters.get_expired };
+            counter.fetch_add(1, Ordering::Relaxed);
             if let Some(dead) = self.remove(shard, key) {
                 self.counters.reclaimed.fetch_add(1, Ordering::Relaxed);
                 if !dead.meta.fetched && !self.is_flushed(&dead.meta, now) {
@@ -314,7 +331,13 @@ impl Engine for MapStore {
         };
         match self.link(&mut shard, req.key, item, now) {
             Ok(cas) => StoreResult::Stored { cas },
-            Err(refused) => refused,
+            Err(refused) => {
+                // memcached drops the old value of a failed set.
+                if req.mode == StoreMode::Set {
+                    self.remove(&mut shard, req.key);
+                }
+                refused
+            }
         }
     }
 
@@ -423,6 +446,8 @@ impl Engine for MapStore {
             expired_unfetched: self.counters.expired_unfetched.load(Ordering::Relaxed),
             evicted_unfetched: self.counters.evicted_unfetched.load(Ordering::Relaxed),
             reclaimed: self.counters.reclaimed.load(Ordering::Relaxed),
+            get_expired: self.counters.get_expired.load(Ordering::Relaxed),
+            get_flushed: self.counters.get_flushed.load(Ordering::Relaxed),
             limit_maxbytes: self.memory_limit_bytes.load(Ordering::Relaxed),
         }
     }

@@ -6,7 +6,7 @@ mod process;
 use std::process::ExitCode;
 
 use strata_server::Server;
-use strata_store::{EngineConfig, MapStore};
+use strata_store::{EngineConfig, SegStore};
 
 fn main() -> ExitCode {
     let opts = match cli::parse(std::env::args_os()) {
@@ -29,7 +29,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     }
-    let engine = MapStore::new(EngineConfig {
+    let engine = SegStore::new(EngineConfig {
         memory_limit_bytes: settings.memory_limit_bytes,
         item_size_max_bytes: settings.item_size_max,
         evictions_disabled: settings.evictions_disabled,

@@ -1,0 +1,628 @@
+//! `SegStore`: the segment-structured engine the server runs on.
+//!
+//! Items are appended into fixed-size segments carved from `-m`; a compact
+//! hash index (8 bytes a slot) points at them; whole segments are evicted
+//! (S3-FIFO at segment granularity) or reclaimed when every item in them has
+//! expired (segments are grouped by TTL). See `shard.rs` for the queues and
+//! `item.rs` for the 7-byte item header.
+//!
+//! ```text
+//!  key ──xxh3──► hash ─┬─ top 5 bits ──► shard (Mutex<Shard>, 1..32 of them)
+//!                      ├─ bits 32..47 ─► 15-bit tag in the slot
+//!                      └─ bits 0..31 ──► home slot (fastrange)
+//!  -m ──► segment buffers (64 KiB .. 1 MiB each), pooled store-wide
+//! ```
+//!
+//! Concurrency: the key space is split into shards by hash, each behind one
+//! mutex that covers its index and its segments, so an operation is atomic
+//! per key and a reader never sees an item being moved or freed, with no
+//! unsafe code. Two workers contend only when they touch the same shard at
+//! the same moment (1 in 32 for uniform keys). Buffers move between shards
+//! through a store-wide pool; a shard out of room evicts its own oldest
+//! segment, or one of a shard it can lock without waiting.
+//!
+//! Sizes from `-m` (bytes `M`): `shards = clamp(M / 512 KiB, 1, 32)` rounded
+//! down to a power of two; `segment = clamp(M / (shards * 32), 64 KiB, 1 MiB)`
+//! rounded down to a power of two, so every shard can own at least 32
+//! segments; items over a quarter of a segment get a segment of their own
+//! (exactly sized, counted against `-m`).
+
+mod buffer;
+mod item;
+mod shard;
+mod table;
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use xxhash_rust::xxh3::xxh3_64;
+
+use self::buffer::Buffer;
+use self::item::{Header, FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
+use self::shard::{Class, Gone, Shard, Spec};
+use self::table::{slot_freq, Loc, MAX_FREQ};
+use crate::{
+    counter_bytes, memcached_chunked, memcached_item_size, parse_counter, DeleteRequest, DeleteResult, DeltaMode,
+    DeltaRequest, DeltaResult, Engine, EngineConfig, EngineStats, GetAction, GetOptions, ItemMeta, ItemView, RelTime,
+    StoreMode, StoreRequest, StoreResult,
+};
+
+const MAX_SHARDS: usize = 32;
+const MIN_SEGMENT: usize = 64 << 10;
+const MAX_SEGMENT: usize = 1 << 20;
+
+pub(crate) fn hash_key(key: &[u8]) -> u64 {
+    xxh3_64(key)
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub total_items: AtomicU64,
+    pub evictions: AtomicU64,
+    pub evicted_unfetched: AtomicU64,
+    pub expired_unfetched: AtomicU64,
+    pub reclaimed: AtomicU64,
+    pub get_expired: AtomicU64,
+    pub get_flushed: AtomicU64,
+}
+
+/// What all shards share: settings, the memory budget and its pool of free
+/// segment buffers, the CAS counter and the flush epoch.
+pub(crate) struct Globals {
+    pub config: EngineConfig,
+    pub segment_size: usize,
+    pub jumbo_threshold: usize,
+    memory_limit: AtomicU64,
+    /// Bytes of every segment buffer in existence (held by shards or pooled).
+    allocated: AtomicU64,
+    pool: Mutex<Vec<Buffer>>,
+    pub cas_counter: AtomicU64,
+    oldest_live: AtomicU32,
+    oldest_cas: AtomicU64,
+    pub counters: Counters,
+}
+
+impl Globals {
+    /// A buffer of `size` bytes from the pool or, under `-m`, a new one.
+    fn take(&self, size: usize) -> Option<Buffer> {
+        let limit = self.memory_limit.load(Ordering::Relaxed);
+        {
+            let mut pool = lock(&self.pool);
+            if size == self.segment_size {
+                if let Some(buf) = pool.pop() {
+                    return Some(buf);
+                }
+            }
+            // An odd-sized buffer needs bytes, not a pooled segment.
+            while self.allocated.load(Ordering::Relaxed) + size as u64 > limit {
+                let Some(buf) = pool.pop() else { break };
+                self.allocated.fetch_sub(buf.len() as u64, Ordering::Relaxed);
+            }
+        }
+        let mut current = self.allocated.load(Ordering::Relaxed);
+        loop {
+            if current + size as u64 > limit {
+                return None;
+            }
+            match self.allocated.compare_exchange_weak(current, current + size as u64, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(now) => current = now,
+            }
+        }
+        let buf = Buffer::new(size);
+        if buf.is_none() {
+            self.allocated.fetch_sub(size as u64, Ordering::Relaxed);
+        }
+        buf
+    }
+
+    fn give_back(&self, buf: Buffer) {
+        if buf.is_empty() {
+            return;
+        }
+        let limit = self.memory_limit.load(Ordering::Relaxed);
+        if buf.len() == self.segment_size && self.allocated.load(Ordering::Relaxed) <= limit {
+            lock(&self.pool).push(buf);
+        } else {
+            self.allocated.fetch_sub(buf.len() as u64, Ordering::Relaxed);
+        }
+    }
+
+    fn next_cas(&self) -> u64 {
+        if self.config.cas_disabled {
+            0
+        } else {
+            self.cas_counter.fetch_add(1, Ordering::Relaxed) + 1
+        }
+    }
+
+    /// memcached's `item_is_flushed`, on an item's last access and CAS.
+    pub fn is_flushed(&self, access: RelTime, cas: u64, now: RelTime) -> bool {
+        let oldest_live = self.oldest_live.load(Ordering::Relaxed);
+        if oldest_live == 0 || oldest_live > now {
+            return false;
+        }
+        let oldest_cas = self.oldest_cas.load(Ordering::Relaxed);
+        access <= oldest_live || (oldest_cas != 0 && cas != 0 && cas < oldest_cas)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic mid-operation is a bug that already failed a test; keep serving.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// An item found in the index: its slot, location and decoded header.
+type Found = (usize, Loc, Header);
+
+/// In-place changes to a live item; applied where they fit, else the item
+/// is rewritten with them.
+#[derive(Default)]
+struct Change<'a> {
+    /// Same-length new value (a counter rewritten in place).
+    value: Option<&'a [u8]>,
+    cas: Option<u64>,
+    exptime: Option<RelTime>,
+    access: Option<RelTime>,
+    set: u8,
+    clear: u8,
+}
+
+pub struct SegStore {
+    shards: Box<[Mutex<Shard>]>,
+    shard_bits: u32,
+    g: Globals,
+}
+
+impl SegStore {
+    pub fn new(config: EngineConfig) -> SegStore {
+        let memory = config.memory_limit_bytes.max(1 << 20) as usize;
+        let shards = floor_pow2(memory / (512 << 10)).clamp(1, MAX_SHARDS);
+        let segment_size = floor_pow2(memory / (shards * 32)).clamp(MIN_SEGMENT, MAX_SEGMENT);
+        SegStore {
+            shards: (0..shards).map(|_| Mutex::new(Shard::new())).collect(),
+            shard_bits: shards.trailing_zeros(),
+            g: Globals {
+                segment_size,
+                jumbo_threshold: segment_size / 4,
+                memory_limit: AtomicU64::new(config.memory_limit_bytes),
+                allocated: AtomicU64::new(0),
+                pool: Mutex::new(Vec::new()),
+                cas_counter: AtomicU64::new(0),
+                oldest_live: AtomicU32::new(0),
+                oldest_cas: AtomicU64::new(0),
+                counters: Counters::default(),
+                config,
+            },
+        }
+    }
+
+    pub fn segment_size(&self) -> usize {
+        self.g.segment_size
+    }
+
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    fn shard_of(&self, hash: u64) -> usize {
+        if self.shard_bits == 0 {
+            0
+        } else {
+            (hash >> (64 - self.shard_bits)) as usize
+        }
+    }
+
+    fn lock(&self, hash: u64) -> MutexGuard<'_, Shard> {
+        lock(&self.shards[self.shard_of(hash)])
+    }
+
+    /// Walk every shard and assert the store's invariants (tests call this
+    /// after each step in debug builds).
+    pub fn check_integrity(&self) {
+        let mut held = 0;
+        for (i, shard) in self.shards.iter().enumerate() {
+            let shard = lock(shard);
+            shard.check_integrity(i, |h| self.shard_of(h));
+            held += shard.held().1;
+        }
+        let pooled: usize = lock(&self.g.pool).iter().map(|b| b.len()).sum();
+        assert_eq!((held + pooled) as u64, self.g.allocated.load(Ordering::Relaxed), "segment bytes accounted");
+    }
+
+    /// The item under `key` as stored, expired or not, without side effects
+    /// (debugging and tests).
+    #[doc(hidden)]
+    pub fn probe(&self, key: &[u8]) -> Option<(ItemMeta, usize)> {
+        let hash = hash_key(key);
+        let shard = self.lock(hash);
+        let (_, loc, h) = shard.find(key, hash)?;
+        Some((Self::meta(&shard, loc, &h), h.value_len))
+    }
+
+    /// Bytes of segment memory allocated (held by shards or pooled).
+    pub fn allocated_bytes(&self) -> u64 {
+        self.g.allocated.load(Ordering::Relaxed)
+    }
+
+    fn meta(shard: &Shard, loc: Loc, h: &Header) -> ItemMeta {
+        let item = shard.item(loc);
+        let seg = shard.seg(loc);
+        ItemMeta {
+            flags: h.flags,
+            exptime: h.exptime(item),
+            cas: h.cas(item, seg.cas_base),
+            last_access: h.access(item, seg.create_time),
+            fetched: h.bits & FETCHED != 0,
+            stale: h.bits & STALE != 0,
+            token_sent: h.bits & TOKEN_SENT != 0,
+            key_binary: h.bits & KEY_BINARY != 0,
+        }
+    }
+
+    /// Look `key` up; an expired or flushed item is unlinked and counted.
+    fn live(&self, shard: &mut Shard, key: &[u8], hash: u64, now: RelTime) -> Option<Found> {
+        let (slot, loc, h) = shard.find(key, hash)?;
+        let meta = Self::meta(shard, loc, &h);
+        if self.g.is_flushed(meta.last_access, meta.cas, now) {
+            self.g.counters.get_flushed.fetch_add(1, Ordering::Relaxed);
+            shard.unlink(&self.g, slot, loc, &h, Gone::Flushed);
+            return None;
+        }
+        if meta.exptime != 0 && meta.exptime <= now {
+            self.g.counters.get_expired.fetch_add(1, Ordering::Relaxed);
+            shard.unlink(&self.g, slot, loc, &h, Gone::Expired);
+            return None;
+        }
+        Some((slot, loc, h))
+    }
+
+    /// Write a new item for `key` (value given in parts), replacing any old
+    /// one; `keep` is the segment of the item it replaces.
+    fn put(&self, shard: &mut Shard, key: &[u8], hash: u64, spec: &Spec, parts: &[&[u8]], keep: Option<u32>, now: RelTime) -> bool {
+        let Some((loc, value_at, len)) = shard.alloc(&self.g, &self.shards, spec, key, Class::Small, keep, now) else {
+            return false;
+        };
+        let mut at = value_at;
+        let buf = &mut shard.seg_mut(loc).buf;
+        for part in parts {
+            buf[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+        debug_assert_eq!(at - value_at, spec.value_len);
+        shard.link(&self.g, key, hash, loc, len);
+        true
+    }
+
+    fn new_spec(key: &[u8], value_len: usize, flags: u32, exptime: RelTime, bits: u8, cas: u64, now: RelTime) -> Spec {
+        Spec { bits, key_len: key.len(), value_len, cas, access: now, flags, exptime }
+    }
+
+    /// Apply `change` to a live item: in place where every field fits, else
+    /// by rewriting the item. False if a rewrite found no memory.
+    fn modify(&self, shard: &mut Shard, key: &[u8], hash: u64, found: Found, change: Change<'_>, now: RelTime) -> bool {
+        let (_, loc, h) = found;
+        let (cas_base, create_time) = (shard.seg(loc).cas_base, shard.seg(loc).create_time);
+        let fits = change.cas.map_or(true, |cas| h.cas_fits(cas, cas_base)) && change.exptime.map_or(true, |e| h.exptime_fits(e));
+        if fits {
+            let item = shard.item_mut(loc);
+            if let Some(value) = change.value {
+                let at = h.value_at();
+                item[at..at + value.len()].copy_from_slice(value);
+            }
+            if let Some(cas) = change.cas {
+                h.set_cas(item, cas, cas_base);
+            }
+            if let Some(exptime) = change.exptime {
+                h.set_exptime(item, exptime);
+            }
+            if let Some(access) = change.access {
+                h.set_access(item, access, create_time);
+            }
+            h.set_bits(item, change.set, change.clear);
+            if let Some(exptime) = change.exptime {
+                shard.seg_mut(loc).note_exptime(exptime);
+            }
+            return true;
+        }
+        let meta = Self::meta(shard, loc, &h);
+        let spec = Spec {
+            bits: (h.bits | change.set) & !change.clear,
+            key_len: key.len(),
+            value_len: h.value_len,
+            cas: change.cas.unwrap_or(meta.cas),
+            access: change.access.unwrap_or(meta.last_access),
+            flags: h.flags,
+            exptime: change.exptime.unwrap_or(meta.exptime),
+        };
+        let mut value = std::mem::take(&mut shard.scratch_value);
+        value.clear();
+        value.extend_from_slice(change.value.unwrap_or_else(|| h.value(shard.item(loc))));
+        let ok = self.put(shard, key, hash, &spec, &[&value], Some(loc.seg), now);
+        shard.scratch_value = value;
+        ok
+    }
+}
+
+fn floor_pow2(n: usize) -> usize {
+    if n == 0 {
+        0
+    } else {
+        1 << (usize::BITS - 1 - n.leading_zeros())
+    }
+}
+
+impl Engine for SegStore {
+    fn get(&self, key: &[u8], opts: GetOptions, now: RelTime, visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction) -> bool {
+        let hash = hash_key(key);
+        let mut guard = self.lock(hash);
+        let shard = &mut *guard;
+        let (found, created) = match self.live(shard, key, hash, now) {
+            Some(found) => (found, false),
+            None => {
+                let Some(ttl) = opts.vivify else { return false };
+                let spec = Self::new_spec(key, 0, 0, ttl, 0, self.g.next_cas(), now);
+                if !self.put(shard, key, hash, &spec, &[], None, now) {
+                    return false;
+                }
+                self.g.counters.total_items.fetch_add(1, Ordering::Relaxed);
+                (shard.find(key, hash).expect("just linked"), true)
+            }
+        };
+        let (slot, loc, h) = found;
+        let mut meta = Self::meta(shard, loc, &h);
+        if created {
+            meta.exptime = 0;
+        }
+        let item = shard.item(loc);
+        let action = visit(ItemView { key, value: h.value(item), meta }, created);
+        let mut change = Change { exptime: if created { None } else { opts.touch }, ..Change::default() };
+        if !opts.no_bump {
+            let freq = slot_freq(shard.table.slot(slot));
+            if freq < MAX_FREQ {
+                shard.table.set_freq(slot, freq + 1);
+            }
+            change.set |= FETCHED;
+            change.access = Some(now);
+        }
+        if action.set_token_sent {
+            change.set |= TOKEN_SENT;
+        }
+        if change.set != 0 || change.exptime.is_some() || change.access.is_some() {
+            // A rewrite that finds no memory leaves the item as it was.
+            self.modify(shard, key, hash, found, change, now);
+        }
+        true
+    }
+
+    fn store(&self, req: &StoreRequest<'_>, now: RelTime) -> StoreResult {
+        let hash = hash_key(req.key);
+        let mut guard = self.lock(hash);
+        let shard = &mut *guard;
+        let key = req.key;
+        if !self.item_size_ok(key.len(), req.flags, req.value.len()) {
+            if req.mode == StoreMode::Set {
+                if let Some((slot, loc, h)) = shard.find(key, hash) {
+                    shard.unlink(&self.g, slot, loc, &h, Gone::Replaced);
+                }
+            }
+            return StoreResult::TooLarge;
+        }
+        let old = self.live(shard, key, hash, now);
+        let old_meta = old.map(|(_, loc, h)| (Self::meta(shard, loc, &h), loc, h));
+        let binary = if req.key_binary { KEY_BINARY } else { 0 };
+        // (bits, flags, exptime) of the new item, and whether the old value
+        // goes before or after the request's (append / prepend).
+        let (bits, flags, exptime, join) = match (req.mode, old_meta) {
+            (StoreMode::Set, _) | (StoreMode::Add, None) | (StoreMode::Replace, Some(_)) => (binary, req.flags, req.exptime, None),
+            (StoreMode::Add, Some(_)) => {
+                let found = old.expect("old item");
+                self.modify(shard, key, hash, found, Change { access: Some(now), ..Change::default() }, now);
+                return StoreResult::NotStored;
+            }
+            (StoreMode::Replace, None) => return StoreResult::NotStored,
+            (StoreMode::Cas, None) => return StoreResult::NotFound,
+            (StoreMode::Cas, Some((meta, _, _))) => {
+                if req.cas != 0 && req.cas == meta.cas {
+                    (binary, req.flags, req.exptime, None)
+                } else if req.invalidate && req.cas != 0 && req.cas < meta.cas {
+                    let token = if meta.token_sent { TOKEN_SENT } else { 0 };
+                    (binary | STALE | token, req.flags, meta.exptime, None)
+                } else {
+                    return StoreResult::Exists;
+                }
+            }
+            (StoreMode::Append | StoreMode::Prepend, None) => match req.vivify_ttl {
+                Some(ttl) => (binary, req.flags, ttl, None),
+                None => return StoreResult::NotStored,
+            },
+            (StoreMode::Append | StoreMode::Prepend, Some((meta, _, h))) => {
+                if req.cas != 0 && req.cas != meta.cas {
+                    return StoreResult::Exists;
+                }
+                if !self.item_size_ok(key.len(), meta.flags, h.value_len + req.value.len()) {
+                    return StoreResult::NotStored;
+                }
+                // memcached allocates a fresh item: flags and TTL carry over,
+                // the binary-key mark does not.
+                (0, meta.flags, meta.exptime, Some(req.mode == StoreMode::Append))
+            }
+        };
+        let mut old_value = std::mem::take(&mut shard.scratch_value);
+        old_value.clear();
+        let parts: [&[u8]; 2] = match (join, old_meta) {
+            (Some(append), Some((_, loc, h))) => {
+                old_value.extend_from_slice(h.value(shard.item(loc)));
+                if append {
+                    [&old_value, req.value]
+                } else {
+                    [req.value, &old_value]
+                }
+            }
+            _ => [req.value, &[]],
+        };
+        let value_len = parts[0].len() + parts[1].len();
+        let cas = self.g.next_cas();
+        let spec = Self::new_spec(key, value_len, flags, exptime, bits, cas, now);
+        let keep = old_meta.map(|(_, loc, _)| loc.seg);
+        let stored = self.put(shard, key, hash, &spec, &parts, keep, now);
+        shard.scratch_value = old_value;
+        if !stored {
+            // memcached drops the old value of a failed set rather than
+            // leave stale data behind.
+            if req.mode == StoreMode::Set {
+                if let Some((slot, loc, h)) = shard.find(key, hash) {
+                    shard.unlink(&self.g, slot, loc, &h, Gone::Replaced);
+                }
+            }
+            return StoreResult::OutOfMemory;
+        }
+        self.g.counters.total_items.fetch_add(1, Ordering::Relaxed);
+        StoreResult::Stored { cas }
+    }
+
+    fn delta(&self, req: &DeltaRequest<'_>, now: RelTime) -> DeltaResult {
+        let hash = hash_key(req.key);
+        let mut guard = self.lock(hash);
+        let shard = &mut *guard;
+        let key = req.key;
+        let Some(found) = self.live(shard, key, hash, now) else {
+            let Some(ttl) = req.vivify else { return DeltaResult::NotFound };
+            let value = req.initial.to_string();
+            let cas = self.g.next_cas();
+            let spec = Self::new_spec(key, value.len(), 0, ttl, 0, cas, now);
+            if !self.put(shard, key, hash, &spec, &[value.as_bytes()], None, now) {
+                return DeltaResult::NotStored;
+            }
+            self.g.counters.total_items.fetch_add(1, Ordering::Relaxed);
+            return DeltaResult::Ok { value: req.initial, cas, exptime: 0, created: true };
+        };
+        let (_, loc, h) = found;
+        let meta = Self::meta(shard, loc, &h);
+        let size = memcached_item_size(key.len(), h.flags, h.value_len, !self.g.config.cas_disabled);
+        if h.value_len == 0 || memcached_chunked(size, self.g.config.item_size_max_bytes) {
+            return DeltaResult::NonNumeric;
+        }
+        if req.cas != 0 && req.cas != meta.cas {
+            return DeltaResult::Exists;
+        }
+        let Some(current) = parse_counter(h.value(shard.item(loc))) else { return DeltaResult::NonNumeric };
+        let value = match req.mode {
+            DeltaMode::Incr => current.wrapping_add(req.delta),
+            DeltaMode::Decr => current.saturating_sub(req.delta),
+        };
+        let mut data = Vec::new();
+        counter_bytes(value, if req.in_place { h.value_len } else { 0 }, &mut data);
+        let cas = self.g.next_cas();
+        let ok = if req.in_place && data.len() == h.value_len {
+            // In place, as memcached does: same length, new CAS, bumped.
+            let change = Change { value: Some(&data), cas: Some(cas), access: Some(now), exptime: req.touch, ..Change::default() };
+            self.modify(shard, key, hash, found, change, now)
+        } else {
+            // A fresh item, as memcached allocates one: flags and TTL carry
+            // over; fetched, stale, token and binary-key marks do not, and
+            // memcached's `T` goes to the old item, so the TTL stays.
+            let spec = Self::new_spec(key, data.len(), h.flags, meta.exptime, 0, cas, now);
+            let ok = self.put(shard, key, hash, &spec, &[&data], Some(loc.seg), now);
+            if ok {
+                self.g.counters.total_items.fetch_add(1, Ordering::Relaxed);
+            }
+            ok
+        };
+        if !ok {
+            return DeltaResult::OutOfMemory;
+        }
+        DeltaResult::Ok { value, cas, exptime: meta.exptime, created: false }
+    }
+
+    fn delete(&self, req: &DeleteRequest<'_>, now: RelTime) -> DeleteResult {
+        let hash = hash_key(req.key);
+        let mut guard = self.lock(hash);
+        let shard = &mut *guard;
+        let Some(found) = self.live(shard, req.key, hash, now) else { return DeleteResult::NotFound };
+        let (slot, loc, h) = found;
+        let meta = Self::meta(shard, loc, &h);
+        if req.cas.is_some_and(|cas| cas != meta.cas) {
+            return DeleteResult::Exists;
+        }
+        if req.invalidate {
+            let change = Change {
+                exptime: req.touch,
+                cas: Some(self.g.next_cas()),
+                set: STALE,
+                clear: TOKEN_SENT,
+                ..Change::default()
+            };
+            if self.modify(shard, req.key, hash, found, change, now) {
+                return DeleteResult::Deleted;
+            }
+            // No memory to rewrite it stale: drop it instead.
+            if let Some((slot, loc, h)) = shard.find(req.key, hash) {
+                shard.unlink(&self.g, slot, loc, &h, Gone::Replaced);
+            }
+            return DeleteResult::Deleted;
+        }
+        shard.unlink(&self.g, slot, loc, &h, Gone::Replaced);
+        DeleteResult::Deleted
+    }
+
+    fn touch(&self, key: &[u8], exptime: RelTime, now: RelTime) -> bool {
+        let hash = hash_key(key);
+        let mut guard = self.lock(hash);
+        let shard = &mut *guard;
+        let Some(found) = self.live(shard, key, hash, now) else { return false };
+        let change = Change { exptime: Some(exptime), access: Some(now), set: FETCHED, ..Change::default() };
+        if !self.modify(shard, key, hash, found, change, now) {
+            // The new TTL could not be written: better a miss than the old TTL.
+            if let Some((slot, loc, h)) = shard.find(key, hash) {
+                shard.unlink(&self.g, slot, loc, &h, Gone::Replaced);
+            }
+        }
+        true
+    }
+
+    fn flush_all(&self, at: RelTime, now: RelTime) {
+        let new_oldest = if at > 0 { at } else { now };
+        let oldest_live = new_oldest.saturating_sub(1);
+        self.g.oldest_live.store(oldest_live, Ordering::Relaxed);
+        if !self.g.config.cas_disabled && oldest_live <= now {
+            self.g.oldest_cas.store(self.g.next_cas(), Ordering::Relaxed);
+        }
+    }
+
+    fn stats(&self) -> EngineStats {
+        let (mut curr_items, mut bytes) = (0, 0);
+        for shard in self.shards.iter() {
+            let shard = lock(shard);
+            curr_items += shard.curr_items;
+            bytes += shard.bytes;
+        }
+        let c = &self.g.counters;
+        EngineStats {
+            curr_items,
+            total_items: c.total_items.load(Ordering::Relaxed),
+            bytes,
+            evictions: c.evictions.load(Ordering::Relaxed),
+            expired_unfetched: c.expired_unfetched.load(Ordering::Relaxed),
+            evicted_unfetched: c.evicted_unfetched.load(Ordering::Relaxed),
+            reclaimed: c.reclaimed.load(Ordering::Relaxed),
+            get_expired: c.get_expired.load(Ordering::Relaxed),
+            get_flushed: c.get_flushed.load(Ordering::Relaxed),
+            limit_maxbytes: self.g.memory_limit.load(Ordering::Relaxed),
+        }
+    }
+
+    fn item_size_ok(&self, key_len: usize, flags: u32, value_len: usize) -> bool {
+        memcached_item_size(key_len, flags, value_len, !self.g.config.cas_disabled) <= self.g.config.item_size_max_bytes
+    }
+
+    fn set_memory_limit(&self, bytes: u64) {
+        self.g.memory_limit.store(bytes, Ordering::Relaxed);
+    }
+
+    fn maintain(&self, now: RelTime) {
+        for shard in self.shards.iter() {
+            lock(shard).reclaim_expired(&self.g, now, shard::RECLAIM_PER_TICK, None);
+        }
+    }
+}

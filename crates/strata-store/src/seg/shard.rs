@@ -1,0 +1,759 @@
+//! One shard of the segment store: its hash index, its segments, its queues.
+//!
+//! Everything here runs under the shard's mutex, so a shard is a small
+//! single-threaded cache and needs no unsafe code: its segments are plain
+//! boxed byte arrays, items inside them are read and written through safe
+//! slices, and moving or dropping an item never races a reader.
+//!
+//! ```text
+//!  Shard
+//!   table ──slot──► segs[seg].buf[offset..]       (item layout: item.rs)
+//!   segs:   Segment { buf, write_offset, live_bytes, live_items,
+//!                     create_time, cas_base, max_exptime, bucket, class, state, gen }
+//!   active: one open segment per (TTL bucket, class), appended to
+//!   small, main: sealed segments in seal order (S3-FIFO's two FIFO queues)
+//!   by_ttl[bucket]: sealed segments in seal order, for expiry
+//! ```
+//!
+//! Memory: buffers come from the store-wide pool (or a new allocation while
+//! `allocated + size <= -m`); past that the shard reclaims an expired segment,
+//! else evicts one of its own (S3-FIFO at segment granularity), else evicts
+//! from another shard it can lock without waiting.
+//!
+//! Eviction (S3-FIFO, SOSP 2023, at segment granularity): new items go to
+//! `Small` segments. The victim is the oldest `Small` segment while small
+//! segments are over [`SMALL_SHARE_PERCENT`] of the shard's, else the oldest
+//! `Main` one. Walking the victim, an item read since it was written
+//! (frequency > 0) is kept, the rest are evicted; kept items are rewritten
+//! into the `Main` segment of their TTL bucket (frequency - 1 for items
+//! already in `Main`). A one-time scan fills `Small` segments whose items are
+//! never read again, so they leave without displacing the working set.
+//! At most half a victim is kept, so every eviction frees space.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+
+use super::buffer::Buffer;
+use super::item::{access_delta, CasField, Header, NewItem, FETCHED};
+use super::table::{slot_freq, slot_loc, Loc, Table, MAX_SEGMENTS};
+use super::{hash_key, Globals};
+use crate::RelTime;
+
+/// Share of a shard's sealed segments that may be `Small` before eviction
+/// takes from `Small` (S3-FIFO uses 10%; measured with scripts/bench/hitratio.py).
+pub const SMALL_SHARE_PERCENT: usize = 10;
+/// TTL buckets: 0 for items that never expire, then one per power of two
+/// of seconds to live (1, 2-3, 4-7, ... up to 2^31).
+pub const TTL_BUCKETS: usize = 33;
+/// An open segment older than this is sealed, so an item's access time
+/// (stored relative to its segment's creation) stays within its field.
+const MAX_ACTIVE_AGE_S: RelTime = 3600;
+/// Victims walked per eviction before giving up on keeping hot items.
+const EVICT_ATTEMPTS: usize = 8;
+/// Expired segments a shard reclaims per maintenance tick.
+pub const RECLAIM_PER_TICK: usize = 8;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    Small,
+    Main,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Free,
+    Active,
+    Sealed,
+    /// Taken off its queue and being walked by eviction, expiry or compaction.
+    Evicting,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Keep items read since they were written, up to half the segment.
+    Evict { keep_hot: bool },
+    /// Keep every live item (`-M`: reuse the space of dead ones).
+    Compact,
+}
+
+pub struct Segment {
+    pub buf: Buffer,
+    write_offset: usize,
+    live_bytes: usize,
+    live_items: u32,
+    pub create_time: RelTime,
+    pub cas_base: u64,
+    /// Latest TTL of any item written or touched here; `forever` if one has none.
+    max_exptime: RelTime,
+    forever: bool,
+    bucket: u8,
+    class: Class,
+    state: State,
+    gen: u32,
+    jumbo: bool,
+}
+
+impl Segment {
+    fn free() -> Segment {
+        Segment {
+            buf: Buffer::default(),
+            write_offset: 0,
+            live_bytes: 0,
+            live_items: 0,
+            create_time: 0,
+            cas_base: 0,
+            max_exptime: 0,
+            forever: false,
+            bucket: 0,
+            class: Class::Small,
+            state: State::Free,
+            gen: 0,
+            jumbo: false,
+        }
+    }
+
+    pub fn note_exptime(&mut self, exptime: RelTime) {
+        if exptime == 0 {
+            self.forever = true;
+        } else {
+            self.max_exptime = self.max_exptime.max(exptime);
+        }
+    }
+
+    fn expired(&self, now: RelTime) -> bool {
+        !self.forever && self.max_exptime != 0 && self.max_exptime <= now
+    }
+}
+
+/// Everything needed to (re)write an item, independent of where it goes.
+#[derive(Clone, Copy, Debug)]
+pub struct Spec {
+    pub bits: u8,
+    pub key_len: usize,
+    pub value_len: usize,
+    pub cas: u64,
+    pub access: RelTime,
+    pub flags: u32,
+    pub exptime: RelTime,
+}
+
+impl Spec {
+    pub fn encode(&self, seg: &Segment) -> NewItem {
+        NewItem {
+            bits: self.bits,
+            key_len: self.key_len,
+            value_len: self.value_len,
+            cas: CasField::encode(self.cas, seg.cas_base),
+            access: access_delta(self.access, seg.create_time),
+            flags: self.flags,
+            exptime: self.exptime,
+        }
+    }
+
+    fn bucket(&self, now: RelTime) -> u8 {
+        ttl_bucket(self.exptime, now)
+    }
+}
+
+pub fn ttl_bucket(exptime: RelTime, now: RelTime) -> u8 {
+    if exptime == 0 {
+        return 0;
+    }
+    let ttl = exptime.saturating_sub(now).max(1);
+    (32 - ttl.leading_zeros()) as u8
+}
+
+/// Why an item left the cache, for the counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gone {
+    /// Overwritten or deleted: no counter.
+    Replaced,
+    Evicted,
+    Expired,
+    Flushed,
+}
+
+pub struct Shard {
+    pub table: Table,
+    pub segs: Vec<Segment>,
+    free_ids: Vec<u32>,
+    active: Vec<u32>,
+    small: VecDeque<(u32, u32)>,
+    main: VecDeque<(u32, u32)>,
+    small_count: usize,
+    main_count: usize,
+    by_ttl: Vec<VecDeque<(u32, u32)>>,
+    pub curr_items: u64,
+    pub bytes: u64,
+    scratch: Vec<u8>,
+    /// A value copied out while the item it came from is rewritten.
+    pub scratch_value: Vec<u8>,
+}
+
+impl Shard {
+    pub fn new() -> Shard {
+        Shard {
+            table: Table::new(),
+            segs: Vec::new(),
+            free_ids: Vec::new(),
+            active: Vec::new(),
+            small: VecDeque::new(),
+            main: VecDeque::new(),
+            small_count: 0,
+            main_count: 0,
+            by_ttl: (0..TTL_BUCKETS).map(|_| VecDeque::new()).collect(),
+            curr_items: 0,
+            bytes: 0,
+            scratch: Vec::new(),
+            scratch_value: Vec::new(),
+        }
+    }
+
+    pub fn item(&self, loc: Loc) -> &[u8] {
+        &self.segs[loc.seg as usize].buf[loc.offset as usize..]
+    }
+
+    pub fn item_mut(&mut self, loc: Loc) -> &mut [u8] {
+        &mut self.segs[loc.seg as usize].buf[loc.offset as usize..]
+    }
+
+    pub fn seg(&self, loc: Loc) -> &Segment {
+        &self.segs[loc.seg as usize]
+    }
+
+    pub fn seg_mut(&mut self, loc: Loc) -> &mut Segment {
+        &mut self.segs[loc.seg as usize]
+    }
+
+    /// Hash of the key stored at `loc` (the table rehashes through this).
+    fn loc_hash(segs: &[Segment], loc: Loc) -> u64 {
+        let item = &segs[loc.seg as usize].buf[loc.offset as usize..];
+        hash_key(Header::decode(item).key(item))
+    }
+
+    /// Find the slot of `key`, live or not.
+    pub fn find(&self, key: &[u8], hash: u64) -> Option<(usize, Loc, Header)> {
+        let mut header = None;
+        let slot = self.table.find(hash, |loc| {
+            let item = self.item(loc);
+            let h = Header::decode(item);
+            let same = h.key(item) == key;
+            if same {
+                header = Some(h);
+            }
+            same
+        })?;
+        Some((slot, slot_loc(self.table.slot(slot)), header.expect("matched")))
+    }
+
+    /// Remove the item in table slot `slot` (at `loc`, with header `h`).
+    pub fn unlink(&mut self, g: &Globals, slot: usize, loc: Loc, h: &Header, why: Gone) {
+        let segs = &self.segs;
+        self.table.remove(slot, |l| Self::loc_hash(segs, l));
+        self.count_gone(g, h.bits, why);
+        self.forget(g, loc, h.total_len());
+    }
+
+    fn count_gone(&self, g: &Globals, bits: u8, why: Gone) {
+        let fetched = bits & FETCHED != 0;
+        match why {
+            Gone::Replaced | Gone::Flushed => {}
+            Gone::Evicted => {
+                g.counters.evictions.fetch_add(1, Ordering::Relaxed);
+                if !fetched {
+                    g.counters.evicted_unfetched.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Gone::Expired => {
+                g.counters.reclaimed.fetch_add(1, Ordering::Relaxed);
+                if !fetched {
+                    g.counters.expired_unfetched.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Account an item's bytes as dead; frees its segment when it was the
+    /// last live item of a sealed one.
+    fn forget(&mut self, g: &Globals, loc: Loc, len: usize) {
+        self.curr_items -= 1;
+        self.bytes -= len as u64;
+        let seg = &mut self.segs[loc.seg as usize];
+        seg.live_bytes -= len;
+        seg.live_items -= 1;
+        if seg.live_items == 0 && seg.state == State::Sealed {
+            let buf = self.release(loc.seg);
+            g.give_back(buf);
+        }
+    }
+
+    /// Link a freshly written item: replaces `key`'s slot if present (keeping
+    /// its frequency), else inserts one.
+    pub fn link(&mut self, g: &Globals, key: &[u8], hash: u64, loc: Loc, len: usize) {
+        {
+            let seg = &mut self.segs[loc.seg as usize];
+            seg.live_bytes += len;
+            seg.live_items += 1;
+        }
+        self.curr_items += 1;
+        self.bytes += len as u64;
+        match self.find(key, hash) {
+            Some((slot, old, h)) => {
+                let freq = slot_freq(self.table.slot(slot));
+                self.table.update(slot, hash, loc, freq);
+                self.forget(g, old, h.total_len());
+            }
+            None => {
+                let segs = &self.segs;
+                self.table.insert(hash, loc, 0, |l| Self::loc_hash(segs, l));
+            }
+        }
+        if self.segs[loc.seg as usize].jumbo {
+            self.seal(g, loc.seg);
+        }
+    }
+
+    /// Reserve room for `spec` and write its header and key; returns where
+    /// the item is and where its value starts. The caller copies the value,
+    /// then calls [`Shard::link`]. `keep` is a segment that must not be
+    /// evicted meanwhile (it holds the item being replaced).
+    pub fn alloc(
+        &mut self,
+        g: &Globals,
+        others: &[Mutex<Shard>],
+        spec: &Spec,
+        key: &[u8],
+        class: Class,
+        keep: Option<u32>,
+        now: RelTime,
+    ) -> Option<(Loc, usize, usize)> {
+        let bucket = spec.bucket(now);
+        let probe = NewItem { cas: CasField::encode(spec.cas, spec.cas), access: 0, ..spec.encode(&Segment::free()) };
+        if probe.encoded_len() > g.jumbo_threshold {
+            let size = probe.encoded_len() + 8;
+            let buf = self.obtain(g, others, size, keep, now)?;
+            let id = self.open(g, buf, bucket, class, now, true);
+            return Some(self.place(id, spec, key));
+        }
+        for _ in 0..2 {
+            if let Some(id) = self.active_for(bucket, class) {
+                let seg = &self.segs[id as usize];
+                let len = spec.encode(seg).encoded_len();
+                if seg.write_offset + len <= seg.buf.len() && seg.create_time + MAX_ACTIVE_AGE_S >= now {
+                    return Some(self.place(id, spec, key));
+                }
+                self.seal(g, id);
+            }
+            let buf = self.obtain(g, others, g.segment_size, keep, now)?;
+            // Eviction may have opened a Main segment for this bucket meanwhile.
+            if self.active_for(bucket, class).is_some() {
+                g.give_back(buf);
+                continue;
+            }
+            let id = self.open(g, buf, bucket, class, now, false);
+            return Some(self.place(id, spec, key));
+        }
+        None
+    }
+
+    fn place(&mut self, id: u32, spec: &Spec, key: &[u8]) -> (Loc, usize, usize) {
+        let seg = &mut self.segs[id as usize];
+        let item = spec.encode(seg);
+        let len = item.encoded_len();
+        let offset = seg.write_offset;
+        debug_assert!(offset + len <= seg.buf.len());
+        let value_at = item.write_header(key, &mut seg.buf[offset..offset + len]);
+        seg.write_offset += len;
+        seg.note_exptime(spec.exptime);
+        (Loc { seg: id, offset: offset as u32 }, offset + value_at, len)
+    }
+
+    fn active_for(&self, bucket: u8, class: Class) -> Option<u32> {
+        self.active.iter().copied().find(|&id| {
+            let s = &self.segs[id as usize];
+            s.bucket == bucket && s.class == class
+        })
+    }
+
+    /// Make `buf` an open segment.
+    fn open(&mut self, g: &Globals, buf: Buffer, bucket: u8, class: Class, now: RelTime, jumbo: bool) -> u32 {
+        let id = match self.free_ids.pop() {
+            Some(id) => id,
+            None => {
+                assert!((self.segs.len() as u32) < MAX_SEGMENTS, "segment ids exhausted");
+                self.segs.push(Segment::free());
+                self.segs.len() as u32 - 1
+            }
+        };
+        let seg = &mut self.segs[id as usize];
+        debug_assert_eq!(seg.state, State::Free);
+        *seg = Segment {
+            buf,
+            create_time: now,
+            cas_base: g.cas_counter.load(Ordering::Relaxed),
+            bucket,
+            class,
+            state: State::Active,
+            gen: seg.gen,
+            jumbo,
+            ..Segment::free()
+        };
+        self.active.push(id);
+        id
+    }
+
+    fn seal(&mut self, g: &Globals, id: u32) {
+        let seg = &mut self.segs[id as usize];
+        if seg.state != State::Active {
+            return;
+        }
+        seg.state = State::Sealed;
+        let entry = (id, seg.gen);
+        let (class, bucket, empty) = (seg.class, seg.bucket, seg.live_items == 0);
+        self.active.retain(|&a| a != id);
+        match class {
+            Class::Small => self.small_count += 1,
+            Class::Main => self.main_count += 1,
+        }
+        if empty {
+            let buf = self.release(id);
+            g.give_back(buf);
+            return;
+        }
+        match class {
+            Class::Small => self.small.push_back(entry),
+            Class::Main => self.main.push_back(entry),
+        }
+        if bucket != 0 {
+            self.by_ttl[usize::from(bucket)].push_back(entry);
+        }
+    }
+
+    /// Free segment `id` (its queue entries go stale with the generation);
+    /// returns its buffer for the caller to reuse or give back.
+    fn release(&mut self, id: u32) -> Buffer {
+        let seg = &mut self.segs[id as usize];
+        match seg.state {
+            State::Sealed => match seg.class {
+                Class::Small => self.small_count -= 1,
+                Class::Main => self.main_count -= 1,
+            },
+            State::Active => self.active.retain(|&a| a != id),
+            State::Evicting => {}
+            State::Free => panic!("segment {id} released twice"),
+        }
+        let buf = std::mem::take(&mut seg.buf);
+        *seg = Segment { gen: seg.gen.wrapping_add(1), ..Segment::free() };
+        self.free_ids.push(id);
+        buf
+    }
+
+    /// Take a sealed segment off its queues for walking.
+    fn take_sealed(&mut self, id: u32) {
+        let seg = &mut self.segs[id as usize];
+        debug_assert_eq!(seg.state, State::Sealed);
+        seg.state = State::Evicting;
+        match seg.class {
+            Class::Small => self.small_count -= 1,
+            Class::Main => self.main_count -= 1,
+        }
+    }
+
+    /// A buffer of `size` bytes: from the pool, new under `-m`, or made free
+    /// by reclaiming, compacting or evicting. None when nothing can be freed.
+    fn obtain(&mut self, g: &Globals, others: &[Mutex<Shard>], size: usize, keep: Option<u32>, now: RelTime) -> Option<Buffer> {
+        for _ in 0..64 {
+            if let Some(buf) = g.take(size) {
+                return Some(buf);
+            }
+            if self.reclaim_expired(g, now, 1, keep) > 0 {
+                continue;
+            }
+            if g.config.evictions_disabled {
+                if self.compact(g, now, keep) {
+                    continue;
+                }
+                return None;
+            }
+            if self.evict_one(g, keep, now) || self.seal_oldest_active(g, keep) {
+                continue;
+            }
+            let stolen = others.iter().any(|other| match other.try_lock() {
+                Ok(mut other) => other.evict_one(g, None, now),
+                Err(_) => false,
+            });
+            if !stolen {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// Evict one segment (S3-FIFO order); true once a buffer went back to the pool.
+    pub fn evict_one(&mut self, g: &Globals, keep: Option<u32>, now: RelTime) -> bool {
+        for attempt in 0..EVICT_ATTEMPTS {
+            let sealed = self.small_count + self.main_count;
+            let from_small = self.main_count == 0 || self.small_count * 100 > sealed * SMALL_SHARE_PERCENT;
+            let Some(victim) = self.pop_victim(from_small, keep).or_else(|| self.pop_victim(!from_small, keep)) else {
+                return false;
+            };
+            let keep_hot = attempt + 1 < EVICT_ATTEMPTS;
+            if self.evict_segment(g, victim, now, Mode::Evict { keep_hot }) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// With nothing sealed left to evict, seal the oldest open segment so it
+    /// can be (many TTL buckets can hold most of a small `-m` open).
+    fn seal_oldest_active(&mut self, g: &Globals, keep: Option<u32>) -> bool {
+        let oldest = self.active.iter().copied().filter(|&id| Some(id) != keep).min_by_key(|&id| self.segs[id as usize].create_time);
+        match oldest {
+            Some(id) => {
+                self.seal(g, id);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn pop_victim(&mut self, small: bool, keep: Option<u32>) -> Option<u32> {
+        let queue = if small { &mut self.small } else { &mut self.main };
+        let mut i = 0;
+        while i < queue.len() {
+            let (id, gen) = queue[i];
+            let seg = &self.segs[id as usize];
+            if seg.gen != gen || seg.state != State::Sealed {
+                queue.remove(i);
+                continue;
+            }
+            if Some(id) == keep {
+                i += 1;
+                continue;
+            }
+            queue.remove(i);
+            self.take_sealed(id);
+            return Some(id);
+        }
+        None
+    }
+
+    /// Reclaim up to `max` sealed segments whose every item has expired,
+    /// looking at the first few of each TTL bucket's queue (items of one
+    /// bucket are written in time order, so those expire first).
+    pub fn reclaim_expired(&mut self, g: &Globals, now: RelTime, max: usize, keep: Option<u32>) -> usize {
+        let mut reclaimed = 0;
+        for bucket in 1..TTL_BUCKETS {
+            let mut i = 0;
+            while i < self.by_ttl[bucket].len().min(4) && reclaimed < max {
+                let (id, gen) = self.by_ttl[bucket][i];
+                let seg = &self.segs[id as usize];
+                if seg.gen != gen || seg.state != State::Sealed {
+                    self.by_ttl[bucket].remove(i);
+                    continue;
+                }
+                if Some(id) == keep || !seg.expired(now) {
+                    i += 1;
+                    continue;
+                }
+                self.by_ttl[bucket].remove(i);
+                self.take_sealed(id);
+                self.evict_segment(g, id, now, Mode::Evict { keep_hot: false });
+                reclaimed += 1;
+            }
+        }
+        reclaimed
+    }
+
+    /// `-M`: rewrite the live items of the sealed segment with the most dead
+    /// bytes (at least half) so their space can be reused. False if none.
+    fn compact(&mut self, g: &Globals, now: RelTime, keep: Option<u32>) -> bool {
+        let candidate = (0..self.segs.len() as u32)
+            .filter(|&id| Some(id) != keep)
+            .filter(|&id| {
+                let s = &self.segs[id as usize];
+                s.state == State::Sealed && !s.jumbo && s.live_bytes * 2 <= s.write_offset
+            })
+            .max_by_key(|&id| {
+                let s = &self.segs[id as usize];
+                s.write_offset - s.live_bytes
+            });
+        let Some(id) = candidate else { return false };
+        self.take_sealed(id);
+        self.evict_segment(g, id, now, Mode::Compact);
+        true
+    }
+
+    /// Walk segment `v` (already taken off its queues): drop expired and
+    /// flushed items, evict or keep the rest as `mode` says, rewrite the kept
+    /// ones (into the Main segment of `v`'s TTL bucket, or `v`'s own class
+    /// when compacting), and free `v`. True if `v`'s buffer went back to the
+    /// pool; false if it became the open segment the kept items went to.
+    fn evict_segment(&mut self, g: &Globals, v: u32, now: RelTime, mode: Mode) -> bool {
+        let (end, cas_base, create_time, bucket, class) = {
+            let s = &self.segs[v as usize];
+            (s.write_offset, s.cas_base, s.create_time, s.bucket, s.class)
+        };
+        let keep_limit = match mode {
+            Mode::Evict { keep_hot: true } => self.segs[v as usize].buf.len() / 2,
+            Mode::Evict { keep_hot: false } => 0,
+            Mode::Compact => usize::MAX,
+        };
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        let mut kept: Vec<(u32, u8)> = Vec::new();
+        let mut kept_hashes: Vec<(u32, u64)> = Vec::new();
+        let mut offset = 0;
+        while offset < end {
+            let item = &self.segs[v as usize].buf[offset..];
+            let h = Header::decode(item);
+            let len = h.total_len();
+            let hash = hash_key(h.key(item));
+            let loc = Loc { seg: v, offset: offset as u32 };
+            if let Some(slot) = self.table.find(hash, |l| l == loc) {
+                let exptime = h.exptime(item);
+                let flushed = g.is_flushed(h.access(item, create_time), h.cas(item, cas_base), now);
+                let freq = slot_freq(self.table.slot(slot));
+                let keep = mode == Mode::Compact || freq > 0;
+                if flushed {
+                    self.unlink(g, slot, loc, &h, Gone::Flushed);
+                } else if exptime != 0 && exptime <= now {
+                    self.unlink(g, slot, loc, &h, Gone::Expired);
+                } else if keep && scratch.len() + len <= keep_limit {
+                    scratch.extend_from_slice(&self.segs[v as usize].buf[offset..offset + len]);
+                    let freq = if mode == Mode::Compact { freq } else { freq.saturating_sub(1) };
+                    kept.push((offset as u32, freq));
+                    kept_hashes.push((offset as u32, hash));
+                } else {
+                    self.unlink(g, slot, loc, &h, Gone::Evicted);
+                }
+            }
+            offset += len;
+        }
+        // The victim's buffer is free to reuse; its id stays taken until the
+        // kept items are relinked, so old and new locations never collide.
+        let mut spare = Some(std::mem::take(&mut self.segs[v as usize].buf));
+        let target = if mode == Mode::Compact { class } else { Class::Main };
+        let mut at = 0;
+        for (old_offset, freq) in kept {
+            let bytes = &scratch[at..];
+            let h = Header::decode(bytes);
+            let len = h.total_len();
+            at += len;
+            let spec = Spec {
+                bits: h.bits,
+                key_len: h.key_len,
+                value_len: h.value_len,
+                cas: h.cas(bytes, cas_base),
+                access: h.access(bytes, create_time),
+                flags: h.flags,
+                exptime: h.exptime(bytes),
+            };
+            let key = h.key(bytes);
+            let hash = hash_key(key);
+            let old = Loc { seg: v, offset: old_offset };
+            let slot = self.table.find(hash, |l| l == old).expect("kept item is linked");
+            let fits = |s: &Shard, id: u32| {
+                let seg = &s.segs[id as usize];
+                seg.write_offset + spec.encode(seg).encoded_len() <= seg.buf.len()
+            };
+            let id = match self.active_for(bucket, target) {
+                Some(id) if fits(self, id) => Some(id),
+                open => {
+                    if let Some(id) = open {
+                        self.seal(g, id);
+                    }
+                    spare.take().map(|buf| self.open(g, buf, bucket, target, now, false))
+                }
+            };
+            let Some(id) = id.filter(|&id| fits(self, id)) else {
+                // The victim's bytes are being reused: the table must get the
+                // hashes of items still pointing there from the kept list.
+                let (segs, kept_hashes) = (&self.segs, &kept_hashes);
+                self.table.remove(slot, |l| {
+                    if l.seg == v {
+                        kept_hashes[kept_hashes.binary_search_by_key(&l.offset, |k| k.0).expect("kept item")].1
+                    } else {
+                        Self::loc_hash(segs, l)
+                    }
+                });
+                self.count_gone(g, h.bits, Gone::Evicted);
+                self.curr_items -= 1;
+                self.bytes -= len as u64;
+                let old_seg = &mut self.segs[v as usize];
+                old_seg.live_bytes -= len;
+                old_seg.live_items -= 1;
+                continue;
+            };
+            let (loc, value_at, new_len) = self.place(id, &spec, key);
+            self.segs[id as usize].buf[value_at..value_at + h.value_len].copy_from_slice(h.value(bytes));
+            self.table.update(slot, hash, loc, freq);
+            let seg = &mut self.segs[id as usize];
+            seg.live_bytes += new_len;
+            seg.live_items += 1;
+            self.bytes = self.bytes + new_len as u64 - len as u64;
+            let old_seg = &mut self.segs[v as usize];
+            old_seg.live_bytes -= len;
+            old_seg.live_items -= 1;
+        }
+        self.scratch = scratch;
+        debug_assert_eq!(self.segs[v as usize].live_items, 0);
+        self.release(v);
+        match spare {
+            Some(buf) => {
+                g.give_back(buf);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Walk everything and check the invariants (tests and fuzzers): every
+    /// slot points at an item whose key hashes to it, per-segment live
+    /// counts match the slots, queues and states agree.
+    pub fn check_integrity(&self, shard_index: usize, shard_of: impl Fn(u64) -> usize) {
+        let mut live = vec![(0usize, 0u32); self.segs.len()];
+        for (slot, value) in self.table.iter() {
+            let loc = slot_loc(value);
+            let seg = &self.segs[loc.seg as usize];
+            assert!(matches!(seg.state, State::Active | State::Sealed), "slot {slot} points into a free segment");
+            assert!((loc.offset as usize) < seg.write_offset);
+            let item = &seg.buf[loc.offset as usize..];
+            let h = Header::decode(item);
+            let hash = hash_key(h.key(item));
+            assert_eq!(shard_of(hash), shard_index, "key in the wrong shard");
+            assert_eq!(self.table.find(hash, |l| l == loc), Some(slot), "slot not reachable from its key");
+            live[loc.seg as usize].0 += h.total_len();
+            live[loc.seg as usize].1 += 1;
+        }
+        let (mut items, mut bytes, mut small, mut main) = (0u64, 0u64, 0, 0);
+        for (id, seg) in self.segs.iter().enumerate() {
+            assert_eq!((seg.live_bytes, seg.live_items), live[id], "segment {id} live counts");
+            items += u64::from(seg.live_items);
+            bytes += seg.live_bytes as u64;
+            match seg.state {
+                State::Free => assert!(seg.buf.is_empty() && self.free_ids.contains(&(id as u32))),
+                State::Active => assert!(self.active.contains(&(id as u32))),
+                State::Sealed => {
+                    assert!(seg.live_items > 0, "sealed segment {id} is empty");
+                    match seg.class {
+                        Class::Small => small += 1,
+                        Class::Main => main += 1,
+                    }
+                }
+                State::Evicting => panic!("segment {id} left mid-eviction"),
+            }
+        }
+        assert_eq!((items, bytes), (self.curr_items, self.bytes));
+        assert_eq!((small, main), (self.small_count, self.main_count));
+        assert_eq!(self.table.len() as u64, self.curr_items);
+    }
+
+    /// Segment buffers this shard holds, and their bytes.
+    pub fn held(&self) -> (usize, usize) {
+        let held = self.segs.iter().filter(|s| s.state != State::Free);
+        held.fold((0, 0), |(n, b), s| (n + 1, b + s.buf.len()))
+    }
+}

@@ -1,0 +1,238 @@
+//! The segment store against a model under a simulated clock.
+//!
+//! The model is `MapStore` with memory to spare, the reference engine whose
+//! semantics the differential test pins to memcached's. Random sequences of
+//! every operation, with TTLs, flushes and clock steps, go to both. Before
+//! each step, a key the segment store no longer has while the model does is
+//! allowed only if the segment store has evicted something, or a flush that
+//! took effect covers the model's item (the segment store drops flushed items
+//! when it meets them; memcached and the model bring such an item back when a
+//! later delayed `flush_all` moves the epoch forward), and the model then
+//! forgets it too; after that, every reply (values, flags, CAS, TTL,
+//! fetched/stale/token marks, last access) must be identical. The store's
+//! integrity walk runs after every step.
+
+use proptest::prelude::*;
+use strata_store::{
+    DeleteRequest, DeltaMode, DeltaRequest, Engine, EngineConfig, GetAction, GetOptions, ItemMeta,
+    MapStore, RelTime, SegStore, StoreMode, StoreRequest,
+};
+
+#[derive(Clone, Debug)]
+enum Op {
+    Get { key: u8, touch: Option<u8>, no_bump: bool, vivify: Option<u8>, token: bool },
+    Store { key: u8, mode: u8, len: u16, flags: u32, ttl: u8, cas: u8, invalidate: bool, vivify: Option<u8> },
+    Delta { key: u8, incr: bool, delta: u64, in_place: bool, touch: Option<u8>, vivify: Option<u8>, cas: u8 },
+    Delete { key: u8, cas: u8, invalidate: bool, touch: Option<u8> },
+    Touch { key: u8, ttl: u8 },
+    Flush { delay: u8 },
+    Tick { seconds: u8 },
+}
+
+fn op(keys: u8, heavy: bool) -> impl Strategy<Value = Op> {
+    let (store_weight, flush_weight) = if heavy { (16, 0) } else { (6, 1) };
+    let key = 0u8..keys;
+    let ttl = prop_oneof![Just(0u8), 1u8..20];
+    prop_oneof![
+        6 => (key.clone(), proptest::option::weighted(0.2, ttl.clone()), any::<bool>(), proptest::option::weighted(0.1, ttl.clone()), any::<bool>())
+            .prop_map(|(key, touch, no_bump, vivify, token)| Op::Get { key, touch, no_bump, vivify, token }),
+        store_weight => (key.clone(), 0u8..6, prop_oneof![0u16..40, 0u16..3000, 10_000u16..20_000], prop_oneof![Just(0u32), any::<u32>()], ttl.clone(), 0u8..3, any::<bool>(), proptest::option::weighted(0.2, ttl.clone()))
+            .prop_map(|(key, mode, len, flags, ttl, cas, invalidate, vivify)| Op::Store { key, mode, len, flags, ttl, cas, invalidate, vivify }),
+        2 => (key.clone(), any::<bool>(), prop_oneof![0u64..1000, Just(u64::MAX)], any::<bool>(), proptest::option::weighted(0.2, ttl.clone()), proptest::option::weighted(0.2, ttl.clone()), 0u8..3)
+            .prop_map(|(key, incr, delta, in_place, touch, vivify, cas)| Op::Delta { key, incr, delta, in_place, touch, vivify, cas }),
+        2 => (key.clone(), 0u8..3, any::<bool>(), proptest::option::weighted(0.3, ttl.clone()))
+            .prop_map(|(key, cas, invalidate, touch)| Op::Delete { key, cas, invalidate, touch }),
+        1 => (key, ttl).prop_map(|(key, ttl)| Op::Touch { key, ttl }),
+        flush_weight => prop_oneof![Just(0u8), 1u8..5].prop_map(|delay| Op::Flush { delay }),
+        2 => (0u8..4).prop_map(|seconds| Op::Tick { seconds }),
+    ]
+}
+
+fn key_of(k: u8) -> Vec<u8> {
+    // A few long keys, so items straddle sizes.
+    if k % 7 == 0 {
+        format!("long-key-{k}-{}", "x".repeat(200)).into_bytes()
+    } else {
+        format!("key:{k}").into_bytes()
+    }
+}
+
+fn value_of(key: u8, len: u16, step: usize) -> Vec<u8> {
+    if len % 5 == 0 {
+        // Numbers, so incr/decr find counters.
+        return (u64::from(len) * 7 + step as u64).to_string().into_bytes();
+    }
+    (0..len as usize).map(|i| b'a' + ((i + step + usize::from(key)) % 26) as u8).collect()
+}
+
+/// What a read saw: value and every field of the metadata.
+type Seen = Option<(Vec<u8>, ItemMeta, bool)>;
+
+fn read(store: &dyn Engine, key: &[u8], opts: GetOptions, token: bool, now: RelTime) -> Seen {
+    let mut seen = None;
+    store.get(key, opts, now, &mut |view, created| {
+        seen = Some((view.value.to_vec(), view.meta, created));
+        GetAction { set_token_sent: token }
+    });
+    seen
+}
+
+fn peek(store: &dyn Engine, key: &[u8], now: RelTime) -> Seen {
+    read(store, key, GetOptions { no_bump: true, ..GetOptions::default() }, false, now)
+}
+
+/// The CAS a client would send: the current one, a wrong one, or none.
+fn cas_for(store: &dyn Engine, key: &[u8], choice: u8, now: RelTime) -> u64 {
+    let current = peek(store, key, now).map(|(_, meta, _)| meta.cas).unwrap_or(0);
+    match choice {
+        0 => 0,
+        1 => current,
+        _ => current + 1,
+    }
+}
+
+fn ttl_at(ttl: u8, now: RelTime) -> RelTime {
+    if ttl == 0 {
+        0
+    } else {
+        now + RelTime::from(ttl)
+    }
+}
+
+fn apply(store: &dyn Engine, op: &Op, step: usize, now: RelTime) -> String {
+    match *op {
+        Op::Get { key, touch, no_bump, vivify, token } => {
+            let opts = GetOptions { touch: touch.map(|t| ttl_at(t, now)), no_bump, vivify: vivify.map(|t| ttl_at(t, now)) };
+            format!("{:?}", read(store, &key_of(key), opts, token, now))
+        }
+        Op::Store { key, mode, len, flags, ttl, cas, invalidate, vivify } => {
+            let k = key_of(key);
+            let mode = [StoreMode::Set, StoreMode::Add, StoreMode::Replace, StoreMode::Append, StoreMode::Prepend, StoreMode::Cas][usize::from(mode)];
+            let value = value_of(key, len, step);
+            let req = StoreRequest {
+                key: &k,
+                value: &value,
+                flags,
+                exptime: ttl_at(ttl, now),
+                mode,
+                cas: cas_for(store, &k, cas, now),
+                invalidate,
+                vivify_ttl: vivify.map(|t| ttl_at(t, now)),
+                key_binary: key % 3 == 0,
+            };
+            format!("{:?}", store.store(&req, now))
+        }
+        Op::Delta { key, incr, delta, in_place, touch, vivify, cas } => {
+            let k = key_of(key);
+            let req = DeltaRequest {
+                key: &k,
+                mode: if incr { DeltaMode::Incr } else { DeltaMode::Decr },
+                delta,
+                cas: cas_for(store, &k, cas, now),
+                vivify: vivify.map(|t| ttl_at(t, now)),
+                initial: u64::from(key) * 3,
+                touch: touch.map(|t| ttl_at(t, now)),
+                in_place,
+            };
+            format!("{:?}", store.delta(&req, now))
+        }
+        Op::Delete { key, cas, invalidate, touch } => {
+            let k = key_of(key);
+            let cas = if cas == 0 { None } else { Some(cas_for(store, &k, cas, now)) };
+            let req = DeleteRequest { key: &k, cas, invalidate, touch: touch.map(|t| ttl_at(t, now)) };
+            format!("{:?}", store.delete(&req, now))
+        }
+        Op::Touch { key, ttl } => format!("{}", store.touch(&key_of(key), ttl_at(ttl, now), now)),
+        Op::Flush { delay } => {
+            store.flush_all(if delay == 0 { 0 } else { now + RelTime::from(delay) }, now);
+            String::new()
+        }
+        Op::Tick { .. } => {
+            store.maintain(now);
+            String::new()
+        }
+    }
+}
+
+fn run(ops: &[Op], memory_bytes: u64, cas_disabled: bool) {
+    let all_keys: Vec<u8> = {
+        let mut keys: Vec<u8> = ops.iter().filter_map(|op| match op {
+            Op::Get { key, .. } | Op::Store { key, .. } | Op::Delta { key, .. } | Op::Delete { key, .. } | Op::Touch { key, .. } => Some(*key),
+            _ => None,
+        }).collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    };
+    let config = EngineConfig { memory_limit_bytes: memory_bytes, cas_disabled, ..EngineConfig::default() };
+    let seg = SegStore::new(config.clone());
+    let model = MapStore::new(EngineConfig { memory_limit_bytes: 1 << 40, ..config });
+    let mut now: RelTime = 100;
+    let mut flushes: Vec<(RelTime, u64)> = Vec::new();
+    for (step, op) in ops.iter().enumerate() {
+        if let Op::Tick { seconds } = op {
+            now += RelTime::from(*seconds);
+        }
+        let evictions_before = seg.stats().evictions;
+        let op_keys: Vec<u8> = match op {
+            Op::Get { key, .. } | Op::Store { key, .. } | Op::Delta { key, .. } | Op::Delete { key, .. } | Op::Touch { key, .. } => vec![*key],
+            _ => vec![],
+        };
+        for key in op_keys {
+            let k = key_of(key);
+            let (s, m) = (peek(&seg, &k, now), peek(&model, &k, now));
+            if s.is_none() && m.is_some() {
+                let (meta, _) = model.probe(&k).expect("model has it");
+                let flushed = flushes.iter().any(|&(live, cas)| meta.last_access <= live || (cas != 0 && meta.cas < cas));
+                assert!(flushed || seg.stats().evictions > 0, "step {step}: {op:?}: key {key} lost without an eviction");
+                model.delete(&DeleteRequest { key: &k, ..DeleteRequest::default() }, now);
+            } else {
+                assert_eq!(s, m, "step {step}: {op:?}: stores disagree before the op");
+            }
+        }
+        let (a, b) = (apply(&seg, op, step, now), apply(&model, op, step, now));
+        assert_eq!(a, b, "step {step}: {op:?}");
+        if let Ok(k) = std::env::var("TRACE_KEY") {
+            let k: u8 = k.parse().unwrap();
+            eprintln!("step {step} {op:?} -> {a}\n   seg {:?}\n   map {:?}\n   {:?} alloc {}", seg.probe(&key_of(k)), model.probe(&key_of(k)), seg.stats(), seg.allocated_bytes());
+        }
+        if std::env::var("MODEL_ALLKEYS").is_ok() && seg.stats().evictions == evictions_before {
+            for &key in &all_keys {
+                let k = key_of(key);
+                let (s, m) = (peek(&seg, &k, now), peek(&model, &k, now));
+                assert_eq!(s.is_some(), m.is_some(), "step {step}: {op:?}: key {key} differs after the op, no eviction");
+            }
+        }
+        seg.check_integrity();
+        let epoch = model.flush_epoch();
+        if epoch.0 != 0 && epoch.0 <= now && !flushes.contains(&epoch) {
+            flushes.push(epoch);
+        }
+        let stats = seg.stats();
+        assert!(seg.allocated_bytes() <= memory_bytes.max(1 << 20), "allocated past -m");
+        assert!(stats.curr_items <= model.stats().curr_items);
+        if step + 1 == ops.len() && std::env::var("SHOW").is_ok() { eprintln!("evictions {} items {} alloc {}", stats.evictions, stats.curr_items, seg.allocated_bytes()); }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Memory to spare: no eviction, so every reply must match.
+    #[test]
+    fn matches_the_model(ops in proptest::collection::vec(op(40, false), 1..400)) {
+        run(&ops, 64 << 20, false);
+    }
+
+    /// 1 MiB: 64 KiB segments, 20 KB values in segments of their own,
+    /// constant eviction.
+    #[test]
+    fn matches_the_model_under_eviction(ops in proptest::collection::vec(op(250, true), 500..1500)) {
+        run(&ops, 1 << 20, false);
+    }
+
+    #[test]
+    fn matches_the_model_without_cas(ops in proptest::collection::vec(op(40, false), 1..200)) {
+        run(&ops, 64 << 20, true);
+    }
+}
