@@ -9,7 +9,10 @@ pattern that flushes an LRU.
 Requests go in pipelined batches of --batch gets, then the misses of that
 batch are filled, so both servers see exactly the same stream.
 
-    scripts/bench/hitratio.py [--requests 3000000] [--scan 0.2]
+    scripts/bench/hitratio.py [--requests 3000000] [--scan 0.2] [--warmup 3000000]
+
+It also prints the compulsory miss ratio: the share of counted requests that
+are the first request of their key, which no cache can hit.
 """
 
 import argparse
@@ -36,7 +39,7 @@ def stream(args):
     rng.shuffle(perm)
     scan_next = 0
     out = []
-    for _ in range(args.requests):
+    for _ in range(args.warmup + args.requests):
         if args.scan and rng.random() < args.scan:
             out.append(b"scan:%d" % scan_next)
             scan_next += 1
@@ -50,6 +53,7 @@ def run(name, template, keys, args):
     value = b"x" * args.value_size
     server = Server(template)
     misses = 0
+    counted_from = args.warmup
     try:
         for start in range(0, len(keys), args.batch):
             batch = keys[start:start + args.batch]
@@ -61,7 +65,8 @@ def run(name, template, keys, args):
                     missed.append(k)
                 elif line != b"HD":
                     raise RuntimeError(f"{name}: unexpected reply {line!r}")
-            misses += len(missed)
+            if start >= counted_from:
+                misses += len(missed)
             if missed:
                 server.sock.sendall(b"".join(b"ms %s %d q\r\n%s\r\n" % (k, len(value), value) for k in missed) + b"mn\r\n")
                 line = server.readline()
@@ -72,8 +77,8 @@ def run(name, template, keys, args):
         stats = server.stats()
     finally:
         server.stop()
-    ratio = misses / len(keys)
-    print(f"{name:10s} requests={len(keys)} misses={misses} miss_ratio={ratio:.4f} "
+    ratio = misses / args.requests
+    print(f"{name:10s} requests={args.requests} (after {args.warmup} warm-up) misses={misses} miss_ratio={ratio:.4f} "
           f"evictions={stats.get('evictions')} curr_items={stats.get('curr_items')}")
     return ratio
 
@@ -85,17 +90,25 @@ def main():
     p.add_argument("--alpha", type=float, default=0.99)
     p.add_argument("--value-size", type=int, default=200)
     p.add_argument("--scan", type=float, default=0.0)
+    p.add_argument("--warmup", type=int, default=0, help="requests sent first and not counted (a warm cache)")
     p.add_argument("--batch", type=int, default=100)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--memory-mb", type=int, default=64)
     p.add_argument("--strata", default=f"{strata_bin()} -p {{port}} -t 1 -m MEM")
     p.add_argument("--memcached", default="memcached -p {port} -t 1 -U 0 -m MEM")
+    p.add_argument("--only", choices=["strata", "memcached"], help="run one server (tuning)")
     args = p.parse_args()
     keys = stream(args)
+    first = keys[args.warmup:]
+    floor = len(set(first) - set(keys[:args.warmup])) / len(first)
+    print(f"compulsory misses (first requests of keys, counted part): {floor:.4f}")
     mem = str(args.memory_mb)
-    mc = run("memcached", args.memcached.replace("MEM", mem), keys, args)
-    st = run("strata", args.strata.replace("MEM", mem), keys, args)
-    print(f"ratio strata/memcached miss ratio: {st / mc:.3f}")
+    if args.only != "strata":
+        mc = run("memcached", args.memcached.replace("MEM", mem), keys, args)
+    if args.only != "memcached":
+        st = run("strata", args.strata.replace("MEM", mem), keys, args)
+    if not args.only:
+        print(f"ratio strata/memcached miss ratio: {st / mc:.3f}")
 
 
 if __name__ == "__main__":

@@ -240,6 +240,11 @@ impl SegStore {
         Some((Self::meta(&shard, loc, &h), h.value_len))
     }
 
+    #[doc(hidden)]
+    pub fn queue_counts(&self) -> (usize, usize, usize) {
+        self.shards.iter().map(|s| lock(s).queue_counts()).fold((0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
+    }
+
     /// Bytes of segment memory allocated (held by shards or pooled).
     pub fn allocated_bytes(&self) -> u64 {
         self.g.allocated.load(Ordering::Relaxed)
