@@ -186,8 +186,22 @@ pub enum Gone {
     Flushed,
 }
 
+/// Engine counters, memcached's names; kept per shard under its lock (no
+/// shared cache line written on every store) and summed by `stats`.
+#[derive(Default)]
+pub struct Counters {
+    pub total_items: u64,
+    pub evictions: u64,
+    pub evicted_unfetched: u64,
+    pub expired_unfetched: u64,
+    pub reclaimed: u64,
+    pub get_expired: u64,
+    pub get_flushed: u64,
+}
+
 pub struct Shard {
     pub table: Table,
+    pub counters: Counters,
     pub segs: Vec<Segment>,
     free_ids: Vec<u32>,
     active: Vec<u32>,
@@ -207,6 +221,7 @@ impl Shard {
     pub fn new() -> Shard {
         Shard {
             table: Table::new(),
+            counters: Counters::default(),
             segs: Vec::new(),
             free_ids: Vec::new(),
             active: Vec::new(),
@@ -263,26 +278,24 @@ impl Shard {
     pub fn unlink(&mut self, g: &Globals, slot: usize, loc: Loc, h: &Header, why: Gone) {
         let segs = &self.segs;
         self.table.remove(slot, |l| Self::loc_hash(segs, l));
-        self.count_gone(g, h.bits, why);
+        self.count_gone(h.bits, why);
         self.forget(g, loc, h.total_len());
     }
 
-    fn count_gone(&self, g: &Globals, bits: u8, why: Gone) {
+    fn count_gone(&mut self, bits: u8, why: Gone) {
         let fetched = bits & FETCHED != 0;
+        let c = &mut self.counters;
         match why {
-            Gone::Replaced | Gone::Flushed => {}
+            Gone::Replaced => {}
             Gone::Evicted => {
-                g.counters.evictions.fetch_add(1, Ordering::Relaxed);
-                if !fetched {
-                    g.counters.evicted_unfetched.fetch_add(1, Ordering::Relaxed);
-                }
+                c.evictions += 1;
+                c.evicted_unfetched += u64::from(!fetched);
             }
             Gone::Expired => {
-                g.counters.reclaimed.fetch_add(1, Ordering::Relaxed);
-                if !fetched {
-                    g.counters.expired_unfetched.fetch_add(1, Ordering::Relaxed);
-                }
+                c.reclaimed += 1;
+                c.expired_unfetched += u64::from(!fetched);
             }
+            Gone::Flushed => c.reclaimed += 1,
         }
     }
 
@@ -333,7 +346,7 @@ impl Shard {
     pub fn alloc(
         &mut self,
         g: &Globals,
-        others: &[Mutex<Shard>],
+        others: &[impl std::ops::Deref<Target = Mutex<Shard>>],
         spec: &Spec,
         key: &[u8],
         class: Class,
@@ -474,7 +487,7 @@ impl Shard {
 
     /// A buffer of `size` bytes: from the pool, new under `-m`, or made free
     /// by reclaiming, compacting or evicting. None when nothing can be freed.
-    fn obtain(&mut self, g: &Globals, others: &[Mutex<Shard>], size: usize, keep: Option<u32>, now: RelTime) -> Option<Buffer> {
+    fn obtain(&mut self, g: &Globals, others: &[impl std::ops::Deref<Target = Mutex<Shard>>], size: usize, keep: Option<u32>, now: RelTime) -> Option<Buffer> {
         for _ in 0..OBTAIN_ATTEMPTS {
             if let Some(buf) = g.take(size) {
                 return Some(buf);
@@ -700,7 +713,7 @@ impl Shard {
                         Self::loc_hash(segs, l)
                     }
                 });
-                self.count_gone(g, h.bits, Gone::Evicted);
+                self.count_gone(h.bits, Gone::Evicted);
                 self.curr_items -= 1;
                 self.bytes -= len as u64;
                 let old_seg = &mut self.segs[v as usize];
