@@ -361,7 +361,7 @@ impl Shard {
             let id = self.open(g, buf, bucket, class, now, true);
             return Some(self.place(id, spec, key));
         }
-        for _ in 0..2 {
+        for _ in 0..OBTAIN_ATTEMPTS {
             if let Some(id) = self.active_for(bucket, class) {
                 let seg = &self.segs[id as usize];
                 let len = spec.encode(seg).encoded_len();
@@ -370,7 +370,13 @@ impl Shard {
                 }
                 self.seal(g, id);
             }
-            let buf = self.obtain(g, others, g.segment_size, keep, now)?;
+            let Some(buf) = self.obtain(g, others, g.segment_size, keep, now) else {
+                // -M: compacting may free a buffer, or room in an open segment.
+                if g.config.evictions_disabled && self.compact(g, now, keep) {
+                    continue;
+                }
+                return None;
+            };
             // Eviction may have opened a Main segment for this bucket meanwhile.
             if self.active_for(bucket, class).is_some() {
                 g.give_back(buf);
@@ -496,9 +502,6 @@ impl Shard {
                 continue;
             }
             if g.config.evictions_disabled {
-                if self.compact(g, now, keep) {
-                    continue;
-                }
                 return None;
             }
             if self.evict_one(g, keep, now) || self.seal_oldest_active(g, keep) {
@@ -578,6 +581,12 @@ impl Shard {
     /// looking at the first few of each TTL bucket's queue (items of one
     /// bucket are written in time order, so those expire first).
     pub fn reclaim_expired(&mut self, g: &Globals, now: RelTime, max: usize, keep: Option<u32>) -> usize {
+        // An open segment whose items have all expired is sealed first, so
+        // it is reclaimed like the others.
+        let done: Vec<u32> = self.active.iter().copied().filter(|&id| Some(id) != keep && self.segs[id as usize].expired(now)).collect();
+        for id in done {
+            self.seal(g, id);
+        }
         let mut reclaimed = 0;
         for bucket in 1..TTL_BUCKETS {
             let mut i = 0;
@@ -602,13 +611,13 @@ impl Shard {
     }
 
     /// `-M`: rewrite the live items of the sealed segment with the most dead
-    /// bytes (at least half) so their space can be reused. False if none.
+    /// bytes (at least a third) so their space can be reused. False if none.
     fn compact(&mut self, g: &Globals, now: RelTime, keep: Option<u32>) -> bool {
         let candidate = (0..self.segs.len() as u32)
             .filter(|&id| Some(id) != keep)
             .filter(|&id| {
                 let s = &self.segs[id as usize];
-                s.state == State::Sealed && !s.jumbo && s.live_bytes * 2 <= s.write_offset
+                s.state == State::Sealed && !s.jumbo && s.live_bytes * 3 <= s.write_offset * 2
             })
             .max_by_key(|&id| {
                 let s = &self.segs[id as usize];

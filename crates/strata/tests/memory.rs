@@ -1,0 +1,172 @@
+//! `-m` and `-M` on the wire: the memory limit holds under any mix of sizes
+//! (process RSS stays within `-m` plus the fixed overhead documented in
+//! docs/ARCHITECTURE.md), eviction keeps serving, and `-M` answers
+//! memcached's out-of-memory error while keeping what it stored.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_strata");
+
+/// Fixed RSS overhead allowed beyond `-m`: code, thread stacks, connection
+/// buffers and the hash index of the items a small `-m` can hold.
+const FIXED_OVERHEAD_BYTES: u64 = 24 << 20;
+
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Server {
+    fn start(args: &[&str]) -> Server {
+        let mut child = Command::new(BIN)
+            .args(["-p", "0", "-v", "-U", "0"])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let addr = loop {
+            let line = lines.next().expect("strata exited before listening").unwrap();
+            if let Some(addr) = line.strip_prefix("strata: listening on ") {
+                break addr.parse().unwrap();
+            }
+        };
+        std::thread::spawn(move || for _ in lines {});
+        Server { child, addr }
+    }
+
+    fn connect(&self) -> Conn {
+        let stream = TcpStream::connect(self.addr).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        Conn { reader: BufReader::new(stream.try_clone().unwrap()), stream }
+    }
+
+    fn rss_bytes(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Conn {
+    stream: TcpStream,
+    reader: BufReader<TcpStream>,
+}
+
+impl Conn {
+    fn line(&mut self) -> String {
+        let mut line = String::new();
+        self.reader.read_line(&mut line).unwrap();
+        line
+    }
+
+    fn set(&mut self, key: &str, value: &[u8]) -> String {
+        let mut req = format!("set {key} 0 0 {}\r\n", value.len()).into_bytes();
+        req.extend_from_slice(value);
+        req.extend_from_slice(b"\r\n");
+        self.stream.write_all(&req).unwrap();
+        self.line()
+    }
+
+    fn get(&mut self, key: &str) -> Option<Vec<u8>> {
+        self.stream.write_all(format!("get {key}\r\n").as_bytes()).unwrap();
+        let header = self.line();
+        if header == "END\r\n" {
+            return None;
+        }
+        let len: usize = header.split_whitespace().nth(3).unwrap().parse().unwrap();
+        let mut value = vec![0u8; len + 2];
+        self.reader.read_exact(&mut value).unwrap();
+        assert_eq!(self.line(), "END\r\n");
+        value.truncate(len);
+        Some(value)
+    }
+
+    fn stat(&mut self, name: &str) -> u64 {
+        self.stream.write_all(b"stats\r\n").unwrap();
+        let mut found = None;
+        loop {
+            let line = self.line();
+            if line == "END\r\n" {
+                return found.unwrap_or_else(|| panic!("no stat {name}"));
+            }
+            let mut parts = line.split_whitespace();
+            if parts.nth(1) == Some(name) {
+                found = parts.next().and_then(|v| v.parse().ok());
+            }
+        }
+    }
+}
+
+fn value(i: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|j| b'a' + ((i * 7 + j) % 26) as u8).collect()
+}
+
+#[test]
+fn rss_stays_within_the_limit_under_a_mix_of_sizes() {
+    let server = Server::start(&["-m", "8"]);
+    let mut conn = server.connect();
+    let sizes = [10, 100, 1000, 5000, 20_000, 100_000, 400_000];
+    let mut written = 0u64;
+    for i in 0..6000 {
+        let len = sizes[i % sizes.len()] + i % 13;
+        assert_eq!(conn.set(&format!("key:{}", i % 2000), &value(i, len)), "STORED\r\n");
+        written += len as u64;
+    }
+    assert!(written > 64 << 20, "the load must be several times -m");
+    assert!(conn.stat("evictions") > 0);
+    let rss = server.rss_bytes();
+    eprintln!("RSS after the load: {:.1} MiB", rss as f64 / (1 << 20) as f64);
+    assert!(rss <= (8 << 20) + FIXED_OVERHEAD_BYTES, "RSS {rss} bytes over -m 8 plus the fixed overhead");
+    // Whatever is still there is intact.
+    for i in 6000 - 2000..6000 {
+        let len = sizes[i % sizes.len()] + i % 13;
+        if let Some(v) = conn.get(&format!("key:{}", i % 2000)) {
+            assert_eq!(v, value(i, len), "key:{}", i % 2000);
+        }
+    }
+}
+
+#[test]
+fn no_evictions_answers_out_of_memory_and_keeps_items() {
+    let server = Server::start(&["-m", "2", "-M"]);
+    let mut conn = server.connect();
+    let mut stored = 0;
+    let reply = loop {
+        let reply = conn.set(&format!("key:{stored}"), &value(stored, 1000));
+        if reply != "STORED\r\n" {
+            break reply;
+        }
+        stored += 1;
+        assert!(stored < 100_000, "-M never refused a store");
+    };
+    assert_eq!(reply, "SERVER_ERROR out of memory storing object\r\n");
+    assert!(stored > 1000, "only {stored} items fit in -m 2");
+    assert_eq!(conn.stat("evictions"), 0);
+    for i in 0..stored {
+        assert_eq!(conn.get(&format!("key:{i}")), Some(value(i, 1000)), "key:{i} lost under -M");
+    }
+    // Deleting every other item makes room again: under -M the store
+    // compacts segments whose items are mostly dead.
+    for i in (0..stored).step_by(2) {
+        conn.stream.write_all(format!("delete key:{i}\r\n").as_bytes()).unwrap();
+        assert_eq!(conn.line(), "DELETED\r\n");
+    }
+    for i in 0..stored / 3 {
+        assert_eq!(conn.set(&format!("new:{i}"), &value(i, 1000)), "STORED\r\n", "new:{i} after deleting half");
+    }
+    for i in (1..stored).step_by(2) {
+        assert_eq!(conn.get(&format!("key:{i}")), Some(value(i, 1000)), "key:{i} lost by compaction");
+    }
+}
