@@ -144,7 +144,13 @@ fn push_line(out: &mut Vec<u8>, line: &str, noreply: bool) {
 pub(crate) fn text_step(buf: &[u8], exec: &Executor<'_>, out: &mut Vec<u8>, unauthenticated: &mut bool) -> Step {
     let (line, consumed) = match frame_line(buf, exec.shared.settings.max_get_line_bytes) {
         Frame::Partial => return Step::Need(buf.len() + 1),
-        Frame::Close => return Step::Stop(Progress::Close),
+        Frame::Close => {
+            // memcached closes on an overlong line after transmitting what
+            // it had flushed (at get, mn, or a large data block) and drops
+            // the rest.
+            out.truncate(exec.unsent_from().min(out.len()));
+            return Step::Stop(Progress::CloseAfterWrite);
+        }
         Frame::Line { line, consumed } => (line, consumed),
     };
     if *unauthenticated {

@@ -282,7 +282,12 @@ impl Gen {
                 let flags = self.meta_flags(&["N", "J", "D", "M", "q", "t", "c", "v", "k", "O", "C", "T"], 6);
                 out.extend_from_slice(format!("ma {key}{b}{flags}\r\n").as_bytes());
             }
-            _ => out.extend_from_slice(format!("me {key}{b}\r\n").as_bytes()),
+            // `me` with `b` on a plain key too (usually not valid base64:
+            // memcached's `me` answers it differently from mg/ms/md/ma).
+            _ => {
+                let b = if !base64 && self.rng.chance(30) { " b" } else { b };
+                out.extend_from_slice(format!("me {key}{b}\r\n").as_bytes())
+            }
         }
     }
 

@@ -363,7 +363,9 @@ impl<'a> Executor<'a> {
         let mut decoded = Vec::new();
         let key = if base64_key {
             if !base64::decode(raw_key, &mut decoded) {
-                return reply(out, "CLIENT_ERROR error decoding key", false);
+                // memcached's `me` has its own message for this (mg/ms say
+                // "error decoding key").
+                return reply(out, "CLIENT_ERROR bad command line format", false);
             }
             &decoded[..]
         } else {

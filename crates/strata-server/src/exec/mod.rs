@@ -75,6 +75,11 @@ impl<'a> Executor<'a> {
         Executor { shared, stats, marks: Some(marks), unsent_from: Cell::new(0), pinned: RefCell::new(Vec::new()) }
     }
 
+    /// Where the output memcached would not have transmitted yet begins.
+    pub fn unsent_from(&self) -> usize {
+        self.unsent_from.get()
+    }
+
     /// Output before `at` has been handed to the kernel.
     pub fn set_unsent_from(&self, at: usize) {
         self.unsent_from.set(at);
