@@ -392,8 +392,12 @@ impl Engine for SegStore {
             if freq < MAX_FREQ {
                 shard.table.set_freq(slot, freq + 1);
             }
-            change.set |= FETCHED;
-            change.access = Some(now);
+            // Write only what changes: an item read again within the same
+            // second keeps its cache line clean (shared between cores).
+            if !meta.fetched || meta.last_access != now {
+                change.set |= FETCHED;
+                change.access = Some(now);
+            }
         }
         if action.set_token_sent {
             change.set |= TOKEN_SENT;
