@@ -5,9 +5,10 @@
 //!
 //! The server command comes from `STRATA_BENCH_SERVER`, a template with
 //! `{port}` (TCP, and UDP on the same port for the `udp` preset); the
-//! default is Debian's memcached. A preset whose protocol the server does
-//! not speak (the bench exits 3 after its probe) is skipped with the reason
-//! printed.
+//! default is the `strata` binary of this build (`target/<profile>/strata`,
+//! built by `cargo build --workspace`); scripts/test also runs it against
+//! Debian's memcached. A preset whose protocol the server does not speak
+//! (the bench exits 3 after its probe) is skipped with the reason printed.
 
 use serde_json::Value;
 use std::process::Command;
@@ -18,9 +19,15 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn template() -> String {
     std::env::var("STRATA_BENCH_SERVER").unwrap_or_else(|_| {
-        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-        let root = status.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
-        format!("memcached -p {{port}} -U {{port}} -l 127.0.0.1 -t 1{}", if root { " -u root" } else { "" })
+        // This test runs from target/<profile>/deps/; strata is built next door.
+        let exe = std::env::current_exe().expect("test binary path");
+        let strata = exe.parent().and_then(|deps| deps.parent()).expect("target dir").join("strata");
+        assert!(
+            strata.exists(),
+            "{} not built: run `cargo build -p strata` first, or set STRATA_BENCH_SERVER",
+            strata.display()
+        );
+        format!("{} -p {{port}} -U {{port}} -l 127.0.0.1 -t 1", strata.display())
     })
 }
 
