@@ -8,7 +8,9 @@ use std::os::unix::net::UnixStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_strata");
+mod common;
+
+use common::{spawn_listening, BIN};
 
 fn spawn(args: &[&str]) -> Child {
     Command::new(BIN).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()
@@ -19,30 +21,6 @@ fn spawn(args: &[&str]) -> Child {
 fn spawn_on_free_port(args: &[&str]) -> (Child, SocketAddr) {
     let (child, addrs) = spawn_listening(args, 1);
     (child, addrs[0])
-}
-
-/// Start strata with `-p 0 -v` and read the first `count` addresses it binds.
-fn spawn_listening(args: &[&str], count: usize) -> (Child, Vec<SocketAddr>) {
-    use std::io::BufRead;
-    let mut child = Command::new(BIN)
-        .args(["-p", "0", "-v"])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = std::io::BufReader::new(stderr).lines();
-    let mut addrs = Vec::new();
-    while addrs.len() < count {
-        let line = lines.next().expect("strata exited before listening").unwrap();
-        if let Some(addr) = line.strip_prefix("strata: listening on ") {
-            addrs.push(addr.parse().unwrap());
-        }
-    }
-    // Keep draining the log so the child never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    (child, addrs)
 }
 
 fn connect(addr: SocketAddr) -> TcpStream {

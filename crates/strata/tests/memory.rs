@@ -5,10 +5,10 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_strata");
+mod common;
 
 /// Fixed RSS overhead allowed beyond `-m`: code, thread stacks, connection
 /// buffers and the hash index of the items a small `-m` can hold.
@@ -21,22 +21,10 @@ struct Server {
 
 impl Server {
     fn start(args: &[&str]) -> Server {
-        let mut child = Command::new(BIN)
-            .args(["-p", "0", "-v", "-U", "0"])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let addr = loop {
-            let line = lines.next().expect("strata exited before listening").unwrap();
-            if let Some(addr) = line.strip_prefix("strata: listening on ") {
-                break addr.parse().unwrap();
-            }
-        };
-        std::thread::spawn(move || for _ in lines {});
-        Server { child, addr }
+        let mut with_udp_off = vec!["-U", "0"];
+        with_udp_off.extend_from_slice(args);
+        let (child, addrs) = common::spawn_listening(&with_udp_off, 1);
+        Server { child, addr: addrs[0] }
     }
 
     fn connect(&self) -> Conn {

@@ -17,12 +17,12 @@
 //! A mismatch prints the seed, the batch, the first differing line and both
 //! replies.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-const BIN: &str = env!("CARGO_BIN_EXE_strata");
+mod common;
 const ITEM_SIZE_MAX: usize = 1 << 20;
 
 /// SplitMix64: small, seedable, good enough to drive a generator.
@@ -100,21 +100,8 @@ fn is_root() -> bool {
 }
 
 fn start_strata() -> Server {
-    let mut child = Command::new(BIN)
-        .args(["-p", "0", "-v", "-U", "0", "-t", "2", "-m", "1024"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start strata");
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().expect("strata exited").unwrap();
-        if let Some(addr) = line.strip_prefix("strata: listening on ") {
-            break addr.parse().unwrap();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    Server { child, addr }
+    let (child, addrs) = common::spawn_listening(&["-U", "0", "-t", "2", "-m", "1024"], 1);
+    Server { child, addr: addrs[0] }
 }
 
 fn connect(addr: SocketAddr) -> TcpStream {
