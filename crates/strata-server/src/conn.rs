@@ -85,6 +85,29 @@ impl ReadBuf {
         &mut self.data[self.end..]
     }
 
+    /// Hand the storage back when nothing is buffered, so an idle
+    /// connection holds no read buffer (the worker pools them).
+    pub fn release(&mut self) -> Option<Vec<u8>> {
+        if self.is_empty() && !self.data.is_empty() {
+            Some(std::mem::take(&mut self.data))
+        } else {
+            None
+        }
+    }
+
+    /// Take `storage` as the buffer if this one has none.
+    pub fn adopt(&mut self, storage: Vec<u8>) {
+        if self.data.is_empty() {
+            self.data = storage;
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    pub fn has_storage(&self) -> bool {
+        !self.data.is_empty()
+    }
+
     /// Mark `n` bytes of [`ReadBuf::spare`] as received.
     pub fn commit(&mut self, n: usize) {
         self.end += n;

@@ -55,7 +55,15 @@ pub struct Worker {
     free: Vec<usize>,
     yielded: Vec<usize>,
     udp: UdpPorts,
+    /// Read buffers of connections with nothing buffered, lent out again
+    /// on the next read: idle connections hold none, and steady state
+    /// allocates nothing.
+    read_bufs: Vec<Vec<u8>>,
 }
+
+/// Read buffers kept for reuse, and the largest size kept.
+const POOLED_READ_BUFS: usize = 256;
+const POOLED_READ_BUF_BYTES: usize = 64 << 10;
 
 impl Worker {
     pub fn new(
@@ -79,6 +87,7 @@ impl Worker {
             clients: Vec::new(),
             free: Vec::new(),
             yielded: Vec::new(),
+            read_bufs: Vec::new(),
             udp: UdpPorts::new(udp_sockets),
         };
         Ok((worker, waker))
@@ -196,7 +205,7 @@ impl Worker {
             if !client.readable || self.yielded.last() == Some(&index) {
                 break false;
             }
-            match fill(client, &self.stats) {
+            match fill(client, &self.stats, &mut self.read_bufs) {
                 Ok(true) => client.info.touch(self.shared.clock.now()),
                 Ok(false) => break false,
                 Err(_) => break true,
@@ -204,6 +213,10 @@ impl Worker {
         };
         if close {
             self.close(index);
+        } else if let Some(storage) = client.conn.input.release() {
+            if storage.len() <= POOLED_READ_BUF_BYTES && self.read_bufs.len() < POOLED_READ_BUFS {
+                self.read_bufs.push(storage);
+            }
         }
     }
 
@@ -282,8 +295,13 @@ fn flush(client: &mut Client, stats: &WorkerStats) -> io::Result<()> {
 /// means the socket is drained: with edge-triggered readiness, more data will
 /// raise a new event, so the next read waits for it instead of costing an
 /// EAGAIN syscall.
-fn fill(client: &mut Client, stats: &WorkerStats) -> io::Result<bool> {
+fn fill(client: &mut Client, stats: &WorkerStats, read_bufs: &mut Vec<Vec<u8>>) -> io::Result<bool> {
     let conn = &mut client.conn;
+    if !conn.input.has_storage() {
+        if let Some(storage) = read_bufs.pop() {
+            conn.input.adopt(storage);
+        }
+    }
     let buffered = conn.input.len();
     if buffered >= MAX_BUFFERED_INPUT.max(conn.awaiting) {
         return Ok(false);
