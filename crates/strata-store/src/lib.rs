@@ -273,6 +273,11 @@ pub trait Engine: Send + Sync {
     /// server: reclaim memory of expired items without waiting for a request
     /// to touch them. Bounded per call.
     fn maintain(&self, _now: RelTime) {}
+
+    /// `stats reset`: zero the counters memcached resets (total_items,
+    /// evictions, reclaimed, expired_unfetched, evicted_unfetched,
+    /// get_expired, get_flushed); item and byte counts stay.
+    fn reset_stats(&self);
 }
 
 /// memcached 1.6's item size on 64-bit Linux: a 48-byte header, the key and

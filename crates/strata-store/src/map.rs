@@ -459,6 +459,13 @@ impl Engine for MapStore {
     fn set_memory_limit(&self, bytes: u64) {
         self.memory_limit_bytes.store(bytes, Ordering::Relaxed);
     }
+
+    fn reset_stats(&self) {
+        let c = &self.counters;
+        for counter in [&c.total_items, &c.evictions, &c.evicted_unfetched, &c.expired_unfetched, &c.reclaimed, &c.get_expired, &c.get_flushed] {
+            counter.store(0, Ordering::Relaxed);
+        }
+    }
 }
 
 #[cfg(test)]

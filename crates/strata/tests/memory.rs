@@ -158,3 +158,24 @@ fn no_evictions_answers_out_of_memory_and_keeps_items() {
         assert_eq!(conn.get(&format!("key:{i}")), Some(value(i, 1000)), "key:{i} lost by compaction");
     }
 }
+
+#[test]
+fn stats_reset_zeroes_the_engine_counters_but_not_the_items() {
+    let server = Server::start(&["-m", "2"]);
+    let mut conn = server.connect();
+    for i in 0..5000 {
+        assert_eq!(conn.set(&format!("key:{i}"), &value(i, 1000)), "STORED\r\n");
+    }
+    assert_eq!(conn.set("gone", b"x"), "STORED\r\n");
+    conn.stream.write_all(b"touch gone -1\r\n").unwrap();
+    assert_eq!(conn.line(), "TOUCHED\r\n");
+    assert_eq!(conn.get("gone"), None);
+    assert!(conn.stat("evictions") > 0 && conn.stat("get_expired") == 1 && conn.stat("total_items") == 5001);
+    let items = conn.stat("curr_items");
+    conn.stream.write_all(b"stats reset\r\n").unwrap();
+    assert_eq!(conn.line(), "RESET\r\n");
+    for name in ["evictions", "evicted_unfetched", "get_expired", "reclaimed", "expired_unfetched", "total_items"] {
+        assert_eq!(conn.stat(name), 0, "{name} after stats reset");
+    }
+    assert_eq!(conn.stat("curr_items"), items);
+}

@@ -33,6 +33,7 @@ pub(crate) fn collect(exec: &Executor<'_>, group: &[u8]) -> Group {
             for w in &exec.shared.worker_stats {
                 w.reset();
             }
+            exec.shared.engine.reset_stats();
             return Group::Reset;
         }
         b"detail" => return Group::DetailUsage,

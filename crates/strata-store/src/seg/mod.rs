@@ -630,6 +630,12 @@ impl Engine for SegStore {
         self.g.memory_limit.store(bytes, Ordering::Relaxed);
     }
 
+    fn reset_stats(&self) {
+        for shard in self.shards.iter() {
+            lock(shard).counters = shard::Counters::default();
+        }
+    }
+
     fn maintain(&self, now: RelTime) {
         for shard in self.shards.iter() {
             lock(shard).reclaim_expired(&self.g, now, shard::RECLAIM_PER_TICK, None);
