@@ -76,16 +76,29 @@ impl Server {
         let mut threads = Vec::new();
         let mut hand_off: Vec<(Sender<NewConn>, Wake)> = Vec::new();
         let engine = shared.io_engine;
+        let cpus = if shared.settings.pin_threads { crate::sys::affinity::allowed_cpus()? } else { Vec::new() };
         for index in 0..shared.settings.threads.max(1) {
             let (tx, rx) = channel();
             let udp = std::mem::take(&mut udp_sockets[index]);
             let name = format!("strata-worker-{index}");
+            let cpu = (!cpus.is_empty()).then(|| cpus[index % cpus.len()]);
+            let verbose = shared.settings.verbose > 0;
+            let pin = move || {
+                if let Some(cpu) = cpu {
+                    match crate::sys::affinity::pin_current_thread(cpu) {
+                        Ok(()) if verbose => eprintln!("strata: worker {index} pinned to CPU {cpu}"),
+                        Ok(()) => {}
+                        Err(e) => eprintln!("strata: could not pin worker {index} to CPU {cpu}: {e}"),
+                    }
+                }
+            };
             let wake: Wake = match engine {
                 IoEngine::Uring => {
                     let eventfd = Arc::new(EventFd::new()?);
                     let (started_tx, started) = channel();
                     let (worker_shared, worker_wake) = (shared.clone(), eventfd.clone());
                     threads.push(std::thread::Builder::new().name(name).spawn(move || {
+                        pin();
                         match UringWorker::new(worker_shared, index, rx, udp, worker_wake) {
                             Ok(worker) => {
                                 let _ = started_tx.send(Ok(()));
@@ -101,7 +114,10 @@ impl Server {
                 }
                 _ => {
                     let (worker, waker) = Worker::new(shared.clone(), index, rx, udp)?;
-                    threads.push(std::thread::Builder::new().name(name).spawn(move || worker.run())?);
+                    threads.push(std::thread::Builder::new().name(name).spawn(move || {
+                        pin();
+                        worker.run()
+                    })?);
                     Arc::new(move || {
                         let _ = waker.wake();
                     })

@@ -87,7 +87,7 @@ struct Args {
     /// disable flush_all command
     #[arg(short = 'F', long = "disable-flush-all")]
     disable_flush_all: bool,
-    /// comma separated list of extended options (idle_timeout=N, maxconns_fast, no_maxconns_fast, ...)
+    /// comma separated list of extended options (idle_timeout=N, maxconns_fast, no_maxconns_fast, pin_threads, io_engine=..., ...)
     #[arg(short = 'o', long = "extended", value_name = "OPTS")]
     extended: Vec<String>,
     /// print this help and exit
@@ -259,6 +259,8 @@ fn extended(settings: &mut Settings, opt: &str) -> Result<(), String> {
             let path = value.filter(|v| !v.is_empty()).ok_or("-o sasl_pwdb needs a file name")?;
             settings.sasl_pwdb = Some(PathBuf::from(path));
         }
+        "pin_threads" => settings.pin_threads = true,
+        "no_pin_threads" => settings.pin_threads = false,
         "maxconns_fast" => settings.maxconns_fast = true,
         "no_maxconns_fast" => settings.maxconns_fast = false,
         // Sizing and tuning knobs of memcached's slab allocator and LRU that

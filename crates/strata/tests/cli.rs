@@ -241,3 +241,54 @@ fn sasl_plain_over_binary() {
     child.kill().unwrap();
     let _ = child.wait();
 }
+
+/// CPUs in a `Cpus_allowed_list` value such as "0-2,5".
+fn cpu_list(list: &str) -> Vec<usize> {
+    list.trim()
+        .split(',')
+        .flat_map(|part| match part.split_once('-') {
+            Some((a, b)) => (a.parse::<usize>().unwrap()..=b.parse::<usize>().unwrap()).collect::<Vec<_>>(),
+            None => vec![part.parse().unwrap()],
+        })
+        .collect()
+}
+
+fn allowed(status_path: &str) -> Vec<usize> {
+    let status = std::fs::read_to_string(status_path).unwrap();
+    let line = status.lines().find(|l| l.starts_with("Cpus_allowed_list:")).unwrap();
+    cpu_list(line.split(':').nth(1).unwrap())
+}
+
+#[test]
+fn pin_threads_puts_each_worker_on_its_own_cpu() {
+    let (mut child, _) = spawn_listening(&["-t", "3", "-o", "pin_threads"], 1);
+    let pid = child.id();
+    let cpus = allowed(&format!("/proc/{pid}/status"));
+    // A worker pins itself as its thread starts: give the threads a moment.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut seen;
+    loop {
+        seen = 0;
+        let mut wrong = Vec::new();
+        for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+            let task = task.unwrap().path();
+            let name = std::fs::read_to_string(task.join("comm")).unwrap_or_default();
+            if let Some(n) = name.trim().strip_prefix("strata-worker-") {
+                let n: usize = n.parse().unwrap();
+                let mine = allowed(task.join("status").to_str().unwrap());
+                if mine != vec![cpus[n % cpus.len()]] {
+                    wrong.push((n, mine));
+                }
+                seen += 1;
+            }
+        }
+        if wrong.is_empty() && seen == 3 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "workers not pinned: {wrong:?} ({seen} seen)");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(seen, 3);
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -162,6 +162,7 @@ fn settings(exec: &Executor<'_>, t: &mut Stats) {
     stat(t, "binding_protocol", "ascii");
     stat(t, "item_size_max", st.item_size_max);
     stat(t, "maxconns_fast", if st.maxconns_fast { "yes" } else { "no" });
+    stat(t, "pin_threads", if st.pin_threads { "yes" } else { "no" });
     stat(t, "flush_enabled", if st.flush_enabled { "yes" } else { "no" });
     stat(t, "shutdown_command", if st.shutdown_enabled { "yes" } else { "no" });
     stat(t, "idle_timeout", st.idle_timeout.map_or(0, |d| d.as_secs()));

@@ -9,6 +9,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 #[allow(unsafe_code)]
+pub mod affinity;
+#[allow(unsafe_code)]
 pub mod uring;
 
 use mio::event::Source;
