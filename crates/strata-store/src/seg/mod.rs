@@ -50,6 +50,8 @@ use crate::{
 const MAX_SHARDS: usize = 32;
 const MIN_SEGMENT: usize = 64 << 10;
 const MAX_SEGMENT: usize = 1 << 20;
+/// Single-item buffers kept for reuse.
+const JUMBO_POOL: usize = 64;
 
 pub(crate) fn hash_key(key: &[u8]) -> u64 {
     xxh3_64(key)
@@ -66,6 +68,9 @@ pub(crate) struct Globals {
     /// Bytes of every segment buffer in existence (held by shards or pooled).
     allocated: AtomicU64,
     pool: Mutex<Vec<Buffer>>,
+    /// Freed single-item buffers (sizes rounded to pages), reused for an
+    /// item of the same rounded size instead of a new mapping.
+    jumbo_pool: Mutex<Vec<Buffer>>,
     /// Written by every store: on a cache line of its own, away from the
     /// flush epoch every read checks.
     pub cas_counter: Line<AtomicU64>,
@@ -79,15 +84,26 @@ impl Globals {
         let limit = self.memory_limit.load(Ordering::Relaxed);
         {
             let mut pool = lock(&self.pool);
+            let mut jumbo = lock(&self.jumbo_pool);
             if size == self.segment_size {
                 if let Some(buf) = pool.pop() {
                     return Some(buf);
                 }
+            } else if let Some(i) = jumbo.iter().position(|b| b.len() == size) {
+                return Some(jumbo.swap_remove(i));
             }
-            // An odd-sized buffer needs bytes, not a pooled segment.
+            // Make room: cached single-item buffers first, then (for an
+            // odd size, which needs bytes, not a segment) pooled segments.
             while self.allocated.load(Ordering::Relaxed) + size as u64 > limit {
-                let Some(buf) = pool.pop() else { break };
-                self.allocated.fetch_sub(buf.len() as u64, Ordering::Relaxed);
+                let freed = match jumbo.pop() {
+                    Some(buf) => buf,
+                    None if size != self.segment_size => match pool.pop() {
+                        Some(buf) => buf,
+                        None => break,
+                    },
+                    None => break,
+                };
+                self.allocated.fetch_sub(freed.len() as u64, Ordering::Relaxed);
             }
         }
         let mut current = self.allocated.load(Ordering::Relaxed);
@@ -112,11 +128,16 @@ impl Globals {
             return;
         }
         let limit = self.memory_limit.load(Ordering::Relaxed);
-        if buf.len() == self.segment_size && self.allocated.load(Ordering::Relaxed) <= limit {
-            lock(&self.pool).push(buf);
-        } else {
-            self.allocated.fetch_sub(buf.len() as u64, Ordering::Relaxed);
+        if self.allocated.load(Ordering::Relaxed) <= limit {
+            if buf.len() == self.segment_size {
+                return lock(&self.pool).push(buf);
+            }
+            let mut jumbo = lock(&self.jumbo_pool);
+            if jumbo.len() < JUMBO_POOL {
+                return jumbo.push(buf);
+            }
         }
+        self.allocated.fetch_sub(buf.len() as u64, Ordering::Relaxed);
     }
 
     fn next_cas(&self) -> u64 {
@@ -194,6 +215,7 @@ impl SegStore {
                 memory_limit: AtomicU64::new(config.memory_limit_bytes),
                 allocated: AtomicU64::new(0),
                 pool: Mutex::new(Vec::new()),
+                jumbo_pool: Mutex::new(Vec::new()),
                 cas_counter: Line(AtomicU64::new(0)),
                 oldest_live: AtomicU32::new(0),
                 oldest_cas: AtomicU64::new(0),
@@ -231,7 +253,7 @@ impl SegStore {
             shard.check_integrity(i, |h| self.shard_of(h));
             held += shard.held().1;
         }
-        let pooled: usize = lock(&self.g.pool).iter().map(|b| b.len()).sum();
+        let pooled: usize = lock(&self.g.pool).iter().chain(lock(&self.g.jumbo_pool).iter()).map(|b| b.len()).sum();
         assert_eq!((held + pooled) as u64, self.g.allocated.load(Ordering::Relaxed), "segment bytes accounted");
     }
 

@@ -356,7 +356,8 @@ impl Shard {
         let bucket = spec.bucket(now);
         let probe = NewItem { cas: CasField::encode(spec.cas, spec.cas), access: 0, ..spec.encode(&Segment::free()) };
         if probe.encoded_len() > g.jumbo_threshold {
-            let size = probe.encoded_len() + 8;
+            // Rounded to pages, so freed buffers fit later items of a similar size.
+            let size = (probe.encoded_len() + 8).next_multiple_of(4096);
             let buf = self.obtain(g, others, size, keep, now)?;
             let id = self.open(g, buf, bucket, class, now, true);
             return Some(self.place(id, spec, key));
