@@ -122,6 +122,12 @@ impl ConnInfo {
         ConnInfo { peer, listen, last_cmd: std::sync::atomic::AtomicU32::new(now) }
     }
 
+    /// Idle past `limit` seconds (memcached's idle_timeout rule: strictly
+    /// more than the limit since the last command).
+    pub fn idle_past(&self, now: u32, limit: u32) -> bool {
+        now.saturating_sub(self.last_cmd()) > limit
+    }
+
     pub fn last_cmd(&self) -> u32 {
         self.last_cmd.load(Ordering::Relaxed)
     }

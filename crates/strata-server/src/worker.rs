@@ -237,7 +237,7 @@ impl Worker {
             .clients
             .iter()
             .enumerate()
-            .filter_map(|(i, c)| c.as_ref().filter(|c| now.saturating_sub(c.info.last_cmd()) > limit).map(|_| i))
+            .filter_map(|(i, c)| c.as_ref().filter(|c| c.info.idle_past(now, limit)).map(|_| i))
             .collect();
         for index in idle {
             WorkerStats::incr(&self.stats.idle_kicks);

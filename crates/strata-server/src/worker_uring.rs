@@ -320,7 +320,7 @@ impl UringWorker {
         let limit = timeout.as_secs() as u32;
         for index in 0..self.clients.len() {
             if let Some(client) = self.clients[index].as_mut() {
-                if !client.closing && now.saturating_sub(client.info.last_cmd()) > limit {
+                if !client.closing && client.info.idle_past(now, limit) {
                     WorkerStats::incr(&self.stats.idle_kicks);
                     client.closing = true;
                     self.ready.push(index);
