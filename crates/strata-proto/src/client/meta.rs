@@ -129,11 +129,7 @@ fn parse_value<'a>(
         None => (rest, &b""[..]),
     };
     let len = parse_u64(size).ok_or(ReplyError::BadFormat)?;
-    let len = usize::try_from(len).map_err(|_| ReplyError::TooLarge)?;
-    if len > max_value_bytes {
-        return Err(ReplyError::TooLarge);
-    }
-    match take_data(&buf[line_len..], len)? {
+    match take_data(&buf[line_len..], len, max_value_bytes)? {
         None => Ok(Status::Partial),
         Some((data, used)) => {
             Ok(Status::Complete(Reply::Value { flags: ReturnFlags(flags), data }, line_len + used))

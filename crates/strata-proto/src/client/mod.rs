@@ -86,8 +86,13 @@ pub(crate) fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
     out.extend_from_slice(&digits[at..]);
 }
 
-/// The data block of `len` bytes at the front of `buf`, then `\r\n`.
-pub(crate) fn take_data(buf: &[u8], len: usize) -> Result<Option<(&[u8], usize)>, ReplyError> {
+/// The data block of `len` bytes at the front of `buf`, then `\r\n`; a
+/// declared length over `max_value_bytes` is refused before any buffering.
+pub(crate) fn take_data(buf: &[u8], len: u64, max_value_bytes: usize) -> Result<Option<(&[u8], usize)>, ReplyError> {
+    let len = usize::try_from(len).map_err(|_| ReplyError::TooLarge)?;
+    if len > max_value_bytes {
+        return Err(ReplyError::TooLarge);
+    }
     let need = len.checked_add(2).ok_or(ReplyError::TooLarge)?;
     if buf.len() < need {
         return Ok(None);
@@ -119,8 +124,9 @@ mod tests {
         assert_eq!(take_line(b"END\r\nx"), Ok(Some((&b"END"[..], 5))));
         assert_eq!(take_line(b"EN"), Ok(None));
         assert_eq!(take_line(&[b'a'; MAX_LINE_BYTES]), Err(ReplyError::LineTooLong));
-        assert_eq!(take_data(b"abc\r\n", 3), Ok(Some((&b"abc"[..], 5))));
-        assert_eq!(take_data(b"abc\r", 3), Ok(None));
-        assert_eq!(take_data(b"abcd\r\n", 3), Err(ReplyError::BadDataTerminator));
+        assert_eq!(take_data(b"abc\r\n", 3, 3), Ok(Some((&b"abc"[..], 5))));
+        assert_eq!(take_data(b"abc\r", 3, 3), Ok(None));
+        assert_eq!(take_data(b"abcd\r\n", 3, 3), Err(ReplyError::BadDataTerminator));
+        assert_eq!(take_data(b"abc\r\n", 3, 2), Err(ReplyError::TooLarge));
     }
 }

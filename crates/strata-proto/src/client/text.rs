@@ -125,11 +125,7 @@ fn parse_value<'a>(
     let (Some(flags), Some(len), None) = (flags, len, fields.next()) else {
         return Err(ReplyError::BadFormat);
     };
-    let len = usize::try_from(len).map_err(|_| ReplyError::TooLarge)?;
-    if len > max_value_bytes {
-        return Err(ReplyError::TooLarge);
-    }
-    match take_data(&buf[line_len..], len)? {
+    match take_data(&buf[line_len..], len, max_value_bytes)? {
         None => Ok(Status::Partial),
         Some((data, used)) => Ok(Status::Complete(Reply::Value { key, flags, cas, data }, line_len + used)),
     }
