@@ -6,37 +6,12 @@
 
 mod common;
 
+use common::Server;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::Child;
 use std::time::{Duration, Instant};
 
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Server {
-    fn start(args: &[&str]) -> Server {
-        let mut all = vec!["-U", "0"];
-        all.extend_from_slice(args);
-        let (child, addrs) = common::spawn_listening(&all, 1);
-        Server { child, addr: addrs[0] }
-    }
-
-    fn rss_bytes(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-        line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn connect(addr: SocketAddr) -> TcpStream {
     let stream = TcpStream::connect(addr).unwrap();
@@ -74,7 +49,7 @@ fn stat(addr: SocketAddr, name: &str) -> u64 {
 #[test]
 fn ten_thousand_idle_connections() {
     const IDLE: usize = 10_000;
-    let server = Server::start(&["-c", "10100", "-t", "2"]);
+    let server = Server::strata(&["-c", "10100", "-t", "2"]);
     let before = server.rss_bytes();
     let mut idle: Vec<TcpStream> = (0..IDLE).map(|_| connect(server.addr)).collect();
     // Every connection is accepted and served, not only opened.
@@ -101,7 +76,7 @@ fn ten_thousand_idle_connections() {
 
 #[test]
 fn a_client_that_never_reads_is_bounded_and_starves_no_one() {
-    let server = Server::start(&["-t", "1"]);
+    let server = Server::strata(&["-t", "1"]);
     let mut setup = connect(server.addr);
     let value = vec![b'x'; 500_000];
     let mut set = b"set big 0 0 500000\r\n".to_vec();

@@ -4,48 +4,16 @@
 //! memcached's out-of-memory error while keeping what it stored.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::process::Child;
+use std::net::TcpStream;
 use std::time::Duration;
 
 mod common;
 
+use common::Server;
+
 /// Fixed RSS overhead allowed beyond `-m`: code, thread stacks, connection
 /// buffers and the hash index of the items a small `-m` can hold.
 const FIXED_OVERHEAD_BYTES: u64 = 24 << 20;
-
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Server {
-    fn start(args: &[&str]) -> Server {
-        let mut with_udp_off = vec!["-U", "0"];
-        with_udp_off.extend_from_slice(args);
-        let (child, addrs) = common::spawn_listening(&with_udp_off, 1);
-        Server { child, addr: addrs[0] }
-    }
-
-    fn connect(&self) -> Conn {
-        let stream = TcpStream::connect(self.addr).unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        Conn { reader: BufReader::new(stream.try_clone().unwrap()), stream }
-    }
-
-    fn rss_bytes(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-        line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 struct Conn {
     stream: TcpStream,
@@ -53,6 +21,12 @@ struct Conn {
 }
 
 impl Conn {
+    fn to(server: &Server) -> Conn {
+        let stream = TcpStream::connect(server.addr).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        Conn { reader: BufReader::new(stream.try_clone().unwrap()), stream }
+    }
+
     fn line(&mut self) -> String {
         let mut line = String::new();
         self.reader.read_line(&mut line).unwrap();
@@ -103,8 +77,8 @@ fn value(i: usize, len: usize) -> Vec<u8> {
 
 #[test]
 fn rss_stays_within_the_limit_under_a_mix_of_sizes() {
-    let server = Server::start(&["-m", "8"]);
-    let mut conn = server.connect();
+    let server = Server::strata(&["-m", "8"]);
+    let mut conn = Conn::to(&server);
     let sizes = [10, 100, 1000, 5000, 20_000, 100_000, 400_000];
     let mut written = 0u64;
     for i in 0..6000 {
@@ -128,8 +102,8 @@ fn rss_stays_within_the_limit_under_a_mix_of_sizes() {
 
 #[test]
 fn no_evictions_answers_out_of_memory_and_keeps_items() {
-    let server = Server::start(&["-m", "2", "-M"]);
-    let mut conn = server.connect();
+    let server = Server::strata(&["-m", "2", "-M"]);
+    let mut conn = Conn::to(&server);
     let mut stored = 0;
     let reply = loop {
         let reply = conn.set(&format!("key:{stored}"), &value(stored, 1000));
@@ -161,8 +135,8 @@ fn no_evictions_answers_out_of_memory_and_keeps_items() {
 
 #[test]
 fn stats_reset_zeroes_the_engine_counters_but_not_the_items() {
-    let server = Server::start(&["-m", "2"]);
-    let mut conn = server.connect();
+    let server = Server::strata(&["-m", "2"]);
+    let mut conn = Conn::to(&server);
     for i in 0..5000 {
         assert_eq!(conn.set(&format!("key:{i}"), &value(i, 1000)), "STORED\r\n");
     }

@@ -19,10 +19,12 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 mod common;
+
+use common::Server;
 const ITEM_SIZE_MAX: usize = 1 << 20;
 
 /// SplitMix64: small, seedable, good enough to drive a generator.
@@ -44,18 +46,6 @@ impl Rng {
     }
     fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len() as u64) as usize]
-    }
-}
-
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -100,8 +90,7 @@ fn is_root() -> bool {
 }
 
 fn start_strata() -> Server {
-    let (child, addrs) = common::spawn_listening(&["-U", "0", "-t", "2", "-m", "1024"], 1);
-    Server { child, addr: addrs[0] }
+    Server::strata(&["-t", "2", "-m", "1024"])
 }
 
 fn connect(addr: SocketAddr) -> TcpStream {

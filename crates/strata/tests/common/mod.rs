@@ -1,4 +1,6 @@
 //! Shared by the binary's test files: start `strata` on ephemeral ports.
+//! (Each test file uses a part of it.)
+#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -27,4 +29,33 @@ pub fn spawn_listening(args: &[&str], count: usize) -> (Child, Vec<SocketAddr>) 
     }
     std::thread::spawn(move || for _ in lines {});
     (child, addrs)
+}
+
+/// A server process, killed when dropped.
+pub struct Server {
+    pub child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Server {
+    /// Strata on an ephemeral TCP port, UDP off, with `args`.
+    pub fn strata(args: &[&str]) -> Server {
+        let mut all = vec!["-U", "0"];
+        all.extend_from_slice(args);
+        let (child, addrs) = spawn_listening(&all, 1);
+        Server { child, addr: addrs[0] }
+    }
+
+    pub fn rss_bytes(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).expect("proc status");
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS line");
+        line.split_whitespace().nth(1).and_then(|kb| kb.parse::<u64>().ok()).expect("VmRSS value") * 1024
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
