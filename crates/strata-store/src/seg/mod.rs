@@ -251,20 +251,10 @@ impl SegStore {
         for (i, shard) in self.shards.iter().enumerate() {
             let shard = lock(shard);
             shard.check_integrity(i, |h| self.shard_of(h));
-            held += shard.held().1;
+            held += shard.held_bytes();
         }
         let pooled: usize = lock(&self.g.pool).iter().chain(lock(&self.g.jumbo_pool).iter()).map(|b| b.len()).sum();
         assert_eq!((held + pooled) as u64, self.g.allocated.load(Ordering::Relaxed), "segment bytes accounted");
-    }
-
-    /// The item under `key` as stored, expired or not, without side effects
-    /// (debugging and tests).
-    #[doc(hidden)]
-    pub fn probe(&self, key: &[u8]) -> Option<(ItemMeta, usize)> {
-        let hash = hash_key(key);
-        let shard = self.lock(hash);
-        let (_, loc, h) = shard.find(key, hash)?;
-        Some((Self::meta(&shard, loc, &h), h.value_len))
     }
 
     #[doc(hidden)]

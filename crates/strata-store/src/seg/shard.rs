@@ -299,6 +299,15 @@ impl Shard {
         }
     }
 
+    /// Account a newly placed item's bytes as live.
+    fn count_live(&mut self, loc: Loc, len: usize) {
+        self.curr_items += 1;
+        self.bytes += len as u64;
+        let seg = &mut self.segs[loc.seg as usize];
+        seg.live_bytes += len;
+        seg.live_items += 1;
+    }
+
     /// Account an item's bytes as dead; frees its segment when it was the
     /// last live item of a sealed one.
     fn forget(&mut self, g: &Globals, loc: Loc, len: usize) {
@@ -316,13 +325,7 @@ impl Shard {
     /// Link a freshly written item: replaces `key`'s slot if present (keeping
     /// its frequency), else inserts one.
     pub fn link(&mut self, g: &Globals, key: &[u8], hash: u64, loc: Loc, len: usize) {
-        {
-            let seg = &mut self.segs[loc.seg as usize];
-            seg.live_bytes += len;
-            seg.live_items += 1;
-        }
-        self.curr_items += 1;
-        self.bytes += len as u64;
+        self.count_live(loc, len);
         match self.find(key, hash) {
             Some((slot, old, h)) => {
                 let freq = slot_freq(self.table.slot(slot));
@@ -724,23 +727,14 @@ impl Shard {
                     }
                 });
                 self.count_gone(h.bits, Gone::Evicted);
-                self.curr_items -= 1;
-                self.bytes -= len as u64;
-                let old_seg = &mut self.segs[v as usize];
-                old_seg.live_bytes -= len;
-                old_seg.live_items -= 1;
+                self.forget(g, old, len);
                 continue;
             };
             let (loc, value_at, new_len) = self.place(id, &spec, key);
             self.segs[id as usize].buf[value_at..value_at + h.value_len].copy_from_slice(h.value(bytes));
             self.table.update(slot, hash, loc, freq);
-            let seg = &mut self.segs[id as usize];
-            seg.live_bytes += new_len;
-            seg.live_items += 1;
-            self.bytes = self.bytes + new_len as u64 - len as u64;
-            let old_seg = &mut self.segs[v as usize];
-            old_seg.live_bytes -= len;
-            old_seg.live_items -= 1;
+            self.count_live(loc, new_len);
+            self.forget(g, old, len);
         }
         self.scratch = scratch;
         debug_assert_eq!(self.segs[v as usize].live_items, 0);
@@ -799,9 +793,8 @@ impl Shard {
         (self.small_count, self.main_count, self.active.len())
     }
 
-    /// Segment buffers this shard holds, and their bytes.
-    pub fn held(&self) -> (usize, usize) {
-        let held = self.segs.iter().filter(|s| s.state != State::Free);
-        held.fold((0, 0), |(n, b), s| (n + 1, b + s.buf.len()))
+    /// Bytes of the segment buffers this shard holds.
+    pub fn held_bytes(&self) -> usize {
+        self.segs.iter().filter(|s| s.state != State::Free).map(|s| s.buf.len()).sum()
     }
 }
