@@ -80,3 +80,16 @@ class Server:
 def strata_bin():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return os.path.join(root, "target", "release", "strata")
+
+
+def add_server_args(parser, memory_mb):
+    """--memory-mb and the two server command templates (MEM stands for it)."""
+    parser.add_argument("--memory-mb", type=int, default=memory_mb)
+    parser.add_argument("--strata", default=f"{strata_bin()} -p {{port}} -t 1 -m MEM")
+    parser.add_argument("--memcached", default="memcached -p {port} -t 1 -U 0 -m MEM")
+
+
+def server_commands(args):
+    """(memcached, strata) commands with -m filled in."""
+    mem = str(args.memory_mb)
+    return args.memcached.replace("MEM", mem), args.strata.replace("MEM", mem)

@@ -9,7 +9,7 @@ to CPU 0. Every item is then read back and checked.
 
 import argparse
 
-from common import Server, strata_bin
+from common import Server, add_server_args, server_commands
 
 BATCH = 1000
 
@@ -77,13 +77,11 @@ def main():
     p.add_argument("--items", type=int, default=2_000_000)
     p.add_argument("--key-size", type=int, default=20)
     p.add_argument("--value-size", type=int, default=32)
-    p.add_argument("--memory-mb", type=int, default=1024)
-    p.add_argument("--strata", default=f"{strata_bin()} -p {{port}} -t 1 -m MEM")
-    p.add_argument("--memcached", default="memcached -p {port} -t 1 -U 0 -m MEM")
+    add_server_args(p, memory_mb=1024)
     args = p.parse_args()
-    mem = str(args.memory_mb)
-    mc, mc_missing, mc_wrong = measure("memcached", args.memcached.replace("MEM", mem), args)
-    st, st_missing, st_wrong = measure("strata", args.strata.replace("MEM", mem), args)
+    memcached_cmd, strata_cmd = server_commands(args)
+    mc, mc_missing, mc_wrong = measure("memcached", memcached_cmd, args)
+    st, st_missing, st_wrong = measure("strata", strata_cmd, args)
     print(f"ratio strata/memcached bytes per item: {st / mc:.3f}")
     if st_missing or st_wrong:
         raise SystemExit("strata lost or corrupted items")

@@ -13,7 +13,7 @@ itself ends with no evictions and an RSS close to the first load's.
 import argparse
 import time
 
-from common import Server, strata_bin
+from common import Server, add_server_args, server_commands
 
 BATCH = 1000
 
@@ -67,14 +67,12 @@ def measure(name, template, args):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--items", type=int, default=1_000_000)
-    p.add_argument("--memory-mb", type=int, default=100)
     p.add_argument("--wait", type=int, default=5)
-    p.add_argument("--strata", default=f"{strata_bin()} -p {{port}} -t 1 -m MEM")
-    p.add_argument("--memcached", default="memcached -p {port} -t 1 -U 0 -m MEM")
+    add_server_args(p, memory_mb=100)
     args = p.parse_args()
-    mem = str(args.memory_mb)
-    measure("memcached", args.memcached.replace("MEM", mem), args)
-    st = measure("strata", args.strata.replace("MEM", mem), args)
+    memcached_cmd, strata_cmd = server_commands(args)
+    measure("memcached", memcached_cmd, args)
+    st = measure("strata", strata_cmd, args)
     if int(st["evictions"]) != 0:
         raise SystemExit("strata evicted live items instead of reusing expired memory")
 

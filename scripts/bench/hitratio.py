@@ -19,7 +19,7 @@ import argparse
 import bisect
 import random
 
-from common import Server, strata_bin
+from common import Server, add_server_args, server_commands
 
 
 def zipf_cdf(n, alpha):
@@ -93,20 +93,18 @@ def main():
     p.add_argument("--warmup", type=int, default=0, help="requests sent first and not counted (a warm cache)")
     p.add_argument("--batch", type=int, default=100)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--memory-mb", type=int, default=64)
-    p.add_argument("--strata", default=f"{strata_bin()} -p {{port}} -t 1 -m MEM")
-    p.add_argument("--memcached", default="memcached -p {port} -t 1 -U 0 -m MEM")
+    add_server_args(p, memory_mb=64)
     p.add_argument("--only", choices=["strata", "memcached"], help="run one server (tuning)")
     args = p.parse_args()
     keys = stream(args)
     first = keys[args.warmup:]
     floor = len(set(first) - set(keys[:args.warmup])) / len(first)
     print(f"compulsory misses (first requests of keys, counted part): {floor:.4f}")
-    mem = str(args.memory_mb)
+    memcached_cmd, strata_cmd = server_commands(args)
     if args.only != "strata":
-        mc = run("memcached", args.memcached.replace("MEM", mem), keys, args)
+        mc = run("memcached", memcached_cmd, keys, args)
     if args.only != "memcached":
-        st = run("strata", args.strata.replace("MEM", mem), keys, args)
+        st = run("strata", strata_cmd, keys, args)
     if not args.only:
         print(f"ratio strata/memcached miss ratio: {st / mc:.3f}")
 
