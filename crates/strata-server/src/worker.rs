@@ -44,6 +44,9 @@ struct Client {
     readable: bool,
     writable: bool,
     close_after_write: bool,
+    /// The peer's FIN (or an error) was reported: read until `read` says 0
+    /// even after a short read, since no new edge will come.
+    peer_closed: bool,
 }
 
 pub struct Worker {
@@ -117,6 +120,7 @@ impl Worker {
                 let index = event.token().0;
                 if let Some(Some(client)) = self.clients.get_mut(index) {
                     client.readable |= event.is_readable() || event.is_read_closed() || event.is_error();
+                    client.peer_closed |= event.is_read_closed() || event.is_error();
                     client.writable |= event.is_writable();
                     ready.push(index);
                 }
@@ -167,6 +171,7 @@ impl Worker {
                 readable: true,
                 writable: true,
                 close_after_write: false,
+                peer_closed: false,
             });
             self.drive(index);
         }
@@ -208,6 +213,9 @@ impl Worker {
             match fill(client, &self.stats, &mut self.read_bufs) {
                 Ok(true) => client.info.touch(self.shared.clock.now()),
                 Ok(false) => break false,
+                // The peer closed its side: everything it sent was answered
+                // above; send what is pending, then close (as memcached does).
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => client.close_after_write = true,
                 Err(_) => break true,
             }
         };
@@ -314,7 +322,7 @@ fn fill(client: &mut Client, stats: &WorkerStats, read_bufs: &mut Vec<Vec<u8>>) 
         Ok(n) => {
             conn.input.commit(n);
             WorkerStats::add(&stats.bytes_read, n as u64);
-            if n < room {
+            if n < room && !client.peer_closed {
                 client.readable = false;
             }
             Ok(true)

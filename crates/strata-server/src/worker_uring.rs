@@ -51,6 +51,9 @@ struct Client {
     sending: bool,
     closing: bool,
     close_after_write: bool,
+    /// The peer closed its side: what it sent before is still answered (as
+    /// memcached does), then the connection closes.
+    eof: bool,
     /// A send buffer back from the kernel, reused for the next replies.
     spare: Vec<u8>,
 }
@@ -188,7 +191,9 @@ impl UringWorker {
         }
         // 0 is end of file; ENOBUFS and ECANCELED just end this receive
         // (drive re-arms it); anything else is a dead connection.
-        if c.result == 0 || (c.result < 0 && c.result != -libc::ENOBUFS && c.result != -libc::ECANCELED) {
+        if c.result == 0 {
+            client.eof = true;
+        } else if c.result < 0 && c.result != -libc::ENOBUFS && c.result != -libc::ECANCELED {
             client.closing = true;
         }
         self.ready.push(index);
@@ -252,6 +257,7 @@ impl UringWorker {
                 sending: false,
                 closing: false,
                 close_after_write: false,
+                eof: false,
                 spare: Vec::new(),
             });
         }
@@ -272,6 +278,7 @@ impl UringWorker {
                     WorkerStats::incr(&self.stats.conn_yields);
                     self.yielded.push(index);
                 }
+                Progress::NeedInput if client.eof => client.close_after_write = true,
                 Progress::NeedInput | Progress::OutputFull => {}
             }
         }
@@ -288,7 +295,7 @@ impl UringWorker {
         }
         let backlog = client.conn.input.len() >= MAX_BUFFERED_INPUT.max(client.conn.awaiting)
             || client.conn.pending_output() > max_output;
-        let want_recv = !client.closing && !client.close_after_write && !backlog;
+        let want_recv = !client.closing && !client.close_after_write && !client.eof && !backlog;
         if want_recv && !client.recv_live {
             if self.ring.recv(fd, client.token).is_ok() {
                 client.recv_live = true;
