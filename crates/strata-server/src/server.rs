@@ -69,7 +69,8 @@ impl Server {
             }
         };
         let io_engine = resolve_io_engine(settings.io_engine)?;
-        let mut shared = Shared::with_credentials(settings, engine, Clock::new(), text_auth, sasl_auth);
+        let clock = engine.clock_origin().map_or_else(Clock::new, Clock::resuming);
+        let mut shared = Shared::with_credentials(settings, engine, clock, text_auth, sasl_auth);
         shared.io_engine = io_engine;
         let shared = Arc::new(shared);
 

@@ -27,6 +27,10 @@ pub enum IoEngine {
 
 #[derive(Clone, Debug)]
 pub struct Settings {
+    /// `-e`: the memory file the cache lives in (restartable cache).
+    pub memory_file: Option<std::path::PathBuf>,
+    /// `-o restart_strict`: refuse to start on an unusable memory file.
+    pub restart_strict: bool,
     /// `-o io_engine`.
     pub io_engine: IoEngine,
     /// `-B`.
@@ -106,6 +110,8 @@ impl Default for Settings {
             backlog: 1024,
             item_size_max: 1 << 20,
             shutdown_enabled: false,
+            memory_file: None,
+            restart_strict: false,
             flush_enabled: true,
             verbose: 0,
             idle_timeout: None,

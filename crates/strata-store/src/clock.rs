@@ -27,6 +27,8 @@ pub struct Clock {
     /// Unix time at relative time 0.
     process_started_unix: i64,
     started: Instant,
+    /// Relative time at `started`.
+    start_rel: RelTime,
     now: AtomicU32,
 }
 
@@ -45,8 +47,18 @@ impl Clock {
         Clock {
             process_started_unix: unix_now - i64::from(CLOCK_START),
             started: Instant::now(),
+            start_rel: CLOCK_START,
             now: AtomicU32::new(CLOCK_START),
         }
+    }
+
+    /// A clock continuing one whose relative time 0 was unix time `origin`
+    /// (a memory file's): times written before a restart keep their
+    /// meaning, and the downtime counts towards every TTL.
+    pub fn resuming(origin: i64) -> Clock {
+        let unix = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+        let rel = (unix - origin).clamp(i64::from(CLOCK_START), i64::from(u32::MAX / 2)) as RelTime;
+        Clock { process_started_unix: origin, started: Instant::now(), start_rel: rel, now: AtomicU32::new(rel) }
     }
 
     /// Current relative time, as of the last tick.
@@ -58,7 +70,7 @@ impl Clock {
     /// Advance from the monotonic source; called by the server's timer.
     pub fn tick(&self) {
         let elapsed = self.started.elapsed().as_secs().min(u64::from(u32::MAX / 2)) as u32;
-        self.now.store(CLOCK_START + elapsed, Ordering::Relaxed);
+        self.now.store(self.start_rel.saturating_add(elapsed), Ordering::Relaxed);
     }
 
     /// Set the relative time directly (tests with a simulated clock).

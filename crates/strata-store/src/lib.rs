@@ -17,7 +17,7 @@
 //! last stored at or before `oldest_live`, or (immediate flush) its CAS is
 //! older than `oldest_cas`. This is memcached's `item_is_flushed`.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod clock;
 pub mod map;
@@ -184,7 +184,7 @@ pub enum DeleteResult {
 }
 
 /// Engine-wide counters, with memcached's stat names in the comments.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct EngineStats {
     pub curr_items: u64,
     pub total_items: u64,
@@ -200,6 +200,24 @@ pub struct EngineStats {
     pub get_expired: u64,
     pub get_flushed: u64,
     pub limit_maxbytes: u64,
+    /// With a memory file (`-e`): what the start found in it.
+    pub restart: Option<RestartStats>,
+}
+
+/// What starting from a memory file found (`stats`: `restart_*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RestartStats {
+    /// The file held a usable cache (same settings, header intact).
+    pub ok: bool,
+    /// The previous process stopped gracefully.
+    pub clean: bool,
+    /// Items served again.
+    pub items: u64,
+    /// Items (and segments) dropped because their check failed.
+    pub damaged: u64,
+    /// Items that expired or were flushed while the server was down.
+    pub expired: u64,
+    pub seconds: f64,
 }
 
 /// Settings the engine needs from the command line.
@@ -278,6 +296,19 @@ pub trait Engine: Send + Sync {
     /// evictions, reclaimed, expired_unfetched, evicted_unfetched,
     /// get_expired, get_flushed); item and byte counts stay.
     fn reset_stats(&self);
+
+    /// Unix time of relative time 0 the server's clock must use: a memory
+    /// file fixes it for every process that uses the file, so TTLs written
+    /// before a restart count the downtime. None: the server picks.
+    fn clock_origin(&self) -> Option<i64> {
+        None
+    }
+
+    /// Graceful stop, after the last request: make the cache restartable
+    /// (memory file: write it back and mark it clean).
+    fn close(&self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// memcached 1.6's item size on 64-bit Linux: a 48-byte header, the key and

@@ -84,6 +84,9 @@ struct Args {
     /// text-protocol authentication: a file of user:password lines
     #[arg(short = 'Y', long = "auth-file", value_name = "FILE")]
     auth_file: Option<PathBuf>,
+    /// keep the cache in FILE (tmpfs or DAX): restored after a restart or a crash
+    #[arg(short = 'e', long = "memory-file", value_name = "FILE")]
+    memory_file: Option<PathBuf>,
     /// disable flush_all command
     #[arg(short = 'F', long = "disable-flush-all")]
     disable_flush_all: bool,
@@ -184,6 +187,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
         settings.io_engine = io_engine(&name).map_err(|e| format!("STRATA_IO_ENGINE: {e}"))?;
     }
     settings.unix_socket = args.unix_socket;
+    settings.memory_file = args.memory_file;
     settings.tcp_listen = listen_addrs(&args.listen, args.port)?;
     for opts in &args.extended {
         for opt in opts.split(',').filter(|o| !o.is_empty()) {
@@ -259,6 +263,7 @@ fn extended(settings: &mut Settings, opt: &str) -> Result<(), String> {
             let path = value.filter(|v| !v.is_empty()).ok_or("-o sasl_pwdb needs a file name")?;
             settings.sasl_pwdb = Some(PathBuf::from(path));
         }
+        "restart_strict" => settings.restart_strict = true,
         "pin_threads" => settings.pin_threads = true,
         "no_pin_threads" => settings.pin_threads = false,
         "maxconns_fast" => settings.maxconns_fast = true,

@@ -29,12 +29,25 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     }
-    let engine = SegStore::new(EngineConfig {
+    let config = EngineConfig {
         memory_limit_bytes: settings.memory_limit_bytes,
         item_size_max_bytes: settings.item_size_max,
         evictions_disabled: settings.evictions_disabled,
         cas_disabled: settings.cas_disabled,
-    });
+    };
+    let engine = match &settings.memory_file {
+        None => SegStore::new(config),
+        Some(path) => match SegStore::open_file(config, path, settings.restart_strict) {
+            Ok((engine, line)) => {
+                eprintln!("strata: {line}");
+                engine
+            }
+            Err(e) => {
+                eprintln!("strata: memory file {}: {e}", path.display());
+                return ExitCode::from(1);
+            }
+        },
+    };
     let verbose = settings.verbose;
     let server = match Server::start(settings, Box::new(engine)) {
         Ok(server) => server,
@@ -68,7 +81,13 @@ fn main() -> ExitCode {
         eprintln!("strata: could not install signal handlers: {e}");
         return ExitCode::from(1);
     }
+    let shared = server.shared.clone();
     server.wait();
+    // Every stop that gets here is clean: the memory file is written back
+    // and marked so (a crash skips this; recovery then checks every item).
+    if let Err(e) = shared.engine.close() {
+        eprintln!("strata: could not write the memory file back: {e}");
+    }
     if let Some(path) = &opts.pid_file {
         let _ = std::fs::remove_file(path);
     }

@@ -3,73 +3,15 @@
 //! docs/ARCHITECTURE.md), eviction keeps serving, and `-M` answers
 //! memcached's out-of-memory error while keeping what it stored.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
-
 mod common;
 
-use common::Server;
+use std::io::Write;
+
+use common::{Conn, Server};
 
 /// Fixed RSS overhead allowed beyond `-m`: code, thread stacks, connection
 /// buffers and the hash index of the items a small `-m` can hold.
 const FIXED_OVERHEAD_BYTES: u64 = 24 << 20;
-
-struct Conn {
-    stream: TcpStream,
-    reader: BufReader<TcpStream>,
-}
-
-impl Conn {
-    fn to(server: &Server) -> Conn {
-        let stream = TcpStream::connect(server.addr).unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        Conn { reader: BufReader::new(stream.try_clone().unwrap()), stream }
-    }
-
-    fn line(&mut self) -> String {
-        let mut line = String::new();
-        self.reader.read_line(&mut line).unwrap();
-        line
-    }
-
-    fn set(&mut self, key: &str, value: &[u8]) -> String {
-        let mut req = format!("set {key} 0 0 {}\r\n", value.len()).into_bytes();
-        req.extend_from_slice(value);
-        req.extend_from_slice(b"\r\n");
-        self.stream.write_all(&req).unwrap();
-        self.line()
-    }
-
-    fn get(&mut self, key: &str) -> Option<Vec<u8>> {
-        self.stream.write_all(format!("get {key}\r\n").as_bytes()).unwrap();
-        let header = self.line();
-        if header == "END\r\n" {
-            return None;
-        }
-        let len: usize = header.split_whitespace().nth(3).unwrap().parse().unwrap();
-        let mut value = vec![0u8; len + 2];
-        self.reader.read_exact(&mut value).unwrap();
-        assert_eq!(self.line(), "END\r\n");
-        value.truncate(len);
-        Some(value)
-    }
-
-    fn stat(&mut self, name: &str) -> u64 {
-        self.stream.write_all(b"stats\r\n").unwrap();
-        let mut found = None;
-        loop {
-            let line = self.line();
-            if line == "END\r\n" {
-                return found.unwrap_or_else(|| panic!("no stat {name}"));
-            }
-            let mut parts = line.split_whitespace();
-            if parts.nth(1) == Some(name) {
-                found = parts.next().and_then(|v| v.parse().ok());
-            }
-        }
-    }
-}
 
 fn value(i: usize, len: usize) -> Vec<u8> {
     (0..len).map(|j| b'a' + ((i * 7 + j) % 26) as u8).collect()

@@ -140,6 +140,15 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
     stat(t, "evicted_unfetched", e.evicted_unfetched);
     stat(t, "evictions", e.evictions);
     stat(t, "reclaimed", e.reclaimed);
+    if let Some(r) = e.restart {
+        // What the start found in the memory file (-e).
+        stat(t, "restart_ok", u8::from(r.ok));
+        stat(t, "restart_clean", u8::from(r.clean));
+        stat(t, "restart_items", r.items);
+        stat(t, "restart_damaged", r.damaged);
+        stat(t, "restart_expired", r.expired);
+        stat(t, "restart_seconds", format!("{:.6}", r.seconds));
+    }
 }
 
 fn settings(exec: &Executor<'_>, t: &mut Stats) {
@@ -166,6 +175,9 @@ fn settings(exec: &Executor<'_>, t: &mut Stats) {
     stat(t, "flush_enabled", if st.flush_enabled { "yes" } else { "no" });
     stat(t, "shutdown_command", if st.shutdown_enabled { "yes" } else { "no" });
     stat(t, "idle_timeout", st.idle_timeout.map_or(0, |d| d.as_secs()));
+    if let Some(path) = &st.memory_file {
+        stat(t, "memory_file", path.display());
+    }
     let engine = match exec.shared.io_engine {
         crate::settings::IoEngine::Uring => "uring",
         _ => "epoll",

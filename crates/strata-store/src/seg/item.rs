@@ -6,9 +6,9 @@
 //! ```text
 //!  0        1        2            2+v
 //!  ┌────────┬────────┬────────────┬─────────────┬──────────┬──────────┬──────────┬─────┬───────┐
-//!  │ bits   │ keylen │ valuelen   │ cas         │ access   │ flags    │ exptime  │ key │ value │
-//!  │ u8     │ u8     │ LEB128 1-5 │ 0/2/3/8 B   │ i16      │ u32 if F │ u32 if E │     │       │
-//!  └────────┴────────┴────────────┴─────────────┴──────────┴──────────┴──────────┴─────┴───────┘
+//!  │ bits   │ keylen │ valuelen   │ cas         │ access   │ check    │ flags    │ exptime  │ key │ value │
+//!  │ u8     │ u8     │ LEB128 1-5 │ 0/2/3/8 B   │ i16      │ u32 (-e) │ u32 if F │ u32 if E │     │       │
+//!  └────────┴────────┴────────────┴─────────────┴──────────┴──────────┴──────────┴──────────┴─────┴───────┘
 //!  bits: F=0x01 flags present, E=0x02 exptime present, 0x0C cas width code
 //!        (00 none, 01 i16 delta, 10 i24 delta, 11 u64 absolute), 0x10 fetched,
 //!        0x20 stale, 0x40 recache token sent, 0x80 key stored as binary (meta b)
@@ -20,6 +20,14 @@
 //! are stored relative to the segment's `cas_base` and `create_time`, which
 //! is why a CAS or access time that no longer fits its field makes the store
 //! rewrite the item (CAS) or clamp the time (access, see [`access_delta`]).
+//!
+//! With a memory file (`-e`) every item also carries a 32-bit check: a hash,
+//! seeded with the file's secret and the segment's sequence number, of every
+//! byte but the access time, the check itself and the `FETCHED` and
+//! `TOKEN_SENT` bits (the fields a read rewrites). Recovery serves an item
+//! only if its check matches; an unlinked item has its check inverted, so a
+//! deleted or replaced value never comes back. Key length 0 (no key is empty)
+//! marks the end of a segment's items.
 
 use crate::RelTime;
 
@@ -31,6 +39,10 @@ pub const FETCHED: u8 = 0x10;
 pub const STALE: u8 = 0x20;
 pub const TOKEN_SENT: u8 = 0x40;
 pub const KEY_BINARY: u8 = 0x80;
+/// Bits a read may change without rewriting the check.
+const VOLATILE_BITS: u8 = FETCHED | TOKEN_SENT;
+/// Bytes of the end-of-items marker written after the last item (`-e`).
+pub const END_MARK: usize = 2;
 
 /// How an item's CAS is stored, relative to its segment's `cas_base`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,6 +116,8 @@ pub struct NewItem {
     pub access: i16,
     pub flags: u32,
     pub exptime: RelTime,
+    /// Carry a check field (memory file).
+    pub checked: bool,
 }
 
 impl NewItem {
@@ -115,6 +129,7 @@ impl NewItem {
         2 + leb128_len(self.value_len)
             + CasField::width(self.cas.code())
             + 2
+            + if self.checked { 4 } else { 0 }
             + if self.flags != 0 { 4 } else { 0 }
             + if self.exptime != 0 { 4 } else { 0 }
     }
@@ -145,6 +160,10 @@ impl NewItem {
             CasField::Absolute(c) => at += put(&mut out[at..], &c.to_le_bytes()),
         }
         at += put(&mut out[at..], &self.access.to_le_bytes());
+        if self.checked {
+            // Zero until the value is in place (Header::write_check).
+            at += put(&mut out[at..], &[0; 4]);
+        }
         if self.flags != 0 {
             at += put(&mut out[at..], &self.flags.to_le_bytes());
         }
@@ -171,25 +190,50 @@ pub struct Header {
     cas_at: usize,
     cas_code: u8,
     access_at: usize,
+    check_at: Option<usize>,
     pub flags: u32,
     exptime_at: Option<usize>,
     pub key_at: usize,
 }
 
+/// What recovery finds at an item's check field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Check {
+    Live,
+    /// Unlinked before the stop (check inverted).
+    Dead,
+    /// Neither: torn, half-written or damaged.
+    Bad,
+}
+
 impl Header {
     /// Decode the header at the start of `item`. The bytes were written by
     /// [`NewItem::write_header`]; a walk stops at the segment's write offset.
-    pub fn decode(item: &[u8]) -> Header {
-        let bits = item[0];
-        let key_len = usize::from(item[1]);
-        let (value_len, n) = read_leb128(&item[2..]);
+    pub fn decode(item: &[u8], checked: bool) -> Header {
+        Header::try_decode(item, checked).expect("item header inside its segment")
+    }
+
+    /// Decode a header from bytes that may be anything (a memory file being
+    /// recovered): None unless every field, the key and the value lie inside
+    /// `item`. The end-of-items marker (key length 0) is None too.
+    pub fn try_decode(item: &[u8], checked: bool) -> Option<Header> {
+        let bits = *item.first()?;
+        let key_len = usize::from(*item.get(1)?);
+        if key_len == 0 {
+            return None;
+        }
+        let (value_len, n) = read_leb128(item.get(2..)?)?;
         let cas_at = 2 + n;
         let cas_code = (bits & CAS_MASK) >> CAS_SHIFT;
         let access_at = cas_at + CasField::width(cas_code);
         let mut at = access_at + 2;
+        let check_at = checked.then(|| {
+            at += 4;
+            at - 4
+        });
         let mut flags = 0;
         if bits & HAS_FLAGS != 0 {
-            flags = u32::from_le_bytes(item[at..at + 4].try_into().expect("4 bytes"));
+            flags = u32::from_le_bytes(item.get(at..at + 4)?.try_into().ok()?);
             at += 4;
         }
         let exptime_at = if bits & HAS_EXPTIME != 0 {
@@ -198,7 +242,51 @@ impl Header {
         } else {
             None
         };
-        Header { bits, key_len, value_len, cas_at, cas_code, access_at, flags, exptime_at, key_at: at }
+        let h = Header { bits, key_len, value_len, cas_at, cas_code, access_at, check_at, flags, exptime_at, key_at: at };
+        (h.total_len() <= item.len()).then_some(h)
+    }
+
+    /// The check of this item's bytes, seeded with `seed`.
+    fn checksum(&self, item: &[u8], seed: u64) -> u32 {
+        let check_at = self.check_at.expect("item has a check field");
+        let mut hasher = xxhash_rust::xxh3::Xxh3::with_seed(seed);
+        hasher.update(&[item[0] & !VOLATILE_BITS]);
+        hasher.update(&item[1..self.access_at]);
+        hasher.update(&item[check_at + 4..self.total_len()]);
+        hasher.digest() as u32
+    }
+
+    fn stored_check(&self, item: &[u8]) -> u32 {
+        let at = self.check_at.expect("item has a check field");
+        u32::from_le_bytes(item[at..at + 4].try_into().expect("4 bytes"))
+    }
+
+    /// Write the check of the item as it is now (after any change but to
+    /// its access time or volatile bits). No-op without a check field.
+    pub fn write_check(&self, item: &mut [u8], seed: u64) {
+        if let Some(at) = self.check_at {
+            let sum = self.checksum(item, seed);
+            item[at..at + 4].copy_from_slice(&sum.to_le_bytes());
+        }
+    }
+
+    /// Mark an unlinked item dead for recovery (its check inverted).
+    pub fn mark_dead(&self, item: &mut [u8], seed: u64) {
+        if let Some(at) = self.check_at {
+            let sum = !self.checksum(item, seed);
+            item[at..at + 4].copy_from_slice(&sum.to_le_bytes());
+        }
+    }
+
+    pub fn check(&self, item: &[u8], seed: u64) -> Check {
+        let (stored, sum) = (self.stored_check(item), self.checksum(item, seed));
+        if stored == sum {
+            Check::Live
+        } else if stored == !sum {
+            Check::Dead
+        } else {
+            Check::Bad
+        }
     }
 
     pub fn value_at(&self) -> usize {
@@ -322,17 +410,19 @@ fn write_leb128(mut n: usize, out: &mut [u8]) -> usize {
     i + 1
 }
 
-fn read_leb128(bytes: &[u8]) -> (usize, usize) {
+/// A value length and its encoded size; None past 5 bytes (more than 2^35,
+/// which no writer produces) or past the end of `bytes`.
+fn read_leb128(bytes: &[u8]) -> Option<(usize, usize)> {
     let mut n = 0usize;
     let mut shift = 0;
     for (i, &b) in bytes.iter().enumerate().take(5) {
         n |= usize::from(b & 0x7f) << shift;
         if b & 0x80 == 0 {
-            return (n, i + 1);
+            return Some((n, i + 1));
         }
         shift += 7;
     }
-    panic!("value length field longer than 5 bytes: segment corrupt");
+    None
 }
 
 #[cfg(test)]
@@ -340,6 +430,11 @@ mod tests {
     use super::*;
 
     fn roundtrip(value_len: usize, cas: u64, base: u64, flags: u32, exptime: RelTime) {
+        roundtrip_with(value_len, cas, base, flags, exptime, false);
+        roundtrip_with(value_len, cas, base, flags, exptime, true);
+    }
+
+    fn roundtrip_with(value_len: usize, cas: u64, base: u64, flags: u32, exptime: RelTime, checked: bool) {
         let key = b"some-key";
         let new = NewItem {
             bits: FETCHED | KEY_BINARY,
@@ -349,10 +444,11 @@ mod tests {
             access: access_delta(130, 100),
             flags,
             exptime,
+            checked,
         };
         let mut buf = vec![0u8; new.encoded_len()];
         let value_at = new.write_header(key, &mut buf);
-        let h = Header::decode(&buf);
+        let h = Header::decode(&buf, checked);
         assert_eq!(h.value_at(), value_at);
         assert_eq!(h.total_len(), buf.len());
         assert_eq!(h.key(&buf), key);
@@ -388,16 +484,27 @@ mod tests {
             access: 0,
             flags: 0,
             exptime: 0,
+            checked: false,
         };
         assert_eq!(new.encoded_len(), 7 + 20 + 32);
+        assert_eq!(NewItem { checked: true, ..new }.encoded_len(), 11 + 20 + 32);
     }
 
     #[test]
     fn cas_is_rewritten_in_place_only_when_it_fits() {
-        let new = NewItem { bits: 0, key_len: 1, value_len: 0, cas: CasField::encode(10, 5), access: 0, flags: 0, exptime: 0 };
+        let new = NewItem {
+            bits: 0,
+            key_len: 1,
+            value_len: 0,
+            cas: CasField::encode(10, 5),
+            access: 0,
+            flags: 0,
+            exptime: 0,
+            checked: false,
+        };
         let mut buf = vec![0u8; new.encoded_len()];
         new.write_header(b"k", &mut buf);
-        let h = Header::decode(&buf);
+        let h = Header::decode(&buf, false);
         assert!(h.set_cas(&mut buf, 300, 5));
         assert_eq!(h.cas(&buf, 5), 300);
         assert!(!h.set_cas(&mut buf, 1 << 20, 5));
@@ -410,5 +517,74 @@ mod tests {
     fn access_clamps_to_the_field() {
         assert_eq!(access_delta(100_000, 10), i16::MAX);
         assert_eq!(access_delta(10, 100_000), i16::MIN);
+    }
+
+    #[test]
+    fn the_check_covers_all_but_access_and_volatile_bits() {
+        let new = NewItem {
+            bits: 0,
+            key_len: 3,
+            value_len: 5,
+            cas: CasField::encode(7, 1),
+            access: 0,
+            flags: 9,
+            exptime: 100,
+            checked: true,
+        };
+        let mut buf = vec![0u8; new.encoded_len()];
+        let at = new.write_header(b"key", &mut buf);
+        buf[at..].copy_from_slice(b"value");
+        let h = Header::decode(&buf, true);
+        assert_eq!(h.check(&buf, 42), Check::Bad, "zero until written");
+        h.write_check(&mut buf, 42);
+        assert_eq!(h.check(&buf, 42), Check::Live);
+        assert_eq!(h.check(&buf, 43), Check::Bad, "another segment's seed");
+        h.set_access(&mut buf, 500, 0);
+        h.set_bits(&mut buf, FETCHED | TOKEN_SENT, 0);
+        assert_eq!(h.check(&buf, 42), Check::Live);
+        for i in 0..buf.len() {
+            if (h.access_at..h.access_at + 2).contains(&i) {
+                continue;
+            }
+            for bit in 0..8 {
+                let mut flipped = buf.clone();
+                flipped[i] ^= 1 << bit;
+                if bit == 4 || bit == 6 {
+                    if i == 0 {
+                        continue; // FETCHED, TOKEN_SENT
+                    }
+                }
+                let same = Header::try_decode(&flipped, true).map(|f| f.check(&flipped, 42));
+                assert_ne!(same, Some(Check::Live), "byte {i} bit {bit}");
+            }
+        }
+        h.mark_dead(&mut buf, 42);
+        assert_eq!(h.check(&buf, 42), Check::Dead);
+    }
+
+    #[test]
+    fn decoding_garbage_never_panics_or_overruns() {
+        let mut state = 0x9e3779b97f4a7c15u64;
+        for len in 0..64 {
+            for _ in 0..2000 {
+                let bytes: Vec<u8> = (0..len)
+                    .map(|_| {
+                        state ^= state << 13;
+                        state ^= state >> 7;
+                        state ^= state << 17;
+                        state as u8
+                    })
+                    .collect();
+                for checked in [false, true] {
+                    if let Some(h) = Header::try_decode(&bytes, checked) {
+                        assert!(h.total_len() <= bytes.len());
+                        if checked {
+                            h.check(&bytes, 1);
+                        }
+                    }
+                }
+            }
+        }
+        assert!(Header::try_decode(&[0, 0, 0], false).is_none(), "end marker");
     }
 }

@@ -28,6 +28,7 @@
 //! (exactly sized, counted against `-m`).
 
 mod buffer;
+mod file;
 mod item;
 mod shard;
 mod table;
@@ -38,13 +39,14 @@ use std::sync::{Mutex, MutexGuard};
 use xxhash_rust::xxh3::xxh3_64;
 
 use self::buffer::Buffer;
+use self::file::{Geometry, MemFile, Opened, SEGMENT_HEADER};
 use self::item::{Header, FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
-use self::shard::{Class, Gone, Shard, Spec};
+use self::shard::{Class, Gone, Recovered, Shard, Spec};
 use self::table::{slot_freq, Loc, MAX_FREQ};
 use crate::{
     counter_bytes, memcached_chunked, memcached_item_size, parse_counter, DeleteRequest, DeleteResult, DeltaMode,
     DeltaRequest, DeltaResult, Engine, EngineConfig, EngineStats, GetAction, GetOptions, ItemMeta, ItemView, RelTime,
-    StoreMode, StoreRequest, StoreResult,
+    RestartStats, StoreMode, StoreRequest, StoreResult,
 };
 
 const MAX_SHARDS: usize = 32;
@@ -76,9 +78,38 @@ pub(crate) struct Globals {
     pub cas_counter: Line<AtomicU64>,
     oldest_live: AtomicU32,
     oldest_cas: AtomicU64,
+    /// The memory file (`-e`), if any: segment buffers are its extents.
+    file: Option<MemFile>,
+    /// Where a segment's first item starts (after its header in a memory file).
+    pub data_start: usize,
 }
 
 impl Globals {
+    fn new_buffer(&self, size: usize) -> Option<Buffer> {
+        match &self.file {
+            Some(file) => file.alloc(size),
+            None => Buffer::new(size),
+        }
+    }
+
+    /// Let go of a buffer for good (its extent goes back to the file's free map).
+    fn discard(&self, buf: Buffer) {
+        self.allocated.fetch_sub(buf.len() as u64, Ordering::Relaxed);
+        if let Some(file) = &self.file {
+            file.free(buf);
+        }
+    }
+
+    /// The CAS a client sees: none with `-C`. A memory file numbers items
+    /// even then, so recovery can tell which of two copies is newer.
+    fn shown_cas(&self, cas: u64) -> u64 {
+        if self.config.cas_disabled {
+            0
+        } else {
+            cas
+        }
+    }
+
     /// A buffer of `size` bytes from the pool or, under `-m`, a new one.
     fn take(&self, size: usize) -> Option<Buffer> {
         let limit = self.memory_limit.load(Ordering::Relaxed);
@@ -103,9 +134,24 @@ impl Globals {
                     },
                     None => break,
                 };
-                self.allocated.fetch_sub(freed.len() as u64, Ordering::Relaxed);
+                self.discard(freed);
+            }
+            // A memory file also needs the bytes in one piece: pooled
+            // buffers are free memory, so give them back to be merged.
+            if self.file.is_some() && self.allocated.load(Ordering::Relaxed) + size as u64 <= limit {
+                if let Some(buf) = self.new_buffer_counted(size, limit) {
+                    return Some(buf);
+                }
+                for buf in jumbo.drain(..).chain(pool.drain(..)).collect::<Vec<_>>() {
+                    self.discard(buf);
+                }
             }
         }
+        self.new_buffer_counted(size, limit)
+    }
+
+    /// A new buffer, counted in `allocated`, if that stays under `limit`.
+    fn new_buffer_counted(&self, size: usize, limit: u64) -> Option<Buffer> {
         let mut current = self.allocated.load(Ordering::Relaxed);
         loop {
             if current + size as u64 > limit {
@@ -116,7 +162,7 @@ impl Globals {
                 Err(now) => current = now,
             }
         }
-        let buf = Buffer::new(size);
+        let buf = self.new_buffer(size);
         if buf.is_none() {
             self.allocated.fetch_sub(size as u64, Ordering::Relaxed);
         }
@@ -126,6 +172,9 @@ impl Globals {
     fn give_back(&self, buf: Buffer) {
         if buf.is_empty() {
             return;
+        }
+        if let Some(file) = &self.file {
+            file.set_entry(&buf, 0);
         }
         let limit = self.memory_limit.load(Ordering::Relaxed);
         if self.allocated.load(Ordering::Relaxed) <= limit {
@@ -137,11 +186,11 @@ impl Globals {
                 return jumbo.push(buf);
             }
         }
-        self.allocated.fetch_sub(buf.len() as u64, Ordering::Relaxed);
+        self.discard(buf);
     }
 
     fn next_cas(&self) -> u64 {
-        if self.config.cas_disabled {
+        if self.config.cas_disabled && self.file.is_none() {
             0
         } else {
             self.cas_counter.fetch_add(1, Ordering::Relaxed) + 1
@@ -199,17 +248,144 @@ pub struct SegStore {
     shards: Box<[Padded]>,
     shard_bits: u32,
     g: Globals,
+    restart: Option<RestartStats>,
 }
+
+/// Shard count and segment size for a memory limit (see the module docs).
+fn geometry(config: &EngineConfig) -> (usize, usize) {
+    let memory = config.memory_limit_bytes.max(1 << 20) as usize;
+    let shards = floor_pow2(memory / (512 << 10)).clamp(1, MAX_SHARDS);
+    let segment_size = floor_pow2(memory / (shards * 32)).clamp(MIN_SEGMENT, MAX_SEGMENT);
+    (shards, segment_size)
+}
+
+/// Unix time now, in seconds.
+fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+}
+
+/// CAS numbers skipped after a crash: the header's counter is written once a
+/// second, and numbers handed out after it (to items since deleted) must
+/// never be handed out again.
+const CAS_GAP_AFTER_CRASH: u64 = 1 << 24;
 
 impl SegStore {
     pub fn new(config: EngineConfig) -> SegStore {
-        let memory = config.memory_limit_bytes.max(1 << 20) as usize;
-        let shards = floor_pow2(memory / (512 << 10)).clamp(1, MAX_SHARDS);
-        let segment_size = floor_pow2(memory / (shards * 32)).clamp(MIN_SEGMENT, MAX_SEGMENT);
+        SegStore::build(config, None)
+    }
+
+    /// A store whose segments live in the memory file at `path` (`-e`),
+    /// restoring every item the file holds. A file that is damaged, of
+    /// another version or made with other settings is logged and started
+    /// cold, or refused when `strict` (`-o restart_strict`). Returns the
+    /// store and a line for the log.
+    pub fn open_file(config: EngineConfig, path: &std::path::Path, strict: bool) -> std::io::Result<(SegStore, String)> {
+        let started = std::time::Instant::now();
+        let (shards, segment) = geometry(&config);
+        let geo = Geometry {
+            memory: config.memory_limit_bytes.max(1 << 20),
+            segment: segment as u64,
+            item_max: config.item_size_max_bytes as u64,
+            shards: shards as u32,
+        };
+        let origin = unix_now() - i64::from(crate::clock::CLOCK_START);
+        let (file, opened) = MemFile::open(path, geo, strict, origin)?;
+        let mut store = SegStore::build(config, Some(file));
+        let file = store.g.file.as_ref().expect("memory file");
+        let now = (unix_now() - file.origin_unix()).clamp(i64::from(crate::clock::CLOCK_START), i64::from(u32::MAX)) as RelTime;
+        let (mut stats, line) = match opened {
+            Opened::Fresh { why } => {
+                file.set_held(&[]);
+                let line = match why {
+                    Some(why) => format!("memory file {}: {why}; starting with an empty cache", path.display()),
+                    None => format!("memory file {}: created", path.display()),
+                };
+                (RestartStats::default(), line)
+            }
+            Opened::Existing { clean, state } => {
+                store.g.oldest_live.store(state.oldest_live, Ordering::Relaxed);
+                store.g.oldest_cas.store(state.oldest_cas, Ordering::Relaxed);
+                let found = store.recover(now);
+                let gap = if clean { 0 } else { CAS_GAP_AFTER_CRASH };
+                store.g.cas_counter.store(state.cas.max(found.max_cas) + gap, Ordering::Relaxed);
+                let items = store.stats().curr_items;
+                let stats = RestartStats { ok: true, clean, items, damaged: found.damaged, expired: found.expired, seconds: 0.0 };
+                let how = if clean { "after a graceful stop" } else { "after a crash (no graceful stop)" };
+                let line = format!(
+                    "memory file {}: restored {items} items {how}; {} expired or flushed meanwhile, {} damaged and dropped",
+                    path.display(),
+                    found.expired,
+                    found.damaged
+                );
+                (stats, line)
+            }
+        };
+        stats.seconds = started.elapsed().as_secs_f64();
+        store.restart = Some(stats);
+        store.persist_state();
+        Ok((store, format!("{line} ({:.3} s)", stats.seconds)))
+    }
+
+    /// Recovery: every segment the file's directory lists, in the order they
+    /// were written, goes back to its shard (`Shard::recover_segment`).
+    fn recover(&mut self, now: RelTime) -> Recovered {
+        let file = self.g.file.as_ref().expect("memory file");
+        let entries = file.entries();
+        file.set_held(&entries);
+        let mut found = Recovered::default();
+        let mut segments = Vec::new();
+        for e in &entries {
+            let header = file.map_entry(e).and_then(|buf| Some((file.read_segment_header(&buf, e.seq)?, buf)));
+            let usable = header.filter(|(h, buf)| {
+                usize::from(h.shard) < self.shards.len() && (h.jumbo || buf.len() == self.g.segment_size)
+            });
+            match usable {
+                Some((h, buf)) => {
+                    self.g.allocated.fetch_add(buf.len() as u64, Ordering::Relaxed);
+                    segments.push((h, buf));
+                }
+                None => {
+                    found.damaged += 1;
+                    file.free_pages(e.page, e.pages);
+                }
+            }
+        }
+        segments.sort_by_key(|(h, _)| h.seq);
+        let shard_bits = self.shard_bits;
+        let shard_of = |hash: u64| if shard_bits == 0 { 0 } else { (hash >> (64 - shard_bits)) as usize };
+        for (h, buf) in segments {
+            let mut shard = lock(&self.shards[usize::from(h.shard)]);
+            shard.recover_segment(&self.g, buf, &h, now, shard_of, &mut found);
+        }
+        found
+    }
+
+    /// Memory file: record the CAS counter and flush epoch in its header.
+    fn persist_state(&self) {
+        if let Some(file) = &self.g.file {
+            file.write_state(self.file_state());
+        }
+    }
+
+    fn file_state(&self) -> file::State {
+        file::State {
+            cas: self.g.cas_counter.load(Ordering::Relaxed),
+            oldest_live: self.g.oldest_live.load(Ordering::Relaxed),
+            oldest_cas: self.g.oldest_cas.load(Ordering::Relaxed),
+            stopped_unix: 0,
+        }
+    }
+
+    fn build(config: EngineConfig, file: Option<MemFile>) -> SegStore {
+        let (shards, segment_size) = geometry(&config);
+        let checked = file.is_some();
         SegStore {
-            shards: (0..shards).map(|_| Line(Mutex::new(Shard::new()))).collect(),
+            restart: None,
+            shards: (0..shards).map(|i| Line(Mutex::new(Shard::new(i as u16, checked)))).collect(),
             shard_bits: shards.trailing_zeros(),
             g: Globals {
+                data_start: if checked { SEGMENT_HEADER } else { 0 },
+                file,
                 segment_size,
                 jumbo_threshold: segment_size / 4,
                 memory_limit: AtomicU64::new(config.memory_limit_bytes),
@@ -267,13 +443,13 @@ impl SegStore {
         self.g.allocated.load(Ordering::Relaxed)
     }
 
-    fn meta(shard: &Shard, loc: Loc, h: &Header) -> ItemMeta {
+    fn meta(&self, shard: &Shard, loc: Loc, h: &Header) -> ItemMeta {
         let item = shard.item(loc);
         let seg = shard.seg(loc);
         ItemMeta {
             flags: h.flags,
             exptime: h.exptime(item),
-            cas: h.cas(item, seg.cas_base),
+            cas: self.g.shown_cas(h.cas(item, seg.cas_base)),
             last_access: h.access(item, seg.create_time),
             fetched: h.bits & FETCHED != 0,
             stale: h.bits & STALE != 0,
@@ -285,7 +461,7 @@ impl SegStore {
     /// Look `key` up; an expired or flushed item is unlinked and counted.
     fn live(&self, shard: &mut Shard, key: &[u8], hash: u64, now: RelTime) -> Option<Found> {
         let (slot, loc, h) = shard.find(key, hash)?;
-        let meta = Self::meta(shard, loc, &h);
+        let meta = self.meta(shard, loc, &h);
         if self.g.is_flushed(meta.last_access, meta.cas, now) {
             shard.counters.get_flushed += 1;
             shard.unlink(&self.g, slot, loc, &h, Gone::Flushed);
@@ -312,6 +488,7 @@ impl SegStore {
             at += part.len();
         }
         debug_assert_eq!(at - value_at, spec.value_len);
+        shard.write_check(loc);
         shard.link(&self.g, key, hash, loc, len);
         true
     }
@@ -345,14 +522,18 @@ impl SegStore {
             if let Some(exptime) = change.exptime {
                 shard.seg_mut(loc).note_exptime(exptime);
             }
+            let volatile = FETCHED | TOKEN_SENT;
+            if change.value.is_some() || change.cas.is_some() || change.exptime.is_some() || (change.set | change.clear) & !volatile != 0 {
+                shard.write_check(loc);
+            }
             return true;
         }
-        let meta = Self::meta(shard, loc, &h);
+        let meta = self.meta(shard, loc, &h);
         let spec = Spec {
             bits: (h.bits | change.set) & !change.clear,
             key_len: key.len(),
             value_len: h.value_len,
-            cas: change.cas.unwrap_or(meta.cas),
+            cas: change.cas.unwrap_or_else(|| h.cas(shard.item(loc), cas_base)),
             access: change.access.unwrap_or(meta.last_access),
             flags: h.flags,
             exptime: change.exptime.unwrap_or(meta.exptime),
@@ -392,7 +573,7 @@ impl Engine for SegStore {
             }
         };
         let (slot, loc, h) = found;
-        let mut meta = Self::meta(shard, loc, &h);
+        let mut meta = self.meta(shard, loc, &h);
         if created {
             meta.exptime = 0;
         }
@@ -435,7 +616,7 @@ impl Engine for SegStore {
             return StoreResult::TooLarge;
         }
         let old = self.live(shard, key, hash, now);
-        let old_meta = old.map(|(_, loc, h)| (Self::meta(shard, loc, &h), loc, h));
+        let old_meta = old.map(|(_, loc, h)| (self.meta(shard, loc, &h), loc, h));
         let binary = if req.key_binary { KEY_BINARY } else { 0 };
         // (bits, flags, exptime) of the new item, and whether the old value
         // goes before or after the request's (append / prepend).
@@ -504,7 +685,7 @@ impl Engine for SegStore {
             return StoreResult::OutOfMemory;
         }
         shard.counters.total_items += 1;
-        StoreResult::Stored { cas }
+        StoreResult::Stored { cas: self.g.shown_cas(cas) }
     }
 
     fn delta(&self, req: &DeltaRequest<'_>, now: RelTime) -> DeltaResult {
@@ -521,10 +702,10 @@ impl Engine for SegStore {
                 return DeltaResult::NotStored;
             }
             shard.counters.total_items += 1;
-            return DeltaResult::Ok { value: req.initial, cas, exptime: 0, created: true };
+            return DeltaResult::Ok { value: req.initial, cas: self.g.shown_cas(cas), exptime: 0, created: true };
         };
         let (_, loc, h) = found;
-        let meta = Self::meta(shard, loc, &h);
+        let meta = self.meta(shard, loc, &h);
         let size = memcached_item_size(key.len(), h.flags, h.value_len, !self.g.config.cas_disabled);
         if h.value_len == 0 || memcached_chunked(size, self.g.config.item_size_max_bytes) {
             return DeltaResult::NonNumeric;
@@ -558,7 +739,7 @@ impl Engine for SegStore {
         if !ok {
             return DeltaResult::OutOfMemory;
         }
-        DeltaResult::Ok { value, cas, exptime: meta.exptime, created: false }
+        DeltaResult::Ok { value, cas: self.g.shown_cas(cas), exptime: meta.exptime, created: false }
     }
 
     fn delete(&self, req: &DeleteRequest<'_>, now: RelTime) -> DeleteResult {
@@ -567,7 +748,7 @@ impl Engine for SegStore {
         let shard = &mut *guard;
         let Some(found) = self.live(shard, req.key, hash, now) else { return DeleteResult::NotFound };
         let (slot, loc, h) = found;
-        let meta = Self::meta(shard, loc, &h);
+        let meta = self.meta(shard, loc, &h);
         if req.cas.is_some_and(|cas| cas != meta.cas) {
             return DeleteResult::Exists;
         }
@@ -614,6 +795,7 @@ impl Engine for SegStore {
         if !self.g.config.cas_disabled && oldest_live <= now {
             self.g.oldest_cas.store(self.g.next_cas(), Ordering::Relaxed);
         }
+        self.persist_state();
     }
 
     fn stats(&self) -> EngineStats {
@@ -631,6 +813,7 @@ impl Engine for SegStore {
             stats.get_expired += c.get_expired;
             stats.get_flushed += c.get_flushed;
         }
+        stats.restart = self.restart;
         stats
     }
 
@@ -652,5 +835,19 @@ impl Engine for SegStore {
         for shard in self.shards.iter() {
             lock(shard).reclaim_expired(&self.g, now, shard::RECLAIM_PER_TICK, None);
         }
+        self.persist_state();
+    }
+
+    fn clock_origin(&self) -> Option<i64> {
+        self.g.file.as_ref().map(|f| f.origin_unix())
+    }
+
+    fn close(&self) -> std::io::Result<()> {
+        let Some(file) = &self.g.file else { return Ok(()) };
+        // Every shard locked: no store is half-written while the file is
+        // marked clean.
+        let guards: Vec<_> = self.shards.iter().map(|s| lock(s)).collect();
+        let mut buffers = guards.iter().flat_map(|s| s.segs.iter().map(|seg| &seg.buf));
+        file.close(self.file_state(), &mut buffers)
     }
 }

@@ -40,7 +40,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
 use super::buffer::Buffer;
-use super::item::{access_delta, CasField, Header, NewItem, FETCHED};
+use super::file::SegmentHeader;
+use super::item::{access_delta, CasField, Check, Header, NewItem, END_MARK, FETCHED};
 use super::table::{slot_freq, slot_loc, Loc, Table, MAX_SEGMENTS};
 use super::{hash_key, Globals};
 use crate::RelTime;
@@ -104,6 +105,10 @@ pub struct Segment {
     state: State,
     gen: u32,
     jumbo: bool,
+    /// Memory file: the segment's sequence number, and the seed of its
+    /// items' checks (file secret ^ sequence).
+    seq: u64,
+    pub seed: u64,
 }
 
 impl Segment {
@@ -122,6 +127,8 @@ impl Segment {
             state: State::Free,
             gen: 0,
             jumbo: false,
+            seq: 0,
+            seed: 0,
         }
     }
 
@@ -151,8 +158,9 @@ pub struct Spec {
 }
 
 impl Spec {
-    pub fn encode(&self, seg: &Segment) -> NewItem {
+    pub fn encode(&self, seg: &Segment, checked: bool) -> NewItem {
         NewItem {
+            checked,
             bits: self.bits,
             key_len: self.key_len,
             value_len: self.value_len,
@@ -215,11 +223,25 @@ pub struct Shard {
     scratch: Vec<u8>,
     /// A value copied out while the item it came from is rewritten.
     pub scratch_value: Vec<u8>,
+    /// This shard's number (written into its segments' headers in a memory file).
+    index: u16,
+    /// Items carry a check (memory file).
+    pub checked: bool,
+}
+
+/// What recovering a segment found.
+#[derive(Default, Debug)]
+pub struct Recovered {
+    pub damaged: u64,
+    pub expired: u64,
+    pub max_cas: u64,
 }
 
 impl Shard {
-    pub fn new() -> Shard {
+    pub fn new(index: u16, checked: bool) -> Shard {
         Shard {
+            index,
+            checked,
             table: Table::new(),
             counters: Counters::default(),
             segs: Vec::new(),
@@ -254,9 +276,22 @@ impl Shard {
     }
 
     /// Hash of the key stored at `loc` (the table rehashes through this).
-    fn loc_hash(segs: &[Segment], loc: Loc) -> u64 {
+    fn loc_hash(segs: &[Segment], checked: bool, loc: Loc) -> u64 {
         let item = &segs[loc.seg as usize].buf[loc.offset as usize..];
-        hash_key(Header::decode(item).key(item))
+        hash_key(Header::decode(item, checked).key(item))
+    }
+
+    pub fn header(&self, loc: Loc) -> Header {
+        Header::decode(self.item(loc), self.checked)
+    }
+
+    /// Memory file: write the check of the item at `loc` as it is now.
+    pub fn write_check(&mut self, loc: Loc) {
+        if self.checked {
+            let h = self.header(loc);
+            let seed = self.seg(loc).seed;
+            h.write_check(self.item_mut(loc), seed);
+        }
     }
 
     /// Find the slot of `key`, live or not.
@@ -264,7 +299,7 @@ impl Shard {
         let mut header = None;
         let slot = self.table.find(hash, |loc| {
             let item = self.item(loc);
-            let h = Header::decode(item);
+            let h = Header::decode(item, self.checked);
             let same = h.key(item) == key;
             if same {
                 header = Some(h);
@@ -276,8 +311,8 @@ impl Shard {
 
     /// Remove the item in table slot `slot` (at `loc`, with header `h`).
     pub fn unlink(&mut self, g: &Globals, slot: usize, loc: Loc, h: &Header, why: Gone) {
-        let segs = &self.segs;
-        self.table.remove(slot, |l| Self::loc_hash(segs, l));
+        let (segs, checked) = (&self.segs, self.checked);
+        self.table.remove(slot, |l| Self::loc_hash(segs, checked, l));
         self.count_gone(h.bits, why);
         self.forget(g, loc, h.total_len());
     }
@@ -314,6 +349,11 @@ impl Shard {
         self.curr_items -= 1;
         self.bytes -= len as u64;
         let seg = &mut self.segs[loc.seg as usize];
+        if self.checked && !seg.buf.is_empty() {
+            // So recovery never brings a replaced or deleted value back.
+            let item = &mut seg.buf[loc.offset as usize..];
+            Header::decode(item, true).mark_dead(item, seg.seed);
+        }
         seg.live_bytes -= len;
         seg.live_items -= 1;
         if seg.live_items == 0 && seg.state == State::Sealed {
@@ -333,8 +373,8 @@ impl Shard {
                 self.forget(g, old, h.total_len());
             }
             None => {
-                let segs = &self.segs;
-                self.table.insert(hash, loc, 0, |l| Self::loc_hash(segs, l));
+                let (segs, checked) = (&self.segs, self.checked);
+                self.table.insert(hash, loc, 0, |l| Self::loc_hash(segs, checked, l));
             }
         }
         if self.segs[loc.seg as usize].jumbo {
@@ -357,10 +397,10 @@ impl Shard {
         now: RelTime,
     ) -> Option<(Loc, usize, usize)> {
         let bucket = spec.bucket(now);
-        let probe = NewItem { cas: CasField::encode(spec.cas, spec.cas), access: 0, ..spec.encode(&Segment::free()) };
+        let probe = NewItem { cas: CasField::encode(spec.cas, spec.cas), access: 0, ..spec.encode(&Segment::free(), self.checked) };
         if probe.encoded_len() > g.jumbo_threshold {
             // Rounded to pages, so freed buffers fit later items of a similar size.
-            let size = (probe.encoded_len() + 8).next_multiple_of(4096);
+            let size = (g.data_start + probe.encoded_len() + 8 + END_MARK).next_multiple_of(4096);
             let buf = self.obtain(g, others, size, keep, now)?;
             let id = self.open(g, buf, bucket, class, now, true);
             return Some(self.place(id, spec, key));
@@ -368,7 +408,7 @@ impl Shard {
         for _ in 0..OBTAIN_ATTEMPTS {
             if let Some(id) = self.active_for(bucket, class) {
                 let seg = &self.segs[id as usize];
-                let len = spec.encode(seg).encoded_len();
+                let len = spec.encode(seg, self.checked).encoded_len();
                 if seg.write_offset + len <= seg.buf.len() && seg.create_time + MAX_ACTIVE_AGE_S >= now {
                     return Some(self.place(id, spec, key));
                 }
@@ -394,12 +434,15 @@ impl Shard {
 
     fn place(&mut self, id: u32, spec: &Spec, key: &[u8]) -> (Loc, usize, usize) {
         let seg = &mut self.segs[id as usize];
-        let item = spec.encode(seg);
+        let item = spec.encode(seg, self.checked);
         let len = item.encoded_len();
         let offset = seg.write_offset;
         debug_assert!(offset + len <= seg.buf.len());
         let value_at = item.write_header(key, &mut seg.buf[offset..offset + len]);
         seg.write_offset += len;
+        if self.checked && seg.write_offset + END_MARK <= seg.buf.len() {
+            seg.buf[seg.write_offset..seg.write_offset + END_MARK].fill(0);
+        }
         seg.note_exptime(spec.exptime);
         (Loc { seg: id, offset: offset as u32 }, offset + value_at, len)
     }
@@ -432,8 +475,27 @@ impl Shard {
             state: State::Active,
             gen: seg.gen,
             jumbo,
+            write_offset: g.data_start,
             ..Segment::free()
         };
+        if let Some(file) = &g.file {
+            // Header and end mark first, the directory entry last: a stop
+            // between them leaves an entry-less extent, never a half segment.
+            seg.seq = file.next_seq();
+            seg.seed = file.secret() ^ seg.seq;
+            let header = SegmentHeader {
+                seq: seg.seq,
+                cas_base: seg.cas_base,
+                create_time: now,
+                shard: self.index,
+                main: class == Class::Main,
+                bucket,
+                jumbo,
+            };
+            file.write_segment_header(&mut seg.buf, &header);
+            seg.buf[g.data_start..g.data_start + END_MARK].fill(0);
+            file.set_entry(&seg.buf, seg.seq);
+        }
         self.active.push(id);
         id
     }
@@ -652,10 +714,10 @@ impl Shard {
         scratch.clear();
         let mut kept: Vec<(u32, u8)> = Vec::new();
         let mut kept_hashes: Vec<(u32, u64)> = Vec::new();
-        let mut offset = 0;
+        let mut offset = g.data_start;
         while offset < end {
             let item = &self.segs[v as usize].buf[offset..];
-            let h = Header::decode(item);
+            let h = Header::decode(item, self.checked);
             let len = h.total_len();
             let hash = hash_key(h.key(item));
             let loc = Loc { seg: v, offset: offset as u32 };
@@ -686,7 +748,7 @@ impl Shard {
         let mut at = 0;
         for (old_offset, freq) in kept {
             let bytes = &scratch[at..];
-            let h = Header::decode(bytes);
+            let h = Header::decode(bytes, self.checked);
             let len = h.total_len();
             at += len;
             let spec = Spec {
@@ -704,7 +766,7 @@ impl Shard {
             let slot = self.table.find(hash, |l| l == old).expect("kept item is linked");
             let fits = |s: &Shard, id: u32| {
                 let seg = &s.segs[id as usize];
-                seg.write_offset + spec.encode(seg).encoded_len() <= seg.buf.len()
+                seg.write_offset + spec.encode(seg, s.checked).encoded_len() <= seg.buf.len()
             };
             let id = match self.active_for(bucket, target) {
                 Some(id) if fits(self, id) => Some(id),
@@ -718,12 +780,12 @@ impl Shard {
             let Some(id) = id.filter(|&id| fits(self, id)) else {
                 // The victim's bytes are being reused: the table must get the
                 // hashes of items still pointing there from the kept list.
-                let (segs, kept_hashes) = (&self.segs, &kept_hashes);
+                let (segs, kept_hashes, checked) = (&self.segs, &kept_hashes, self.checked);
                 self.table.remove(slot, |l| {
                     if l.seg == v {
                         kept_hashes[kept_hashes.binary_search_by_key(&l.offset, |k| k.0).expect("kept item")].1
                     } else {
-                        Self::loc_hash(segs, l)
+                        Self::loc_hash(segs, checked, l)
                     }
                 });
                 self.count_gone(h.bits, Gone::Evicted);
@@ -732,6 +794,7 @@ impl Shard {
             };
             let (loc, value_at, new_len) = self.place(id, &spec, key);
             self.segs[id as usize].buf[value_at..value_at + h.value_len].copy_from_slice(h.value(bytes));
+            self.write_check(loc);
             self.table.update(slot, hash, loc, freq);
             self.count_live(loc, new_len);
             self.forget(g, old, len);
@@ -748,6 +811,89 @@ impl Shard {
         }
     }
 
+    /// Memory file: take back a segment found in the file. Its items are
+    /// walked up to the end mark; each whose check matches, that belongs to
+    /// this shard, has not expired or been flushed, and is the newest copy
+    /// of its key (highest CAS) is linked. The walk stops at the first item
+    /// that fails its check (nothing after it can be trusted). The segment
+    /// goes to the back of its queue: callers recover segments in sequence
+    /// order, so queue order is the order they were written.
+    pub fn recover_segment(
+        &mut self,
+        g: &Globals,
+        buf: Buffer,
+        header: &SegmentHeader,
+        now: RelTime,
+        shard_of: impl Fn(u64) -> usize,
+        found: &mut Recovered,
+    ) {
+        let id = match self.free_ids.pop() {
+            Some(id) => id,
+            None => {
+                self.segs.push(Segment::free());
+                self.segs.len() as u32 - 1
+            }
+        };
+        let seed = g.file.as_ref().map_or(0, |f| f.secret()) ^ header.seq;
+        let gen = self.segs[id as usize].gen;
+        self.segs[id as usize] = Segment {
+            buf,
+            create_time: header.create_time,
+            cas_base: header.cas_base,
+            bucket: header.bucket.min(TTL_BUCKETS as u8 - 1),
+            class: if header.main { Class::Main } else { Class::Small },
+            state: State::Evicting,
+            gen,
+            jumbo: header.jumbo,
+            write_offset: g.data_start,
+            seq: header.seq,
+            seed,
+            ..Segment::free()
+        };
+        let mut offset = g.data_start;
+        loop {
+            let seg = &self.segs[id as usize];
+            let Some(h) = Header::try_decode(&seg.buf[offset..], true) else { break };
+            let len = h.total_len();
+            let item = &seg.buf[offset..offset + len];
+            let check = h.check(item, seed);
+            let key = h.key(item).to_vec();
+            let (cas, exptime, access) = (h.cas(item, header.cas_base), h.exptime(item), h.access(item, header.create_time));
+            let hash = hash_key(&key);
+            if check == Check::Bad || shard_of(hash) != usize::from(self.index) {
+                found.damaged += 1;
+                break;
+            }
+            let loc = Loc { seg: id, offset: offset as u32 };
+            self.segs[id as usize].write_offset = offset + len;
+            offset += len;
+            if check == Check::Dead {
+                continue;
+            }
+            found.max_cas = found.max_cas.max(cas);
+            let expired = exptime != 0 && exptime <= now;
+            if expired || g.is_flushed(access, cas, now) {
+                found.expired += 1;
+                h.mark_dead(&mut self.segs[id as usize].buf[loc.offset as usize..], seed);
+                continue;
+            }
+            if let Some((_, old, old_h)) = self.find(&key, hash) {
+                // Both copies survived a crash between writing the new one
+                // and marking the old one dead: the higher CAS is newer.
+                if old_h.cas(self.item(old), self.seg(old).cas_base) > cas {
+                    h.mark_dead(&mut self.segs[id as usize].buf[loc.offset as usize..], seed);
+                    continue;
+                }
+            }
+            self.segs[id as usize].note_exptime(exptime);
+            self.link(g, &key, hash, loc, len);
+        }
+        let seg = &mut self.segs[id as usize];
+        seg.state = State::Active;
+        self.active.push(id);
+        self.seal(g, id);
+    }
+
     /// Walk everything and check the invariants (tests and fuzzers): every
     /// slot points at an item whose key hashes to it, per-segment live
     /// counts match the slots, queues and states agree.
@@ -759,10 +905,13 @@ impl Shard {
             assert!(matches!(seg.state, State::Active | State::Sealed), "slot {slot} points into a free segment");
             assert!((loc.offset as usize) < seg.write_offset);
             let item = &seg.buf[loc.offset as usize..];
-            let h = Header::decode(item);
+            let h = Header::decode(item, self.checked);
             let hash = hash_key(h.key(item));
             assert_eq!(shard_of(hash), shard_index, "key in the wrong shard");
             assert_eq!(self.table.find(hash, |l| l == loc), Some(slot), "slot not reachable from its key");
+            if self.checked {
+                assert_eq!(h.check(item, seg.seed), Check::Live, "item check at {loc:?}");
+            }
             live[loc.seg as usize].0 += h.total_len();
             live[loc.seg as usize].1 += 1;
         }

@@ -2,8 +2,9 @@
 //! (Each test file uses a part of it.)
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
 use std::process::{Child, Command, Stdio};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_strata");
@@ -29,6 +30,71 @@ pub fn spawn_listening(args: &[&str], count: usize) -> (Child, Vec<SocketAddr>) 
     }
     std::thread::spawn(move || for _ in lines {});
     (child, addrs)
+}
+
+/// A text-protocol client for the tests' own checks.
+pub struct Conn {
+
+    pub stream: TcpStream,
+    pub reader: BufReader<TcpStream>,
+}
+
+impl Conn {
+    pub fn to(server: &Server) -> Conn {
+        let stream = TcpStream::connect(server.addr).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        Conn { reader: BufReader::new(stream.try_clone().unwrap()), stream }
+    }
+
+    pub fn line(&mut self) -> String {
+        let mut line = String::new();
+        self.reader.read_line(&mut line).unwrap();
+        line
+    }
+
+    pub fn set(&mut self, key: &str, value: &[u8]) -> String {
+        let mut req = format!("set {key} 0 0 {}\r\n", value.len()).into_bytes();
+        req.extend_from_slice(value);
+        req.extend_from_slice(b"\r\n");
+        self.stream.write_all(&req).unwrap();
+        self.line()
+    }
+
+    pub fn get(&mut self, key: &str) -> Option<Vec<u8>> {
+        self.gets(key).map(|(value, _, _)| value)
+    }
+
+    /// Value, flags and CAS of `key`.
+    pub fn gets(&mut self, key: &str) -> Option<(Vec<u8>, u32, u64)> {
+        self.stream.write_all(format!("gets {key}\r\n").as_bytes()).unwrap();
+        let header = self.line();
+        if header == "END\r\n" {
+            return None;
+        }
+        let fields: Vec<&str> = header.split_whitespace().collect();
+        assert_eq!(fields[0], "VALUE", "{header}");
+        let (flags, len, cas) = (fields[2].parse().unwrap(), fields[3].parse::<usize>().unwrap(), fields[4].parse().unwrap());
+        let mut value = vec![0u8; len + 2];
+        self.reader.read_exact(&mut value).unwrap();
+        assert_eq!(self.line(), "END\r\n");
+        value.truncate(len);
+        Some((value, flags, cas))
+    }
+
+    pub fn stat(&mut self, name: &str) -> u64 {
+        self.stream.write_all(b"stats\r\n").unwrap();
+        let mut found = None;
+        loop {
+            let line = self.line();
+            if line == "END\r\n" {
+                return found.unwrap_or_else(|| panic!("no stat {name}"));
+            }
+            let mut parts = line.split_whitespace();
+            if parts.nth(1) == Some(name) {
+                found = parts.next().and_then(|v| v.parse().ok());
+            }
+        }
+    }
 }
 
 /// A server process, killed when dropped.
