@@ -415,7 +415,7 @@ impl MemFile {
             }
             start
         };
-        match self.map(page, pages) {
+        match self.map(page, pages, false) {
             Some(buf) => Some(buf),
             None => {
                 self.release_pages(page, pages);
@@ -424,18 +424,22 @@ impl MemFile {
         }
     }
 
-    /// Map the extent of a directory entry (recovery).
+    /// Map the extent of a directory entry (recovery: its pages are read
+    /// at once, so they are mapped in up front rather than faulted one by one).
     pub fn map_entry(&self, e: &Entry) -> Option<Buffer> {
-        self.map(e.page, e.pages)
+        self.map(e.page, e.pages, true)
     }
 
-    fn map(&self, page: u64, pages: u64) -> Option<Buffer> {
+    fn map(&self, page: u64, pages: u64, populate: bool) -> Option<Buffer> {
+        let mut options = MmapOptions::new();
+        options.offset(self.arena_start + page * PAGE).len((pages * PAGE) as usize);
+        if populate {
+            options.populate();
+        }
         // SAFETY: as in `map_head`; extents never overlap (the free map
         // hands each page out once), so no two live slices alias.
         #[allow(unsafe_code)]
-        let map = unsafe {
-            MmapOptions::new().offset(self.arena_start + page * PAGE).len((pages * PAGE) as usize).map_mut(&self.file)
-        };
+        let map = unsafe { options.map_mut(&self.file) };
         map.ok().map(|m| Buffer::file_backed(m, page * PAGE))
     }
 

@@ -351,11 +351,42 @@ impl SegStore {
             }
         }
         segments.sort_by_key(|(h, _)| h.seq);
-        let shard_bits = self.shard_bits;
-        let shard_of = |hash: u64| if shard_bits == 0 { 0 } else { (hash >> (64 - shard_bits)) as usize };
+        let mut per_shard: Vec<Vec<(file::SegmentHeader, Buffer)>> = (0..self.shards.len()).map(|_| Vec::new()).collect();
         for (h, buf) in segments {
-            let mut shard = lock(&self.shards[usize::from(h.shard)]);
-            shard.recover_segment(&self.g, buf, &h, now, shard_of, &mut found);
+            per_shard[usize::from(h.shard)].push((h, buf));
+        }
+        // Shards are independent: recover them on every CPU at once.
+        let shard_bits = self.shard_bits;
+        let shard_of = move |hash: u64| if shard_bits == 0 { 0 } else { (hash >> (64 - shard_bits)) as usize };
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(self.shards.len());
+        let mut work: Vec<Vec<(usize, Vec<(file::SegmentHeader, Buffer)>)>> = (0..threads).map(|_| Vec::new()).collect();
+        for (i, segs) in per_shard.into_iter().enumerate() {
+            work[i % threads].push((i, segs));
+        }
+        let (shards, g) = (&self.shards, &self.g);
+        let results: Vec<Recovered> = std::thread::scope(|scope| {
+            let handles: Vec<_> = work
+                .into_iter()
+                .map(|jobs| {
+                    scope.spawn(move || {
+                        let mut found = Recovered::default();
+                        for (i, segs) in jobs {
+                            let mut shard = lock(&shards[i]);
+                            shard.reserve_for(g, &segs.iter().map(|(_, b)| b).collect::<Vec<_>>());
+                            for (h, buf) in segs {
+                                shard.recover_segment(g, buf, &h, now, shard_of, &mut found);
+                            }
+                        }
+                        found
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("recovery thread")).collect()
+        });
+        for r in results {
+            found.damaged += r.damaged;
+            found.expired += r.expired;
+            found.max_cas = found.max_cas.max(r.max_cas);
         }
         found
     }

@@ -309,6 +309,13 @@ impl Shard {
         Some((slot, slot_loc(self.table.slot(slot)), header.expect("matched")))
     }
 
+    /// Find the slot of the key stored at `loc` (recovery: no copy of the key).
+    fn find_loc_key(&self, loc: Loc, hash: u64) -> Option<(usize, Loc, Header)> {
+        let item = self.item(loc);
+        let key = Header::decode(item, self.checked).key(item);
+        self.find(key, hash)
+    }
+
     /// Remove the item in table slot `slot` (at `loc`, with header `h`).
     pub fn unlink(&mut self, g: &Globals, slot: usize, loc: Loc, h: &Header, why: Gone) {
         let (segs, checked) = (&self.segs, self.checked);
@@ -811,6 +818,22 @@ impl Shard {
         }
     }
 
+    /// Recovery, before [`Shard::recover_segment`]: size the index for
+    /// every item `buffers` may hold (counted by a quick walk), so it never
+    /// grows (and rehashes) while millions of items are linked.
+    pub fn reserve_for(&mut self, g: &Globals, buffers: &[&Buffer]) {
+        let mut items = self.table.len();
+        for buf in buffers {
+            let mut offset = g.data_start;
+            while let Some(h) = buf.get(offset..).and_then(|b| Header::try_decode(b, true)) {
+                items += 1;
+                offset += h.total_len();
+            }
+        }
+        let (segs, checked) = (&self.segs, self.checked);
+        self.table.reserve(items, |l| Self::loc_hash(segs, checked, l));
+    }
+
     /// Memory file: take back a segment found in the file. Its items are
     /// walked up to the end mark; each whose check matches, that belongs to
     /// this shard, has not expired or been flushed, and is the newest copy
@@ -857,14 +880,17 @@ impl Shard {
             let len = h.total_len();
             let item = &seg.buf[offset..offset + len];
             let check = h.check(item, seed);
-            let key = h.key(item).to_vec();
             let (cas, exptime, access) = (h.cas(item, header.cas_base), h.exptime(item), h.access(item, header.create_time));
-            let hash = hash_key(&key);
+            let hash = hash_key(h.key(item));
             if check == Check::Bad || shard_of(hash) != usize::from(self.index) {
                 found.damaged += 1;
                 break;
             }
             let loc = Loc { seg: id, offset: offset as u32 };
+            // Keep this item unless a newer copy of its key is linked already
+            // (both survive a crash between writing a new copy and marking
+            // the old one dead: the higher CAS is newer).
+            let older = check == Check::Live && self.find(h.key(item), hash).is_some_and(|(_, old, old_h)| old_h.cas(self.item(old), self.seg(old).cas_base) > cas);
             self.segs[id as usize].write_offset = offset + len;
             offset += len;
             if check == Check::Dead {
@@ -872,21 +898,25 @@ impl Shard {
             }
             found.max_cas = found.max_cas.max(cas);
             let expired = exptime != 0 && exptime <= now;
-            if expired || g.is_flushed(access, cas, now) {
-                found.expired += 1;
+            if older || expired || g.is_flushed(access, cas, now) {
+                found.expired += u64::from(!older);
                 h.mark_dead(&mut self.segs[id as usize].buf[loc.offset as usize..], seed);
                 continue;
             }
-            if let Some((_, old, old_h)) = self.find(&key, hash) {
-                // Both copies survived a crash between writing the new one
-                // and marking the old one dead: the higher CAS is newer.
-                if old_h.cas(self.item(old), self.seg(old).cas_base) > cas {
-                    h.mark_dead(&mut self.segs[id as usize].buf[loc.offset as usize..], seed);
-                    continue;
+            self.segs[id as usize].note_exptime(exptime);
+            match self.find_loc_key(loc, hash) {
+                Some((slot, old, old_h)) => {
+                    let freq = slot_freq(self.table.slot(slot));
+                    self.count_live(loc, len);
+                    self.table.update(slot, hash, loc, freq);
+                    self.forget(g, old, old_h.total_len());
+                }
+                None => {
+                    self.count_live(loc, len);
+                    let (segs, checked) = (&self.segs, self.checked);
+                    self.table.insert(hash, loc, 0, |l| Self::loc_hash(segs, checked, l));
                 }
             }
-            self.segs[id as usize].note_exptime(exptime);
-            self.link(g, &key, hash, loc, len);
         }
         let seg = &mut self.segs[id as usize];
         seg.state = State::Active;

@@ -171,8 +171,21 @@ impl Table {
         self.slots[i] = slot;
     }
 
+    /// Make room for `items` in all without growing again (recovery, which
+    /// knows how many items it is about to insert).
+    pub fn reserve(&mut self, items: usize, rehash: impl Fn(Loc) -> u64) {
+        let capacity = items * 100 / 80 + 1;
+        if capacity > self.slots.len() {
+            self.resize(capacity, rehash);
+        }
+    }
+
     fn grow(&mut self, rehash: impl Fn(Loc) -> u64) {
         let capacity = (self.slots.len() + self.slots.len() / 4).max(MIN_CAPACITY);
+        self.resize(capacity, rehash);
+    }
+
+    fn resize(&mut self, capacity: usize, rehash: impl Fn(Loc) -> u64) {
         let old = std::mem::replace(&mut self.slots, Slots::new(capacity));
         let old: &[u64] = bytemuck::cast_slice(&old.map[..old.capacity * 8]);
         for &slot in old.iter().filter(|&&s| s & USED != 0) {
