@@ -14,34 +14,8 @@ def free_port():
         return s.getsockname()[1]
 
 
-class Server:
-    """A server process started from a command template with {port}."""
-
-    def __init__(self, template, cpu=0):
-        self.port = free_port()
-        cmd = template.format(port=self.port)
-        if os.geteuid() == 0 and cmd.split()[0].endswith("memcached") and " -u " not in f" {cmd} ":
-            cmd += " -u root"
-        self.proc = subprocess.Popen(["taskset", "-c", str(cpu)] + shlex.split(cmd),
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 10
-        while True:
-            try:
-                self.sock = socket.create_connection(("127.0.0.1", self.port))
-                break
-            except OSError:
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.05)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = b""
-
-    def rss_bytes(self):
-        with open(f"/proc/{self.proc.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-        raise RuntimeError("no VmRSS")
+class Reader:
+    """Reply reading over `self.sock`, buffered in `self.buf`."""
 
     def stats(self):
         self.sock.sendall(b"stats\r\n")
@@ -70,6 +44,36 @@ class Server:
             self.buf += chunk
         data, self.buf = self.buf[:n], self.buf[n:]
         return data
+
+
+class Server(Reader):
+    """A server process started from a command template with {port}."""
+
+    def __init__(self, template, cpu=0):
+        self.port = free_port()
+        cmd = template.format(port=self.port)
+        if os.geteuid() == 0 and cmd.split()[0].endswith("memcached") and " -u " not in f" {cmd} ":
+            cmd += " -u root"
+        self.proc = subprocess.Popen(["taskset", "-c", str(cpu)] + shlex.split(cmd),
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 10
+        while True:
+            try:
+                self.sock = socket.create_connection(("127.0.0.1", self.port))
+                break
+            except OSError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.05)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def rss_bytes(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmRSS")
 
     def stop(self):
         self.sock.close()

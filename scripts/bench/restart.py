@@ -24,13 +24,13 @@ import subprocess
 import threading
 import time
 
-from common import free_port, strata_bin
+from common import Reader, free_port, strata_bin
 from density import key, load, value, verify
 
 KEY_SIZE, VALUE_SIZE = 20, 32
 
 
-class Proc:
+class Proc(Reader):
     """A server on `file`; records how long it took to answer."""
 
     def __init__(self, template, file, memory_mb, port=None):
@@ -54,33 +54,6 @@ class Proc:
                     raise RuntimeError(f"{cmd}: exited with {self.proc.returncode}")
                 time.sleep(0.002)
         self.seconds_to_serve = time.monotonic() - start
-
-    # The helpers density.load/verify use.
-    def readline(self):
-        while b"\r\n" not in self.buf:
-            chunk = self.sock.recv(1 << 20)
-            if not chunk:
-                raise ConnectionError("server closed the connection")
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
-
-    def read_exact(self, n):
-        while len(self.buf) < n:
-            chunk = self.sock.recv(1 << 20)
-            if not chunk:
-                raise ConnectionError("server closed the connection")
-            self.buf += chunk
-        data, self.buf = self.buf[:n], self.buf[n:]
-        return data
-
-    def stats(self):
-        self.sock.sendall(b"stats\r\n")
-        out = {}
-        while (line := self.readline()) != b"END":
-            _, name, val = line.decode().split(" ", 2)
-            out[name] = val
-        return out
 
     def stop(self, sig):
         self.proc.send_signal(sig)
