@@ -33,9 +33,10 @@ def load(server, n, key_size, value_size):
             raise RuntimeError(f"store failed near item {start}: {line!r}")
 
 
-def verify(server, n, key_size, value_size):
+def verify(server, n, key_size, value_size, first=0):
+    """(missing, wrong) among items first..n."""
     missing = wrong = 0
-    for start in range(0, n, BATCH):
+    for start in range(first, n, BATCH):
         end = min(n, start + BATCH)
         server.sock.sendall(b"".join(b"mg %s v k q\r\n" % key(i, key_size) for i in range(start, end)) + b"mn\r\n")
         seen = set()

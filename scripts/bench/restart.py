@@ -120,7 +120,7 @@ def crash(template, args):
     # Everything acknowledged a second before the kill: the load and the early batches.
     early_end = max([e for (t, s, e) in acked if t <= killed - 1.0], default=args.items)
     missing, wrong = verify(server, early_end, KEY_SIZE, VALUE_SIZE)
-    late_missing, late_wrong = verify_range(server, early_end, start)
+    late_missing, late_wrong = verify(server, start, KEY_SIZE, VALUE_SIZE, first=early_end)
     stats = server.stats()
     server.stop(signal.SIGTERM)
     remove(file)
@@ -130,27 +130,6 @@ def crash(template, args):
           f"{start - early_end - late_missing} back, wrong {late_wrong}; serving {server.seconds_to_serve:.3f} s after start; "
           f"restart_damaged {stats.get('restart_damaged')}")
     return server.seconds_to_serve
-
-
-def verify_range(server, first, end):
-    missing = wrong = 0
-    for s in range(first, end, 1000):
-        m, w = verify_slice(server, s, min(end, s + 1000))
-        missing += m
-        wrong += w
-    return missing, wrong
-
-
-def verify_slice(server, start, end):
-    server.sock.sendall(b"".join(b"mg %s v k q\r\n" % key(i, KEY_SIZE) for i in range(start, end)) + b"mn\r\n")
-    seen = wrong = 0
-    while (line := server.readline()) != b"MN":
-        parts = line.split()
-        data = server.read_exact(int(parts[1]) + 2)[:-2]
-        seen += 1
-        if data != value(int(parts[2][2:]), VALUE_SIZE):
-            wrong += 1
-    return (end - start) - seen, wrong
 
 
 def main():

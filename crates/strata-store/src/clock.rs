@@ -32,14 +32,15 @@ pub struct Clock {
     now: AtomicU32,
 }
 
+/// The wall clock, in unix seconds.
+pub fn unix_time() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+}
+
 impl Clock {
     /// A clock reading the system time.
     pub fn new() -> Clock {
-        let unix = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0);
-        Clock::starting_at(unix)
+        Clock::starting_at(unix_time())
     }
 
     /// A clock whose relative time `CLOCK_START` is unix time `unix_now`.
@@ -56,8 +57,7 @@ impl Clock {
     /// (a memory file's): times written before a restart keep their
     /// meaning, and the downtime counts towards every TTL.
     pub fn resuming(origin: i64) -> Clock {
-        let unix = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
-        let rel = (unix - origin).clamp(i64::from(CLOCK_START), i64::from(u32::MAX / 2)) as RelTime;
+        let rel = (unix_time() - origin).clamp(i64::from(CLOCK_START), i64::from(u32::MAX / 2)) as RelTime;
         Clock { process_started_unix: origin, started: Instant::now(), start_rel: rel, now: AtomicU32::new(rel) }
     }
 

@@ -49,8 +49,7 @@ fn open(path: &Path, mb: u64) -> (SegStore, String) {
 
 /// The store's relative time now (its clock origin is the file's).
 fn now(store: &SegStore) -> RelTime {
-    let unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
-    (unix - store.clock_origin().expect("file-backed")) as RelTime
+    (strata_store::clock::unix_time() - store.clock_origin().expect("file-backed")) as RelTime
 }
 
 fn set(store: &SegStore, key: &[u8], value: &[u8], flags: u32, exptime: RelTime) -> u64 {

@@ -150,10 +150,6 @@ fn random_u64() -> u64 {
     h.finish() | 1
 }
 
-fn unix_now() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
-}
-
 impl Geometry {
     pub fn arena_pages(&self) -> u64 {
         self.memory.div_ceil(PAGE)
@@ -177,8 +173,8 @@ impl MemFile {
         file.try_lock().map_err(|_| io::Error::new(io::ErrorKind::WouldBlock, "the memory file is in use by another process"))?;
         let len = file.metadata()?.len();
         let existing = if len == 0 { Err(None) } else { Self::validate(&file, len, geo) };
-        let (head, opened) = match existing {
-            Ok((head, clean, state)) => (head, Opened::Existing { clean, state }),
+        let (mut head, opened, state_writes) = match existing {
+            Ok((head, clean, writes, state)) => (head, Opened::Existing { clean, state }, writes),
             Err(why) => {
                 if strict {
                     if let Some(why) = why {
@@ -189,47 +185,44 @@ impl MemFile {
                 // entry and header is gone (the file is sparse until written).
                 file.set_len(0)?;
                 file.set_len(geo.file_len())?;
-                let head = Self::map_head(&file, geo)?;
-                (head, Opened::Fresh { why })
+                let mut head = Self::map_head(&file, geo)?;
+                Self::write_header(&mut head, geo, clock_origin);
+                (head, Opened::Fresh { why }, 0)
             }
         };
-        let mut mf = MemFile {
+        // Until the next graceful stop, this file is "not clean".
+        head[H_CLEAN] = 0;
+        let mf = MemFile {
             file,
-            secret: 0,
-            origin_unix: 0,
+            secret: get_u64(&head, H_SECRET),
+            origin_unix: get_u64(&head, H_ORIGIN) as i64,
             head: Mutex::new(head),
             arena_start: PAGE + geo.dir_bytes(),
             arena_pages: geo.arena_pages(),
-            free: Mutex::new(BTreeMap::new()),
+            free: Mutex::new(BTreeMap::from([(0, geo.arena_pages())])),
             next_seq: AtomicU64::new(1),
-            state_writes: AtomicU64::new(0),
+            state_writes: AtomicU64::new(state_writes),
         };
-        {
-            let mut head = lock(&mf.head);
-            if matches!(opened, Opened::Fresh { .. }) {
-                head[..8].copy_from_slice(MAGIC);
-                put_u32(&mut head, H_VERSION, VERSION);
-                put_u64(&mut head, H_MEMORY, geo.memory);
-                put_u64(&mut head, H_SEGMENT, geo.segment);
-                put_u64(&mut head, H_ITEM_MAX, geo.item_max);
-                put_u32(&mut head, H_SHARDS, geo.shards);
-                put_u64(&mut head, H_ARENA, geo.arena_pages());
-                put_u64(&mut head, H_SECRET, random_u64());
-                put_u64(&mut head, H_ORIGIN, clock_origin as u64);
-                let sum = xxh3_64(&head[..H_STATIC_END]);
-                put_u64(&mut head, H_CHECK, sum);
-            }
-            mf.secret = get_u64(&head, H_SECRET);
-            mf.origin_unix = get_u64(&head, H_ORIGIN) as i64;
-            // Until the next graceful stop, this file is "not clean".
-            head[H_CLEAN] = 0;
-        }
-        mf.resume_state_writes();
         if matches!(opened, Opened::Fresh { .. }) {
             mf.write_state(State::default());
             mf.write_state(State::default());
         }
         Ok((mf, opened))
+    }
+
+    /// The fixed part of a new file's header.
+    fn write_header(head: &mut [u8], geo: Geometry, clock_origin: i64) {
+        head[..8].copy_from_slice(MAGIC);
+        put_u32(head, H_VERSION, VERSION);
+        put_u64(head, H_MEMORY, geo.memory);
+        put_u64(head, H_SEGMENT, geo.segment);
+        put_u64(head, H_ITEM_MAX, geo.item_max);
+        put_u32(head, H_SHARDS, geo.shards);
+        put_u64(head, H_ARENA, geo.arena_pages());
+        put_u64(head, H_SECRET, random_u64());
+        put_u64(head, H_ORIGIN, clock_origin as u64);
+        let sum = xxh3_64(&head[..H_STATIC_END]);
+        put_u64(head, H_CHECK, sum);
     }
 
     fn map_head(file: &File, geo: Geometry) -> io::Result<MmapMut> {
@@ -241,8 +234,10 @@ impl MemFile {
         }
     }
 
-    /// Check an existing file's header against `geo`; Err(reason) if unusable.
-    fn validate(file: &File, len: u64, geo: Geometry) -> Result<(MmapMut, bool, State), Option<String>> {
+    /// Check an existing file's header against `geo`: its mapping, clean
+    /// byte, and the newer state copy with its write count; Err(reason) if
+    /// unusable.
+    fn validate(file: &File, len: u64, geo: Geometry) -> Result<(MmapMut, bool, u64, State), Option<String>> {
         if len < PAGE {
             return Err(Some(format!("file is {len} bytes, shorter than its header")));
         }
@@ -281,16 +276,12 @@ impl MemFile {
             return Err(Some(format!("file is {len} bytes, expected {} (truncated or extended)", geo.file_len())));
         }
         let clean = page[H_CLEAN] == 1;
-        let state = H_STATE
-            .iter()
-            .filter_map(|&at| Self::read_state(&page[at..at + STATE_LEN]))
-            .max_by_key(|&(writes, _)| writes)
-            .map(|(_, state)| state);
-        let Some(state) = state else {
+        let newest = H_STATE.iter().filter_map(|&at| Self::read_state(&page[at..at + STATE_LEN])).max_by_key(|&(writes, _)| writes);
+        let Some((writes, state)) = newest else {
             return Err(Some("both copies of the header's state are damaged".into()));
         };
         let head = Self::map_head(file, geo).map_err(|e| Some(format!("cannot map the header: {e}")))?;
-        Ok((head, clean, state))
+        Ok((head, clean, writes, state))
     }
 
     fn read_state(b: &[u8]) -> Option<(u64, State)> {
@@ -317,13 +308,6 @@ impl MemFile {
         put_u64(b, 40, sum);
     }
 
-    /// Continue the write count of the copies found at open.
-    pub fn resume_state_writes(&self) {
-        let head = lock(&self.head);
-        let max = H_STATE.iter().filter_map(|&at| Self::read_state(&head[at..at + STATE_LEN])).map(|(w, _)| w).max().unwrap_or(0);
-        self.state_writes.store(max, Ordering::Relaxed);
-    }
-
     pub fn secret(&self) -> u64 {
         self.secret
     }
@@ -338,8 +322,8 @@ impl MemFile {
     }
 
     /// Every valid directory entry, in page order, overlapping or
-    /// out-of-range ones dropped. Also sets the next sequence number past
-    /// every one seen.
+    /// out-of-range ones dropped; their extents are held, the rest of the
+    /// arena is free. Also sets the next sequence number past every one seen.
     pub fn entries(&self) -> Vec<Entry> {
         let head = lock(&self.head);
         let mut out: Vec<Entry> = Vec::new();
@@ -363,6 +347,7 @@ impl MemFile {
             out.push(Entry { page, pages, seq });
         }
         self.next_seq.fetch_max(max_seq + 1, Ordering::Relaxed);
+        self.set_held(&out);
         out
     }
 
@@ -388,7 +373,7 @@ impl MemFile {
     }
 
     /// Mark the extents recovered segments hold; the rest is free.
-    pub fn set_held(&self, held: &[Entry]) {
+    fn set_held(&self, held: &[Entry]) {
         let mut free = lock(&self.free);
         free.clear();
         let mut at = 0;
@@ -510,7 +495,7 @@ impl MemFile {
         for buf in buffers {
             buf.flush()?;
         }
-        self.write_state(State { stopped_unix: unix_now(), ..state });
+        self.write_state(State { stopped_unix: crate::clock::unix_time(), ..state });
         let mut head = lock(&self.head);
         head.flush()?;
         head[H_CLEAN] = 1;

@@ -45,7 +45,7 @@ use self::shard::{Class, Gone, Recovered, Shard, Spec};
 use self::table::{slot_freq, Loc, MAX_FREQ};
 use crate::{
     counter_bytes, memcached_chunked, memcached_item_size, parse_counter, DeleteRequest, DeleteResult, DeltaMode,
-    DeltaRequest, DeltaResult, Engine, EngineConfig, EngineStats, GetAction, GetOptions, ItemMeta, ItemView, RelTime,
+    Clock, DeltaRequest, DeltaResult, Engine, EngineConfig, EngineStats, GetAction, GetOptions, ItemMeta, ItemView, RelTime,
     RestartStats, StoreMode, StoreRequest, StoreResult,
 };
 
@@ -136,16 +136,21 @@ impl Globals {
                 };
                 self.discard(freed);
             }
-            // A memory file also needs the bytes in one piece: pooled
-            // buffers are free memory, so give them back to be merged.
-            if self.file.is_some() && self.allocated.load(Ordering::Relaxed) + size as u64 <= limit {
-                if let Some(buf) = self.new_buffer_counted(size, limit) {
-                    return Some(buf);
-                }
-                for buf in jumbo.drain(..).chain(pool.drain(..)).collect::<Vec<_>>() {
-                    self.discard(buf);
-                }
-            }
+        }
+        if let Some(buf) = self.new_buffer_counted(size, limit) {
+            return Some(buf);
+        }
+        // A memory file also needs the bytes in one piece: pooled buffers
+        // are free memory, so give them back to be merged and try again.
+        if self.file.is_none() {
+            return None;
+        }
+        let pooled: Vec<Buffer> = lock(&self.pool).drain(..).chain(lock(&self.jumbo_pool).drain(..)).collect();
+        if pooled.is_empty() {
+            return None;
+        }
+        for buf in pooled {
+            self.discard(buf);
         }
         self.new_buffer_counted(size, limit)
     }
@@ -259,11 +264,6 @@ fn geometry(config: &EngineConfig) -> (usize, usize) {
     (shards, segment_size)
 }
 
-/// Unix time now, in seconds.
-fn unix_now() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
-}
-
 /// CAS numbers skipped after a crash: the header's counter is written once a
 /// second, and numbers handed out after it (to items since deleted) must
 /// never be handed out again.
@@ -288,14 +288,14 @@ impl SegStore {
             item_max: config.item_size_max_bytes as u64,
             shards: shards as u32,
         };
-        let origin = unix_now() - i64::from(crate::clock::CLOCK_START);
-        let (file, opened) = MemFile::open(path, geo, strict, origin)?;
+        // A new file takes a new clock's origin; a restored one keeps its own,
+        // and recovery reads the time the server's clock will start from.
+        let (file, opened) = MemFile::open(path, geo, strict, Clock::new().process_started_unix())?;
         let mut store = SegStore::build(config, Some(file));
         let file = store.g.file.as_ref().expect("memory file");
-        let now = (unix_now() - file.origin_unix()).clamp(i64::from(crate::clock::CLOCK_START), i64::from(u32::MAX)) as RelTime;
+        let now = Clock::resuming(file.origin_unix()).now();
         let (mut stats, line) = match opened {
             Opened::Fresh { why } => {
-                file.set_held(&[]);
                 let line = match why {
                     Some(why) => format!("memory file {}: {why}; starting with an empty cache", path.display()),
                     None => format!("memory file {}: created", path.display()),
@@ -331,7 +331,6 @@ impl SegStore {
     fn recover(&mut self, now: RelTime) -> Recovered {
         let file = self.g.file.as_ref().expect("memory file");
         let entries = file.entries();
-        file.set_held(&entries);
         let mut found = Recovered::default();
         let mut segments = Vec::new();
         for e in &entries {
@@ -383,10 +382,8 @@ impl SegStore {
                 .collect();
             handles.into_iter().map(|h| h.join().expect("recovery thread")).collect()
         });
-        for r in results {
-            found.damaged += r.damaged;
-            found.expired += r.expired;
-            found.max_cas = found.max_cas.max(r.max_cas);
+        for r in &results {
+            found.add(r);
         }
         found
     }

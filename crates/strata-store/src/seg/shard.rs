@@ -237,6 +237,14 @@ pub struct Recovered {
     pub max_cas: u64,
 }
 
+impl Recovered {
+    pub fn add(&mut self, other: &Recovered) {
+        self.damaged += other.damaged;
+        self.expired += other.expired;
+        self.max_cas = self.max_cas.max(other.max_cas);
+    }
+}
+
 impl Shard {
     pub fn new(index: u16, checked: bool) -> Shard {
         Shard {
@@ -309,13 +317,6 @@ impl Shard {
         Some((slot, slot_loc(self.table.slot(slot)), header.expect("matched")))
     }
 
-    /// Find the slot of the key stored at `loc` (recovery: no copy of the key).
-    fn find_loc_key(&self, loc: Loc, hash: u64) -> Option<(usize, Loc, Header)> {
-        let item = self.item(loc);
-        let key = Header::decode(item, self.checked).key(item);
-        self.find(key, hash)
-    }
-
     /// Remove the item in table slot `slot` (at `loc`, with header `h`).
     pub fn unlink(&mut self, g: &Globals, slot: usize, loc: Loc, h: &Header, why: Gone) {
         let (segs, checked) = (&self.segs, self.checked);
@@ -372,8 +373,14 @@ impl Shard {
     /// Link a freshly written item: replaces `key`'s slot if present (keeping
     /// its frequency), else inserts one.
     pub fn link(&mut self, g: &Globals, key: &[u8], hash: u64, loc: Loc, len: usize) {
+        let existing = self.find(key, hash);
+        self.link_found(g, hash, loc, len, existing);
+    }
+
+    /// [`Shard::link`] with the key's current slot already looked up.
+    fn link_found(&mut self, g: &Globals, hash: u64, loc: Loc, len: usize, existing: Option<(usize, Loc, Header)>) {
         self.count_live(loc, len);
-        match self.find(key, hash) {
+        match existing {
             Some((slot, old, h)) => {
                 let freq = slot_freq(self.table.slot(slot));
                 self.table.update(slot, hash, loc, freq);
@@ -462,15 +469,20 @@ impl Shard {
     }
 
     /// Make `buf` an open segment.
-    fn open(&mut self, g: &Globals, buf: Buffer, bucket: u8, class: Class, now: RelTime, jumbo: bool) -> u32 {
-        let id = match self.free_ids.pop() {
+    /// A free segment id: a released one, or a new one.
+    fn new_id(&mut self) -> u32 {
+        match self.free_ids.pop() {
             Some(id) => id,
             None => {
                 assert!((self.segs.len() as u32) < MAX_SEGMENTS, "segment ids exhausted");
                 self.segs.push(Segment::free());
                 self.segs.len() as u32 - 1
             }
-        };
+        }
+    }
+
+    fn open(&mut self, g: &Globals, buf: Buffer, bucket: u8, class: Class, now: RelTime, jumbo: bool) -> u32 {
+        let id = self.new_id();
         let seg = &mut self.segs[id as usize];
         debug_assert_eq!(seg.state, State::Free);
         *seg = Segment {
@@ -850,13 +862,7 @@ impl Shard {
         shard_of: impl Fn(u64) -> usize,
         found: &mut Recovered,
     ) {
-        let id = match self.free_ids.pop() {
-            Some(id) => id,
-            None => {
-                self.segs.push(Segment::free());
-                self.segs.len() as u32 - 1
-            }
-        };
+        let id = self.new_id();
         let seed = g.file.as_ref().map_or(0, |f| f.secret()) ^ header.seq;
         let gen = self.segs[id as usize].gen;
         self.segs[id as usize] = Segment {
@@ -890,7 +896,8 @@ impl Shard {
             // Keep this item unless a newer copy of its key is linked already
             // (both survive a crash between writing a new copy and marking
             // the old one dead: the higher CAS is newer).
-            let older = check == Check::Live && self.find(h.key(item), hash).is_some_and(|(_, old, old_h)| old_h.cas(self.item(old), self.seg(old).cas_base) > cas);
+            let existing = if check == Check::Live { self.find(h.key(item), hash) } else { None };
+            let older = existing.is_some_and(|(_, old, old_h)| old_h.cas(self.item(old), self.seg(old).cas_base) > cas);
             self.segs[id as usize].write_offset = offset + len;
             offset += len;
             if check == Check::Dead {
@@ -904,19 +911,8 @@ impl Shard {
                 continue;
             }
             self.segs[id as usize].note_exptime(exptime);
-            match self.find_loc_key(loc, hash) {
-                Some((slot, old, old_h)) => {
-                    let freq = slot_freq(self.table.slot(slot));
-                    self.count_live(loc, len);
-                    self.table.update(slot, hash, loc, freq);
-                    self.forget(g, old, old_h.total_len());
-                }
-                None => {
-                    self.count_live(loc, len);
-                    let (segs, checked) = (&self.segs, self.checked);
-                    self.table.insert(hash, loc, 0, |l| Self::loc_hash(segs, checked, l));
-                }
-            }
+            // The segment is not open, so linking a jumbo item does not seal it yet.
+            self.link_found(g, hash, loc, len, existing);
         }
         let seg = &mut self.segs[id as usize];
         seg.state = State::Active;
