@@ -1,7 +1,7 @@
 //! strata-server: event loops, connections, the command executor and stats.
 //! See `docs/ARCHITECTURE.md` for the thread model and a request's path.
 
-// Only `sys::uring` and `sys::affinity` may use `unsafe` (they say so with an `allow`).
+// Only `sys::uring`, `sys::mmsg` and `sys::affinity` may use `unsafe` (they say so with an `allow`).
 #![deny(unsafe_code)]
 
 pub mod auth;

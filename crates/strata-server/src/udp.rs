@@ -15,8 +15,8 @@
 //! over the cap are replaced by an error and counted in `udp_replies_refused`.
 
 use std::cell::RefCell;
-use std::io;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
 use mio::net::UdpSocket;
@@ -26,14 +26,18 @@ use crate::conn::{binary_step, negotiate, text_step, Protocol, Step};
 use crate::exec::Executor;
 use crate::shared::Shared;
 use crate::stats::WorkerStats;
+use crate::sys::mmsg::{RecvBatch, SendBatch, BATCH};
 
 /// Largest datagram read.
 const MAX_REQUEST_DATAGRAM: usize = 65536;
+/// Reply bytes queued before they are sent even if more requests wait.
+const MAX_QUEUED_REPLIES: usize = 256 * 1024;
 
 /// One worker's UDP sockets and scratch buffers.
 pub struct UdpPorts {
     pub sockets: Vec<UdpSocket>,
-    recv: Vec<u8>,
+    requests: RecvBatch,
+    replies: SendBatch,
     out: Vec<u8>,
     datagram: Vec<u8>,
     marks: RefCell<Vec<usize>>,
@@ -43,34 +47,49 @@ impl UdpPorts {
     pub fn new(sockets: Vec<UdpSocket>) -> UdpPorts {
         UdpPorts {
             sockets,
-            recv: vec![0; MAX_REQUEST_DATAGRAM],
+            requests: RecvBatch::new(MAX_REQUEST_DATAGRAM),
+            replies: SendBatch::default(),
             out: Vec::new(),
             datagram: Vec::new(),
             marks: RefCell::new(Vec::new()),
         }
     }
 
-    /// Serve every datagram waiting on socket `index`.
+    /// Serve every datagram waiting on socket `index`: up to 16 taken per
+    /// `recvmmsg`, their replies sent together with `sendmmsg`.
     pub fn drain(&mut self, index: usize, shared: &Arc<Shared>, stats: &WorkerStats) {
-        let UdpPorts { sockets, recv, out, datagram, marks } = self;
+        let UdpPorts { sockets, requests, replies, out, datagram, marks } = self;
         let Some(socket) = sockets.get(index) else { return };
+        let fd = socket.as_raw_fd();
         loop {
-            let (len, peer) = match socket.recv_from(recv) {
-                Ok(got) => got,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => return,
-            };
-            let Some(header) = UdpHeader::parse(&recv[..len]) else { continue };
-            if header.total != 1 || header.seq != 0 {
-                continue; // memcached serves single-datagram requests only
+            // An error other than an empty socket (none is expected on a
+            // bound UDP socket) ends this drain like an empty one.
+            let count = requests.recv(fd).unwrap_or(0);
+            for i in 0..count {
+                // Truncated (over 64 KiB) and non-IP datagrams are dropped.
+                let Some((request, peer)) = requests.get(i) else { continue };
+                let Some(header) = UdpHeader::parse(request) else { continue };
+                if header.total != 1 || header.seq != 0 {
+                    continue; // memcached serves single-datagram requests only
+                }
+                WorkerStats::add(&stats.bytes_read, request.len() as u64);
+                out.clear();
+                marks.borrow_mut().clear();
+                let exec = Executor::with_marks(shared, stats, marks);
+                serve(&exec, &request[HEADER_LEN..], out);
+                queue_replies(replies, peer, header.request_id, out, &marks.borrow(), datagram);
+                if replies.queued_bytes() > MAX_QUEUED_REPLIES {
+                    WorkerStats::add(&stats.bytes_written, replies.flush(fd));
+                }
             }
-            WorkerStats::add(&stats.bytes_read, len as u64);
-            out.clear();
-            marks.borrow_mut().clear();
-            let exec = Executor::with_marks(shared, stats, marks);
-            serve(&exec, &recv[HEADER_LEN..len], out);
-            send_replies(socket, peer, header.request_id, out, &marks.borrow(), datagram, stats);
+            if !replies.is_empty() {
+                WorkerStats::add(&stats.bytes_written, replies.flush(fd));
+            }
+            // A short batch emptied the socket; a datagram arriving later
+            // wakes the worker again.
+            if count < BATCH {
+                return;
+            }
         }
     }
 }
@@ -120,25 +139,12 @@ fn refuse(exec: &Executor<'_>, protocol: Protocol, request: &[u8], start: usize,
     }
 }
 
-/// Send each reply object as its own datagram series, to `peer` only.
-fn send_replies(
-    socket: &UdpSocket,
-    peer: SocketAddr,
-    request_id: u16,
-    out: &[u8],
-    marks: &[usize],
-    scratch: &mut Vec<u8>,
-    stats: &WorkerStats,
-) {
+/// Queue each reply object as its own datagram series, to `peer` only.
+fn queue_replies(replies: &mut SendBatch, peer: SocketAddr, request_id: u16, out: &[u8], marks: &[usize], scratch: &mut Vec<u8>) {
     let mut start = 0;
     for &end in marks.iter().chain(std::iter::once(&out.len())) {
         if end > start {
-            split_reply(request_id, &out[start..end], scratch, &mut |datagram| {
-                // A full socket buffer drops the datagram, as UDP may.
-                if let Ok(n) = socket.send_to(datagram, peer) {
-                    WorkerStats::add(&stats.bytes_written, n as u64);
-                }
-            });
+            split_reply(request_id, &out[start..end], scratch, &mut |datagram| replies.push(datagram, peer));
         }
         start = start.max(end);
     }

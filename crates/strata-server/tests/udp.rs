@@ -106,3 +106,57 @@ fn amplification_cap(engine: IoEngine) {
     server.shutdown();
     server.wait();
 }
+
+/// Many peers with several requests each in flight at once: the worker takes
+/// them in batches (`recvmmsg`) and sends the replies together (`sendmmsg`);
+/// every reply must reach its own peer, with its own request id and value.
+#[test]
+fn batched_datagrams_reach_their_peers() {
+    for engine in ENGINES {
+        batched_datagrams(engine);
+    }
+}
+
+fn batched_datagrams(engine: IoEngine) {
+    let (server, addr) = start(64 << 10, engine);
+    const PEERS: usize = 40;
+    const EACH: u16 = 8;
+    let peers: Vec<UdpSocket> = (0..PEERS).map(|_| UdpSocket::bind("127.0.0.1:0").unwrap()).collect();
+    for (p, socket) in peers.iter().enumerate() {
+        socket.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+        let value = format!("value-of-{p}-{}", "v".repeat(p * 30));
+        let set = format!("\0\0\0\0\0\x01\0\0set peer{p} {p} 0 {}\r\n{value}\r\n", value.len());
+        socket.send_to(set.as_bytes(), addr).unwrap();
+        let mut buf = [0u8; 64];
+        let (n, _) = socket.recv_from(&mut buf).unwrap();
+        assert_eq!(&buf[8..n], b"STORED\r\n");
+    }
+    // Every peer sends all its gets before anyone reads a reply.
+    for (p, socket) in peers.iter().enumerate() {
+        for id in 1..=EACH {
+            let mut frame = Vec::new();
+            for word in [id, 0, 1, 0] {
+                frame.extend_from_slice(&word.to_be_bytes());
+            }
+            frame.extend_from_slice(format!("get peer{p}\r\n").as_bytes());
+            socket.send_to(&frame, addr).unwrap();
+        }
+    }
+    for (p, socket) in peers.iter().enumerate() {
+        let value = format!("value-of-{p}-{}", "v".repeat(p * 30));
+        let expected = format!("VALUE peer{p} {p} {}\r\n{value}\r\nEND\r\n", value.len());
+        let mut ids = Vec::new();
+        let mut buf = [0u8; 2048];
+        for _ in 0..EACH {
+            let (n, from) = socket.recv_from(&mut buf).expect("a reply for every request");
+            assert_eq!(from, addr);
+            assert_eq!(&buf[2..6], &[0, 0, 0, 1], "one datagram per reply");
+            assert_eq!(&buf[8..n], expected.as_bytes(), "peer {p} got another peer's reply");
+            ids.push(u16::from_be_bytes([buf[0], buf[1]]));
+        }
+        ids.sort_unstable();
+        assert_eq!(ids, (1..=EACH).collect::<Vec<_>>());
+    }
+    server.shutdown();
+    server.wait();
+}

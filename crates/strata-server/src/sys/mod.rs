@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 #[allow(unsafe_code)]
 pub mod affinity;
 #[allow(unsafe_code)]
+pub mod mmsg;
+#[allow(unsafe_code)]
 pub mod uring;
 
 use mio::event::Source;

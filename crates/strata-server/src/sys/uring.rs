@@ -154,7 +154,13 @@ const BUFFER_GROUP: u16 = 0;
 
 impl Ring {
     pub fn new(entries: u32) -> io::Result<Ring> {
-        let ring = IoUring::builder().setup_coop_taskrun().setup_single_issuer().build(entries)?;
+        // Deferred task work: completions are posted only when this thread
+        // asks for them (the wait at the top of each loop turn), not by
+        // interrupting it while it runs requests. Kernels before 6.1 lack it.
+        let ring = match IoUring::builder().setup_defer_taskrun().setup_single_issuer().build(entries) {
+            Ok(ring) => ring,
+            Err(_) => IoUring::builder().setup_coop_taskrun().setup_single_issuer().build(entries)?,
+        };
         let bufs = BufRing::new(&ring, BUFFER_GROUP, RECV_BUFFERS, RECV_BUFFER_SIZE)?;
         Ok(Ring { ring, bufs, sends: Vec::new(), free_sends: Vec::new(), send_owner: Vec::new(), wake_buf: Box::new([0; 8]) })
     }
@@ -223,12 +229,9 @@ impl Ring {
         self.push(entry)
     }
 
-    /// Submit queued entries and wait for at least one completion or the timeout.
+    /// Submit queued entries and wait for at least one completion or the
+    /// timeout (zero: do not wait; deferred completions are still posted).
     pub fn submit_and_wait(&mut self, timeout: Duration) -> io::Result<()> {
-        if timeout.is_zero() {
-            self.ring.submit()?;
-            return Ok(());
-        }
         let ts = Timespec::new().sec(timeout.as_secs()).nsec(timeout.subsec_nanos());
         let args = SubmitArgs::new().timespec(&ts);
         match self.ring.submitter().submit_with_args(1, &args) {
