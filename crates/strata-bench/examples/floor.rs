@@ -1,10 +1,10 @@
 //! The floor: the least a memcached-protocol server on epoll can do per
 //! request, to measure what the kernel alone costs on this machine.
 //!
-//! Text `get`, `set` and `version` only, values in a `HashMap`, one event loop on mio:
-//! per readable connection one `read` (more only when it fills the
-//! buffer), run every complete request, one `write`. No stats, no expiry, no limits: not a server, a baseline for
-//! `strata-bench compare`:
+//! Text `get`, `set` and `version` only, values in a `HashMap`, one event
+//! loop on mio: per readable connection one `read` (more only when it fills
+//! the buffer), run every complete request, one `write`. No stats, no
+//! expiry, no limits: not a server, a baseline for `strata-bench compare`:
 //!
 //! ```sh
 //! cargo build --release -p strata-bench --example floor

@@ -82,9 +82,7 @@ impl UdpPorts {
                     WorkerStats::add(&stats.bytes_written, replies.flush(fd));
                 }
             }
-            if !replies.is_empty() {
-                WorkerStats::add(&stats.bytes_written, replies.flush(fd));
-            }
+            WorkerStats::add(&stats.bytes_written, replies.flush(fd));
             // A short batch emptied the socket; a datagram arriving later
             // wakes the worker again.
             if count < BATCH {

@@ -25,14 +25,20 @@ fn start(udp_max_reply_bytes: usize, io_engine: IoEngine) -> (Server, std::net::
     (server, addr)
 }
 
-/// Send one request frame; collect (seq, total, payload) of every reply datagram.
-fn exchange(socket: &UdpSocket, server: std::net::SocketAddr, id: u16, total: u16, payload: &[u8]) -> Vec<(u16, u16, Vec<u8>)> {
+/// A request datagram: the 8-byte frame header (request id, sequence 0,
+/// `total` datagrams, reserved) and the payload.
+fn frame(id: u16, total: u16, payload: &[u8]) -> Vec<u8> {
     let mut frame = Vec::new();
     for word in [id, 0, total, 0] {
         frame.extend_from_slice(&word.to_be_bytes());
     }
     frame.extend_from_slice(payload);
-    socket.send_to(&frame, server).unwrap();
+    frame
+}
+
+/// Send one request frame; collect (seq, total, payload) of every reply datagram.
+fn exchange(socket: &UdpSocket, server: std::net::SocketAddr, id: u16, total: u16, payload: &[u8]) -> Vec<(u16, u16, Vec<u8>)> {
+    socket.send_to(&frame(id, total, payload), server).unwrap();
     let mut replies = Vec::new();
     let mut buf = [0u8; 2048];
     while let Ok((n, _)) = socket.recv_from(&mut buf) {
@@ -125,8 +131,8 @@ fn batched_datagrams(engine: IoEngine) {
     for (p, socket) in peers.iter().enumerate() {
         socket.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
         let value = format!("value-of-{p}-{}", "v".repeat(p * 30));
-        let set = format!("\0\0\0\0\0\x01\0\0set peer{p} {p} 0 {}\r\n{value}\r\n", value.len());
-        socket.send_to(set.as_bytes(), addr).unwrap();
+        let set = format!("set peer{p} {p} 0 {}\r\n{value}\r\n", value.len());
+        socket.send_to(&frame(0, 1, set.as_bytes()), addr).unwrap();
         let mut buf = [0u8; 64];
         let (n, _) = socket.recv_from(&mut buf).unwrap();
         assert_eq!(&buf[8..n], b"STORED\r\n");
@@ -134,12 +140,7 @@ fn batched_datagrams(engine: IoEngine) {
     // Every peer sends all its gets before anyone reads a reply.
     for (p, socket) in peers.iter().enumerate() {
         for id in 1..=EACH {
-            let mut frame = Vec::new();
-            for word in [id, 0, 1, 0] {
-                frame.extend_from_slice(&word.to_be_bytes());
-            }
-            frame.extend_from_slice(format!("get peer{p}\r\n").as_bytes());
-            socket.send_to(&frame, addr).unwrap();
+            socket.send_to(&frame(id, 1, format!("get peer{p}\r\n").as_bytes()), addr).unwrap();
         }
     }
     for (p, socket) in peers.iter().enumerate() {

@@ -1,5 +1,6 @@
 //! Datagrams in batches: `recvmmsg` fills up to [`BATCH`] datagrams in one
-//! system call, `sendmmsg` sends the queued reply datagrams 64 per call. All the `unsafe` of the UDP path is here.
+//! system call, `sendmmsg` sends the queued reply datagrams 64 per call.
+//! All the `unsafe` of the UDP path is here.
 
 use std::io;
 use std::mem::{size_of, zeroed};
@@ -19,8 +20,9 @@ pub struct RecvBatch {
     bufs: Vec<u8>,
     size: usize,
     addrs: Vec<libc::sockaddr_storage>,
-    lens: Vec<(usize, libc::socklen_t)>,
-    count: usize,
+    /// Per datagram of the last batch: its length (`None`: truncated) and
+    /// the length of its sender's address.
+    got: Vec<(Option<usize>, libc::socklen_t)>,
 }
 
 impl RecvBatch {
@@ -30,15 +32,14 @@ impl RecvBatch {
             size,
             // SAFETY: all-zero bytes are a valid sockaddr_storage.
             addrs: vec![unsafe { zeroed() }; BATCH],
-            lens: vec![(0, 0); BATCH],
-            count: 0,
+            got: Vec::with_capacity(BATCH),
         }
     }
 
     /// Take the datagrams waiting on `fd` (at most `BATCH`) without
     /// blocking; returns how many (0 when none: `WouldBlock` is not an error).
     pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
-        self.count = 0;
+        self.got.clear();
         let mut iovs: [libc::iovec; BATCH] = std::array::from_fn(|i| libc::iovec {
             iov_base: self.bufs[i * self.size..].as_mut_ptr().cast(),
             iov_len: self.size,
@@ -52,12 +53,11 @@ impl RecvBatch {
             hdr.msg_hdr.msg_iov = &mut iovs[i];
             hdr.msg_hdr.msg_iovlen = 1;
         }
-        loop {
+        let count = loop {
             // SAFETY: `hdrs` holds BATCH valid headers (see above).
             let n = unsafe { libc::recvmmsg(fd, hdrs.as_mut_ptr(), BATCH as libc::c_uint, libc::MSG_DONTWAIT, std::ptr::null_mut()) };
             if n >= 0 {
-                self.count = n as usize;
-                break;
+                break n as usize;
             }
             let err = io::Error::last_os_error();
             match err.kind() {
@@ -65,24 +65,20 @@ impl RecvBatch {
                 io::ErrorKind::WouldBlock => return Ok(0),
                 _ => return Err(err),
             }
-        }
-        for (i, hdr) in hdrs[..self.count].iter().enumerate() {
-            // A datagram larger than a buffer arrives truncated: report it
-            // at full buffer length plus one, so the caller can drop it.
+        };
+        for hdr in &hdrs[..count] {
+            // A datagram larger than a buffer arrives truncated.
             let truncated = hdr.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
-            let len = if truncated { self.size + 1 } else { hdr.msg_len as usize };
-            self.lens[i] = (len, hdr.msg_hdr.msg_namelen);
+            self.got.push(((!truncated).then_some(hdr.msg_len as usize), hdr.msg_hdr.msg_namelen));
         }
-        Ok(self.count)
+        Ok(count)
     }
 
     /// Datagram `i` of the last batch and its sender; `None` if it was
     /// truncated or its address is not IP.
     pub fn get(&self, i: usize) -> Option<(&[u8], SocketAddr)> {
-        let (len, addr_len) = *self.lens[..self.count].get(i)?;
-        if len > self.size {
-            return None;
-        }
+        let (len, addr_len) = *self.got.get(i)?;
+        let len = len?;
         // SAFETY: the kernel wrote `addr_len` bytes of a socket address into
         // this sockaddr_storage.
         let addr = unsafe { SockAddr::new(self.addrs[i], addr_len) };
@@ -107,10 +103,6 @@ impl SendBatch {
 
     pub fn queued_bytes(&self) -> usize {
         self.data.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.msgs.is_empty()
     }
 
     /// Send everything queued on `fd`; returns the bytes the kernel took.
