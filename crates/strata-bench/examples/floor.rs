@@ -1,10 +1,12 @@
 //! The floor: the least a memcached-protocol server on epoll can do per
 //! request, to measure what the kernel alone costs on this machine.
 //!
-//! Text `get`, `set` and `version` only, values in a `HashMap`, one event
-//! loop on mio: per readable connection one `read` (more only when it fills
-//! the buffer), run every complete request, one `write`. No stats, no
-//! expiry, no limits: not a server, a baseline for `strata-bench compare`:
+//! Text `get`, `set` and `version`, binary GET, SET and NOOP (a
+//! connection's first byte picks its protocol, as in memcached), values in
+//! a `HashMap`, one event loop on mio: per readable connection one `read`
+//! (more only when it fills the buffer), run every complete request, one
+//! `write`. No stats, no expiry, no limits: not a server, a baseline for
+//! `strata-bench compare` or `scripts/bench/solo.py`:
 //!
 //! ```sh
 //! cargo build --release -p strata-bench --example floor
@@ -18,15 +20,19 @@ use std::io::{ErrorKind, Read, Write};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 
+/// Key to (flags, value), shared by both protocols.
+type Store = HashMap<Vec<u8>, (u32, Vec<u8>)>;
+
 struct Client {
     stream: TcpStream,
+    binary: Option<bool>,
     input: Vec<u8>,
     output: Vec<u8>,
 }
 
 /// Run every complete request at the front of `input`, appending replies;
 /// returns how many bytes were consumed.
-fn serve(input: &[u8], store: &mut HashMap<Vec<u8>, (Vec<u8>, Vec<u8>)>, out: &mut Vec<u8>) -> usize {
+fn serve(input: &[u8], store: &mut Store, out: &mut Vec<u8>) -> usize {
     let mut at = 0;
     while let Some(end) = input[at..].windows(2).position(|w| w == b"\r\n") {
         let line = &input[at..at + end];
@@ -37,9 +43,7 @@ fn serve(input: &[u8], store: &mut HashMap<Vec<u8>, (Vec<u8>, Vec<u8>)>, out: &m
                     if let Some((flags, value)) = store.get(key) {
                         out.extend_from_slice(b"VALUE ");
                         out.extend_from_slice(key);
-                        out.push(b' ');
-                        out.extend_from_slice(flags);
-                        out.extend_from_slice(format!(" {}\r\n", value.len()).as_bytes());
+                        out.extend_from_slice(format!(" {flags} {}\r\n", value.len()).as_bytes());
                         out.extend_from_slice(value);
                         out.extend_from_slice(b"\r\n");
                     }
@@ -49,8 +53,8 @@ fn serve(input: &[u8], store: &mut HashMap<Vec<u8>, (Vec<u8>, Vec<u8>)>, out: &m
             }
             Some(b"set") => {
                 let fields: Vec<&[u8]> = words.collect();
-                let len: Option<usize> = fields.get(3).and_then(|n| std::str::from_utf8(n).ok()?.parse().ok());
-                let (Some(key), Some(flags), Some(len)) = (fields.first(), fields.get(1), len) else {
+                let number = |i: usize| std::str::from_utf8(fields.get(i)?).ok()?.parse::<usize>().ok();
+                let (Some(key), Some(flags), Some(len)) = (fields.first(), number(1), number(3)) else {
                     out.extend_from_slice(b"ERROR\r\n");
                     at += end + 2;
                     continue;
@@ -59,7 +63,7 @@ fn serve(input: &[u8], store: &mut HashMap<Vec<u8>, (Vec<u8>, Vec<u8>)>, out: &m
                 if input.len() < data + len + 2 {
                     break;
                 }
-                store.insert(key.to_vec(), (flags.to_vec(), input[data..data + len].to_vec()));
+                store.insert(key.to_vec(), (flags as u32, input[data..data + len].to_vec()));
                 out.extend_from_slice(b"STORED\r\n");
                 at = data + len + 2;
             }
@@ -72,6 +76,46 @@ fn serve(input: &[u8], store: &mut HashMap<Vec<u8>, (Vec<u8>, Vec<u8>)>, out: &m
                 at += end + 2;
             }
         }
+    }
+    at
+}
+
+/// Binary-protocol counterpart of [`serve`]: GET, SET and NOOP; other
+/// opcodes get "Unknown command".
+fn serve_binary(input: &[u8], store: &mut Store, out: &mut Vec<u8>) -> usize {
+    let mut at = 0;
+    while input.len() >= at + 24 {
+        let h = &input[at..at + 24];
+        let body = u32::from_be_bytes([h[8], h[9], h[10], h[11]]) as usize;
+        if input.len() < at + 24 + body {
+            break;
+        }
+        let (opcode, keylen, extlen) = (h[1], u16::from_be_bytes([h[2], h[3]]) as usize, h[4] as usize);
+        let extras = &input[at + 24..at + 24 + extlen.min(body)];
+        let key = &input[at + 24 + extlen.min(body)..at + 24 + (extlen + keylen).min(body)];
+        let value = &input[at + 24 + (extlen + keylen).min(body)..at + 24 + body];
+        let reply = |out: &mut Vec<u8>, status: u16, extras: &[u8], value: &[u8]| {
+            out.extend_from_slice(&[0x81, opcode, 0, 0, extras.len() as u8, 0]);
+            out.extend_from_slice(&status.to_be_bytes());
+            out.extend_from_slice(&((extras.len() + value.len()) as u32).to_be_bytes());
+            out.extend_from_slice(&h[12..16]);
+            out.extend_from_slice(&[0; 8]);
+            out.extend_from_slice(extras);
+            out.extend_from_slice(value);
+        };
+        match opcode {
+            0x00 => match store.get(key) {
+                Some((flags, value)) => reply(out, 0, &flags.to_be_bytes(), value),
+                None => reply(out, 1, &[], b"Not found"),
+            },
+            0x01 if extras.len() == 8 => {
+                store.insert(key.to_vec(), (u32::from_be_bytes([extras[0], extras[1], extras[2], extras[3]]), value.to_vec()));
+                reply(out, 0, &[], &[]);
+            }
+            0x0a => reply(out, 0, &[], &[]),
+            _ => reply(out, 0x81, &[], b"Unknown command"),
+        }
+        at += 24 + body;
     }
     at
 }
@@ -93,7 +137,7 @@ fn main() -> std::io::Result<()> {
                 while let Ok((mut stream, _)) = listener.accept() {
                     stream.set_nodelay(true)?;
                     poll.registry().register(&mut stream, Token(next), Interest::READABLE)?;
-                    clients.insert(next, Client { stream, input: Vec::new(), output: Vec::new() });
+                    clients.insert(next, Client { stream, binary: None, input: Vec::new(), output: Vec::new() });
                     next += 1;
                 }
                 continue;
@@ -115,7 +159,14 @@ fn main() -> std::io::Result<()> {
                 }
                 break;
             }
-            let used = serve(&client.input, &mut store, &mut client.output);
+            if client.binary.is_none() && !client.input.is_empty() {
+                client.binary = Some(client.input[0] == 0x80);
+            }
+            let used = match client.binary {
+                Some(true) => serve_binary(&client.input, &mut store, &mut client.output),
+                Some(false) => serve(&client.input, &mut store, &mut client.output),
+                None => 0,
+            };
             client.input.drain(..used);
             let mut written = 0;
             while written < client.output.len() {
