@@ -468,7 +468,6 @@ impl Shard {
         })
     }
 
-    /// Make `buf` an open segment.
     /// A free segment id: a released one, or a new one.
     fn new_id(&mut self) -> u32 {
         match self.free_ids.pop() {
@@ -481,6 +480,7 @@ impl Shard {
         }
     }
 
+    /// Make `buf` an open segment.
     fn open(&mut self, g: &Globals, buf: Buffer, bucket: u8, class: Class, now: RelTime, jumbo: bool) -> u32 {
         let id = self.new_id();
         let seg = &mut self.segs[id as usize];
