@@ -188,9 +188,7 @@ impl Gen {
         let mut value = self.value();
         let bad_header = flags == "-1" || exptime == "abc" || key.len() > 250;
         if bad_header {
-            // The value is then read as a command line; keep it under the
-            // length where memcached's answer depends on read timing.
-            value.truncate(1000);
+            read_as_command(&mut value);
         }
         let mut declared = value.len().to_string();
         if self.rng.chance(3) && !value.is_empty() {
@@ -246,10 +244,7 @@ impl Gen {
             2 => {
                 let mut value = self.value();
                 if key.len() > 250 {
-                    // Refused before its length is read, so the value is
-                    // read as a command line: as in `storage`, keep it under
-                    // the length where memcached's answer depends on timing.
-                    value.truncate(1000);
+                    read_as_command(&mut value); // refused before its length is read
                 }
                 let flags = self.meta_flags(&["c", "k", "O", "q", "T", "F", "I", "C", "M", "s", "b", "N", "Z"], 5);
                 out.extend_from_slice(format!("ms {key} {}{b}{flags}\r\n", value.len()).as_bytes());
@@ -312,6 +307,13 @@ impl Gen {
             _ => self.other(out),
         }
     }
+}
+
+/// The value of a storage command refused from its header alone, which
+/// memcached then reads as a command line: kept under the length (2 KiB)
+/// past which its answer depends on how its reads split the line.
+fn read_as_command(value: &mut Vec<u8>) {
+    value.truncate(1000);
 }
 
 /// Standard padded base64 (written here so the test does not trust the
