@@ -91,9 +91,9 @@ fn serve_binary(input: &[u8], store: &mut Store, out: &mut Vec<u8>) -> usize {
             break;
         }
         let (opcode, keylen, extlen) = (h[1], u16::from_be_bytes([h[2], h[3]]) as usize, h[4] as usize);
-        let extras = &input[at + 24..at + 24 + extlen.min(body)];
-        let key = &input[at + 24 + extlen.min(body)..at + 24 + (extlen + keylen).min(body)];
-        let value = &input[at + 24 + (extlen + keylen).min(body)..at + 24 + body];
+        let body_at = at + 24;
+        let (key_at, value_at) = (body_at + extlen.min(body), body_at + (extlen + keylen).min(body));
+        let (extras, key, value) = (&input[body_at..key_at], &input[key_at..value_at], &input[value_at..body_at + body]);
         let reply = |out: &mut Vec<u8>, status: u16, extras: &[u8], value: &[u8]| {
             out.extend_from_slice(&[0x81, opcode, 0, 0, extras.len() as u8, 0]);
             out.extend_from_slice(&status.to_be_bytes());
@@ -115,7 +115,7 @@ fn serve_binary(input: &[u8], store: &mut Store, out: &mut Vec<u8>) -> usize {
             0x0a => reply(out, 0, &[], &[]),
             _ => reply(out, 0x81, &[], b"Unknown command"),
         }
-        at += 24 + body;
+        at = body_at + body;
     }
     at
 }

@@ -127,10 +127,11 @@ fn batched_datagrams(engine: IoEngine) {
     let (server, addr) = start(64 << 10, engine);
     const PEERS: usize = 40;
     const EACH: u16 = 8;
+    let value_of = |p: usize| format!("value-of-{p}-{}", "v".repeat(p * 30));
     let peers: Vec<UdpSocket> = (0..PEERS).map(|_| UdpSocket::bind("127.0.0.1:0").unwrap()).collect();
     for (p, socket) in peers.iter().enumerate() {
         socket.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
-        let value = format!("value-of-{p}-{}", "v".repeat(p * 30));
+        let value = value_of(p);
         let set = format!("set peer{p} {p} 0 {}\r\n{value}\r\n", value.len());
         socket.send_to(&frame(0, 1, set.as_bytes()), addr).unwrap();
         let mut buf = [0u8; 64];
@@ -144,7 +145,7 @@ fn batched_datagrams(engine: IoEngine) {
         }
     }
     for (p, socket) in peers.iter().enumerate() {
-        let value = format!("value-of-{p}-{}", "v".repeat(p * 30));
+        let value = value_of(p);
         let expected = format!("VALUE peer{p} {p} {}\r\n{value}\r\nEND\r\n", value.len());
         let mut ids = Vec::new();
         let mut buf = [0u8; 2048];
