@@ -18,14 +18,12 @@ Extra strata-bench options go after `--`, e.g. `-- --rate 80000`.
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 
-from common import free_port
+from common import Server, strata_bin
 
-BENCH = os.path.join(os.path.dirname(__file__), "../../target/release/strata-bench")
+BENCH = os.path.join(os.path.dirname(strata_bin()), "strata-bench")
 
 
 def cpu_seconds(pid):
@@ -34,24 +32,16 @@ def cpu_seconds(pid):
 
 
 def measure(command, args):
-    port = free_port()
-    server = subprocess.Popen(["taskset", "-c", "0"] + command.format(port=port).split(), stderr=subprocess.DEVNULL)
+    server = Server(command, cpu=0)
     try:
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", port)).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        load = [BENCH, "run", "--server", f"127.0.0.1:{port}", "--preset", args.preset, "--load-cpu", "1", "--quiet"]
+        load = [BENCH, "run", "--server", f"127.0.0.1:{server.port}", "--preset", args.preset, "--load-cpu", "1", "--quiet"]
         subprocess.run(load + ["--duration", "1s"] + args.extra, stdout=subprocess.DEVNULL, check=True)
-        before = cpu_seconds(server.pid)
+        before = cpu_seconds(server.proc.pid)
         run = subprocess.run(load + ["--duration", args.duration, "--no-prefill", "--json", "-"] + args.extra,
                              capture_output=True, text=True, check=True)
-        spent = cpu_seconds(server.pid) - before
+        spent = cpu_seconds(server.proc.pid) - before
     finally:
-        server.kill()
-        server.wait()
+        server.stop()
     report = json.loads(run.stdout)
     return report["throughput_rps"], spent / report["requests"] * 1e6, report["latency"]["p99_us"]
 
