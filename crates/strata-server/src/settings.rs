@@ -88,6 +88,48 @@ pub struct Settings {
     /// `-o udp_max_reply`: largest reply one UDP request may draw; 0 = no
     /// limit (memcached's behaviour). Bounds UDP amplification.
     pub udp_max_reply_bytes: usize,
+    /// The size classes memcached would use (`-f`, `-n`, `-I`,
+    /// `-o slab_chunk_max`, `-o slab_sizes`): what `stats items`, `stats
+    /// slabs`, `me` and the dumps report an item's class by.
+    pub slabs: SlabSettings,
+    /// `-X` turns this off: `stats cachedump`, `stats detail` and
+    /// `lru_crawler metadump|mgdump` are refused.
+    pub dumps_enabled: bool,
+    /// `-W` turns this off: `watch` is refused.
+    pub watch_enabled: bool,
+    /// `-D <char>`: the delimiter between a key's prefix and the rest, for
+    /// `stats detail`; giving `-D` also turns detail collection on.
+    pub detail_delimiter: u8,
+    pub detail_enabled: bool,
+    /// `-o track_sizes`: `stats sizes` reports a histogram.
+    pub track_sizes: bool,
+    /// The LRU crawler (`-o no_lru_crawler` turns it off; `lru_crawler
+    /// enable|disable` at run time), its pause between items in
+    /// microseconds and the most items it checks per class per run (0: all).
+    pub lru_crawler: bool,
+    pub lru_crawler_sleep_us: u32,
+    pub lru_crawler_tocrawl: u32,
+}
+
+/// memcached's slab class geometry (`slabs_init`), kept so tools that read
+/// per-class figures see the classes memcached would have.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SlabSettings {
+    /// `-f`, default 1.25.
+    pub growth_factor: f64,
+    /// `-n`: the smallest chunk's room for key, value and flags (default 48;
+    /// the chunk adds memcached's 48-byte item header).
+    pub min_size_bytes: usize,
+    /// `-o slab_chunk_max`, bytes; 0 = half the slab page (memcached's default).
+    pub chunk_max_bytes: usize,
+    /// `-o slab_sizes=a-b-c`: explicit chunk sizes instead of the factor.
+    pub sizes: Option<Vec<usize>>,
+}
+
+impl Default for SlabSettings {
+    fn default() -> Self {
+        SlabSettings { growth_factor: 1.25, min_size_bytes: 48, chunk_max_bytes: 0, sizes: None }
+    }
 }
 
 impl Default for Settings {
@@ -123,6 +165,15 @@ impl Default for Settings {
             auth_file: None,
             sasl: false,
             sasl_pwdb: None,
+            slabs: SlabSettings::default(),
+            dumps_enabled: true,
+            watch_enabled: true,
+            detail_delimiter: b':',
+            detail_enabled: false,
+            track_sizes: false,
+            lru_crawler: true,
+            lru_crawler_sleep_us: 100,
+            lru_crawler_tocrawl: 0,
         }
     }
 }
