@@ -1,49 +1,57 @@
-//! memcached's slab classes, computed the way `slabs_init` computes them
-//! (48-byte header + 48-byte minimum chunk, growth factor 1.25, 8-byte
-//! alignment, largest chunk half a slab page). Strata has no slabs; the table
-//! exists so `me` and `stats slabs`/`stats items` report the class memcached
-//! would put an item of that size in, for tools that key on it.
+//! From the command line's slab settings to the engine's class table
+//! (`strata_store::classes`, memcached's `slabs_init`) and the rest of the
+//! engine's configuration. The server reports every per-class figure (`me`'s
+//! `cls=`, `stats items`, `stats slabs`) by this one table, so they agree.
 
-const CHUNK_ALIGN_BYTES: usize = 8;
-const GROWTH_FACTOR: f64 = 1.25;
-const SMALLEST_CHUNK: usize = 96;
+use strata_store::{ClassGeometry, EngineConfig, SlabClasses};
 
-/// Chunk sizes of classes 1..=N.
-pub fn class_sizes(item_size_max: usize) -> Vec<usize> {
-    let slab_page_size = item_size_max.max(1 << 20);
-    let chunk_max = slab_page_size / 2;
-    let mut sizes = Vec::new();
-    let mut size = SMALLEST_CHUNK;
-    while sizes.len() < 62 {
-        if size as f64 >= chunk_max as f64 / GROWTH_FACTOR {
-            break;
-        }
-        if size % CHUNK_ALIGN_BYTES != 0 {
-            size += CHUNK_ALIGN_BYTES - size % CHUNK_ALIGN_BYTES;
-        }
-        sizes.push(size);
-        size = (size as f64 * GROWTH_FACTOR) as usize;
+use crate::settings::Settings;
+
+/// memcached's test hook (slabs.c): bytes counted as already allocated at
+/// start, so t/64bit.t can check a limit above 4 GiB without the memory.
+const INITIAL_MALLOC_ENV: &str = "T_MEMD_INITIAL_MALLOC";
+
+impl Settings {
+    /// The size classes memcached would use with these settings.
+    pub fn slab_classes(&self) -> SlabClasses {
+        SlabClasses::new(&ClassGeometry {
+            growth_factor: self.slabs.growth_factor,
+            min_size_bytes: self.slabs.min_size_bytes,
+            chunk_max_bytes: self.slabs.chunk_max_bytes,
+            sizes: self.slabs.sizes.clone(),
+            item_size_max_bytes: self.item_size_max,
+        })
     }
-    sizes.push(chunk_max);
-    sizes
-}
 
-/// The class id (1-based) of an item of `size` bytes.
-pub fn class_of(size: usize, item_size_max: usize) -> usize {
-    let sizes = class_sizes(item_size_max);
-    sizes.iter().position(|&s| size <= s).map_or(sizes.len(), |i| i + 1)
+    /// What the engine needs from the command line (and memcached's
+    /// `T_MEMD_INITIAL_MALLOC` test hook from the environment).
+    pub fn engine_config(&self) -> EngineConfig {
+        let initial = std::env::var(INITIAL_MALLOC_ENV).ok().and_then(|v| v.trim().parse::<u64>().ok()).unwrap_or(0);
+        EngineConfig {
+            memory_limit_bytes: self.memory_limit_bytes,
+            item_size_max_bytes: self.item_size_max,
+            evictions_disabled: self.evictions_disabled,
+            cas_disabled: self.cas_disabled,
+            classes: self.slab_classes(),
+            track_sizes: self.track_sizes,
+            initial_malloced_bytes: initial,
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settings::SlabSettings;
 
     #[test]
-    fn matches_memcached_defaults() {
-        let sizes = class_sizes(1 << 20);
-        assert_eq!(&sizes[..4], &[96, 120, 152, 192]);
-        assert_eq!(*sizes.last().unwrap(), 524288);
-        assert_eq!(class_of(68, 1 << 20), 1);
-        assert_eq!(class_of(97, 1 << 20), 2);
+    fn settings_shape_the_classes() {
+        let settings = Settings::default();
+        let classes = settings.slab_classes();
+        assert_eq!(classes.chunk_size(1), 96);
+        assert_eq!(classes.class_of(97), 2);
+        let f2 = Settings { slabs: SlabSettings { growth_factor: 2.0, min_size_bytes: 100, ..SlabSettings::default() }, ..Settings::default() };
+        assert_eq!(f2.slab_classes().chunk_size(2), 304);
+        assert_eq!(f2.engine_config().classes, f2.slab_classes());
     }
 }

@@ -19,10 +19,14 @@
 
 #![deny(unsafe_code)]
 
+pub mod class_stats;
+pub mod classes;
 pub mod clock;
 pub mod map;
 pub mod seg;
 
+pub use class_stats::{ClassCounters, ClassStats};
+pub use classes::{ClassGeometry, SlabClasses};
 pub use clock::{Clock, RelTime};
 pub use map::MapStore;
 pub use seg::SegStore;
@@ -114,6 +118,9 @@ pub struct GetOptions {
     /// `touch` does not apply to a created item: the caller folds the order
     /// of `N` and `T` into this one value.
     pub vivify: Option<RelTime>,
+    /// A debugging read (`me`), not a client's fetch: no per-class hit is
+    /// counted, as memcached's `me` counts none.
+    pub uncounted: bool,
 }
 
 /// What the visitor of a read asks the store to do, atomically with the read.
@@ -200,6 +207,9 @@ pub struct EngineStats {
     pub get_expired: u64,
     pub get_flushed: u64,
     pub limit_maxbytes: u64,
+    /// Bytes of memory the engine has taken for items (`total_malloced`):
+    /// segment buffers held or pooled (SegStore), live item bytes (MapStore).
+    pub malloced_bytes: u64,
     /// With a memory file (`-e`): what the start found in it.
     pub restart: Option<RestartStats>,
 }
@@ -231,6 +241,14 @@ pub struct EngineConfig {
     pub evictions_disabled: bool,
     /// `-C`: CAS disabled; every item's CAS is 0.
     pub cas_disabled: bool,
+    /// memcached's size classes for these settings (`-f`, `-n`, `-I`,
+    /// `slab_chunk_max`, `slab_sizes`): the per-class counters key on them.
+    pub classes: SlabClasses,
+    /// `-o track_sizes`: keep the `stats sizes` histogram.
+    pub track_sizes: bool,
+    /// Bytes counted as already taken at start (memcached's test hook
+    /// `T_MEMD_INITIAL_MALLOC`, which t/64bit.t uses); 0 normally.
+    pub initial_malloced_bytes: u64,
 }
 
 impl Default for EngineConfig {
@@ -240,6 +258,9 @@ impl Default for EngineConfig {
             item_size_max_bytes: 1 << 20,
             evictions_disabled: false,
             cas_disabled: false,
+            classes: SlabClasses::default(),
+            track_sizes: false,
+            initial_malloced_bytes: 0,
         }
     }
 }
@@ -291,6 +312,14 @@ pub trait Engine: Send + Sync {
     /// server: reclaim memory of expired items without waiting for a request
     /// to touch them. Bounded per call.
     fn maintain(&self, _now: RelTime) {}
+
+    /// Per-class counters (`stats items`, `stats slabs`, `stats sizes`),
+    /// summed over the engine's shards; `now` dates the ages. The default
+    /// (an engine that keeps none) reports no classes, so the server prints
+    /// the summary lines only.
+    fn class_stats(&self, _now: RelTime) -> ClassStats {
+        ClassStats::default()
+    }
 
     /// `stats reset`: zero the counters memcached resets (total_items,
     /// evictions, reclaimed, expired_unfetched, evicted_unfetched,

@@ -449,6 +449,7 @@ impl Engine for MapStore {
             get_expired: self.counters.get_expired.load(Ordering::Relaxed),
             get_flushed: self.counters.get_flushed.load(Ordering::Relaxed),
             limit_maxbytes: self.memory_limit_bytes.load(Ordering::Relaxed),
+            malloced_bytes: self.total_bytes.load(Ordering::Relaxed) + self.config.initial_malloced_bytes,
             restart: None,
         }
     }

@@ -6,7 +6,7 @@ mod process;
 use std::process::ExitCode;
 
 use strata_server::Server;
-use strata_store::{EngineConfig, SegStore};
+use strata_store::SegStore;
 
 fn main() -> ExitCode {
     let opts = match cli::parse(std::env::args_os()) {
@@ -29,12 +29,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     }
-    let config = EngineConfig {
-        memory_limit_bytes: settings.memory_limit_bytes,
-        item_size_max_bytes: settings.item_size_max,
-        evictions_disabled: settings.evictions_disabled,
-        cas_disabled: settings.cas_disabled,
-    };
+    let config = settings.engine_config();
     let engine = match &settings.memory_file {
         None => SegStore::new(config),
         Some(path) => match SegStore::open_file(config, path, settings.restart_strict) {

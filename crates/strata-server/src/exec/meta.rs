@@ -92,6 +92,7 @@ impl<'a> Executor<'a> {
             // it after the reply loop, which a bad opaque aborts.
             no_bump: f.no_update || (bad_opaque && req.order().iter().any(|c| b"hlTNR".contains(c))),
             vivify: vivify.map(|n| created_ttl(req, ttl.unwrap_or(0), n)),
+            ..GetOptions::default()
         };
         let key = req.key.bytes();
         let hit = self.shared.engine.get(key, opts, now, &mut |item: ItemView<'_>, created| {
@@ -373,7 +374,8 @@ impl<'a> Executor<'a> {
         };
         let now = self.now();
         let cas_enabled = !self.shared.settings.cas_disabled;
-        let opts = GetOptions { no_bump: true, ..GetOptions::default() };
+        let opts = GetOptions { no_bump: true, uncounted: true, ..GetOptions::default() };
+        let classes = self.shared.settings.slab_classes();
         let hit = self.shared.engine.get(key, opts, now, &mut |item, _| {
             let size = strata_store::memcached_item_size(key.len(), item.meta.flags, item.value.len(), cas_enabled);
             // memcached prints the key base64-encoded when the item was
@@ -392,7 +394,7 @@ impl<'a> Executor<'a> {
                 now.saturating_sub(item.meta.last_access),
                 item.meta.cas,
                 if item.meta.fetched { "yes" } else { "no" },
-                crate::slabs::class_of(size, self.shared.settings.item_size_max),
+                classes.class_of(size),
             );
             out.extend_from_slice(line.as_bytes());
             GetAction::default()

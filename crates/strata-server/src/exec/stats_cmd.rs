@@ -38,13 +38,9 @@ pub(crate) fn collect(exec: &Executor<'_>, group: &[u8]) -> Group {
         }
         b"detail" => return Group::DetailUsage,
         b"settings" => settings(exec, &mut t),
-        b"items" => {}
-        b"slabs" => {
-            let engine = exec.shared.engine.stats();
-            stat(&mut t, "active_slabs", 0);
-            stat(&mut t, "total_malloced", engine.bytes);
-        }
-        b"sizes" => stat(&mut t, "sizes_status", "disabled"),
+        b"items" => crate::ops::slab_view::items(exec, &mut t),
+        b"slabs" => crate::ops::slab_view::slabs(exec, &mut t),
+        b"sizes" => crate::ops::slab_view::sizes(exec, &mut t),
         b"conns" => conns(exec, &mut t),
         _ => return Group::Unknown,
     }

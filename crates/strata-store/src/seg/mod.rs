@@ -194,6 +194,18 @@ impl Globals {
         self.discard(buf);
     }
 
+    /// memcached's class and item size for the item `h` describes.
+    #[inline]
+    pub fn item_class(&self, h: &Header) -> (u8, usize) {
+        let size = memcached_item_size(h.key_len, h.flags, h.value_len, !self.config.cas_disabled);
+        (self.config.classes.class_of(size), size)
+    }
+
+    /// memcached's class of a new item of these sizes.
+    fn request_class(&self, key_len: usize, flags: u32, value_len: usize) -> u8 {
+        self.config.classes.class_of(memcached_item_size(key_len, flags, value_len, !self.config.cas_disabled))
+    }
+
     fn next_cas(&self) -> u64 {
         if self.config.cas_disabled && self.file.is_none() {
             0
@@ -409,7 +421,7 @@ impl SegStore {
         let checked = file.is_some();
         SegStore {
             restart: None,
-            shards: (0..shards).map(|i| Line(Mutex::new(Shard::new(i as u16, checked)))).collect(),
+            shards: (0..shards).map(|i| Line(Mutex::new(Shard::new(i as u16, checked, config.track_sizes)))).collect(),
             shard_bits: shards.trailing_zeros(),
             g: Globals {
                 data_start: if checked { SEGMENT_HEADER } else { 0 },
@@ -417,7 +429,7 @@ impl SegStore {
                 segment_size,
                 jumbo_threshold: segment_size / 4,
                 memory_limit: AtomicU64::new(config.memory_limit_bytes),
-                allocated: AtomicU64::new(0),
+                allocated: AtomicU64::new(config.initial_malloced_bytes),
                 pool: Mutex::new(Vec::new()),
                 jumbo_pool: Mutex::new(Vec::new()),
                 cas_counter: Line(AtomicU64::new(0)),
@@ -458,7 +470,8 @@ impl SegStore {
             held += shard.held_bytes();
         }
         let pooled: usize = lock(&self.g.pool).iter().chain(lock(&self.g.jumbo_pool).iter()).map(|b| b.len()).sum();
-        assert_eq!((held + pooled) as u64, self.g.allocated.load(Ordering::Relaxed), "segment bytes accounted");
+        let allocated = self.g.allocated.load(Ordering::Relaxed) - self.g.config.initial_malloced_bytes;
+        assert_eq!((held + pooled) as u64, allocated, "segment bytes accounted");
     }
 
     #[doc(hidden)]
@@ -605,6 +618,10 @@ impl Engine for SegStore {
         if created {
             meta.exptime = 0;
         }
+        if !opts.uncounted {
+            let queue = shard.seg(loc).queue();
+            shard.classes.hit(self.g.item_class(&h).0, queue, opts.touch.is_some() && !created);
+        }
         let item = shard.item(loc);
         let action = visit(ItemView { key, value: h.value(item), meta }, created);
         let mut change = Change { exptime: if created { None } else { opts.touch }, ..Change::default() };
@@ -643,8 +660,20 @@ impl Engine for SegStore {
             }
             return StoreResult::TooLarge;
         }
+        let class = self.g.request_class(key.len(), req.flags, req.value.len());
+        // memcached counts a set per class once the item is allocated (so
+        // also a `cas` that then mismatches, not one that found no memory).
+        shard.classes.class(class).cmd_set += 1;
         let old = self.live(shard, key, hash, now);
         let old_meta = old.map(|(_, loc, h)| (self.meta(shard, loc, &h), loc, h));
+        if let (StoreMode::Cas, Some((meta, _, h))) = (req.mode, old_meta) {
+            let c = shard.classes.class(self.g.item_class(&h).0);
+            if req.cas != 0 && req.cas == meta.cas {
+                c.cas_hits += 1;
+            } else {
+                c.cas_badval += 1;
+            }
+        }
         let binary = if req.key_binary { KEY_BINARY } else { 0 };
         // (bits, flags, exptime) of the new item, and whether the old value
         // goes before or after the request's (append / prepend).
@@ -710,6 +739,9 @@ impl Engine for SegStore {
                     shard.unlink(&self.g, slot, loc, &h, Gone::Replaced);
                 }
             }
+            let c = shard.classes.class(class);
+            c.outofmemory += 1;
+            c.cmd_set -= 1;
             return StoreResult::OutOfMemory;
         }
         shard.counters.total_items += 1;
@@ -742,6 +774,11 @@ impl Engine for SegStore {
             return DeltaResult::Exists;
         }
         let Some(current) = parse_counter(h.value(shard.item(loc))) else { return DeltaResult::NonNumeric };
+        let c = shard.classes.class(self.g.item_class(&h).0);
+        match req.mode {
+            DeltaMode::Incr => c.incr_hits += 1,
+            DeltaMode::Decr => c.decr_hits += 1,
+        }
         let value = match req.mode {
             DeltaMode::Incr => current.wrapping_add(req.delta),
             DeltaMode::Decr => current.saturating_sub(req.delta),
@@ -780,6 +817,7 @@ impl Engine for SegStore {
         if req.cas.is_some_and(|cas| cas != meta.cas) {
             return DeleteResult::Exists;
         }
+        shard.classes.class(self.g.item_class(&h).0).delete_hits += 1;
         if req.invalidate {
             let change = Change {
                 exptime: req.touch,
@@ -806,6 +844,9 @@ impl Engine for SegStore {
         let mut guard = self.lock(hash);
         let shard = &mut *guard;
         let Some(found) = self.live(shard, key, hash, now) else { return false };
+        let (_, loc, h) = found;
+        let queue = shard.seg(loc).queue();
+        shard.classes.hit(self.g.item_class(&h).0, queue, true);
         let change = Change { exptime: Some(exptime), access: Some(now), set: FETCHED, ..Change::default() };
         if !self.modify(shard, key, hash, found, change, now) {
             // The new TTL could not be written: better a miss than the old TTL.
@@ -842,7 +883,31 @@ impl Engine for SegStore {
             stats.get_flushed += c.get_flushed;
         }
         stats.restart = self.restart;
+        stats.malloced_bytes = self.g.allocated.load(Ordering::Relaxed);
         stats
+    }
+
+    fn class_stats(&self, now: RelTime) -> crate::ClassStats {
+        let mut out = crate::ClassStats::empty(self.g.config.track_sizes);
+        for shard in self.shards.iter() {
+            let shard = lock(shard);
+            shard.classes.add_to(&mut out);
+            // Ages: the oldest live segment of each queue that holds the class.
+            for seg in shard.segs.iter().filter(|s| s.is_live()) {
+                let age = now.saturating_sub(seg.create_time);
+                let mut bits = seg.class_bits;
+                while bits != 0 {
+                    let cls = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let row = &mut out.classes[cls];
+                    match seg.queue() {
+                        crate::class_stats::Queue::Hot => row.age_hot = row.age_hot.max(age),
+                        crate::class_stats::Queue::Warm => row.age_warm = row.age_warm.max(age),
+                    }
+                }
+            }
+        }
+        out
     }
 
     fn item_size_ok(&self, key_len: usize, flags: u32, value_len: usize) -> bool {
@@ -855,7 +920,9 @@ impl Engine for SegStore {
 
     fn reset_stats(&self) {
         for shard in self.shards.iter() {
-            lock(shard).counters = shard::Counters::default();
+            let mut shard = lock(shard);
+            shard.counters = shard::Counters::default();
+            shard.classes.reset();
         }
     }
 

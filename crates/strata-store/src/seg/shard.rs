@@ -44,6 +44,7 @@ use super::file::SegmentHeader;
 use super::item::{access_delta, CasField, Check, Header, NewItem, END_MARK, FETCHED};
 use super::table::{slot_freq, slot_loc, Loc, Table, MAX_SEGMENTS};
 use super::{hash_key, Globals};
+use crate::class_stats::{ClassTally, Eviction, Queue};
 use crate::RelTime;
 
 /// Share of a shard's sealed segments that may be `Small` before eviction
@@ -109,6 +110,9 @@ pub struct Segment {
     /// items' checks (file secret ^ sequence).
     seq: u64,
     pub seed: u64,
+    /// Bit `c` set: an item of memcached class `c` was linked here (for
+    /// the per-class ages of `stats items`; never cleared).
+    pub class_bits: u64,
 }
 
 impl Segment {
@@ -129,7 +133,20 @@ impl Segment {
             jumbo: false,
             seq: 0,
             seed: 0,
+            class_bits: 0,
         }
+    }
+
+    /// The memcached LRU this segment's items are reported in.
+    pub fn queue(&self) -> Queue {
+        match self.class {
+            Class::Small => Queue::Hot,
+            Class::Main => Queue::Warm,
+        }
+    }
+
+    pub fn is_live(&self) -> bool {
+        matches!(self.state, State::Active | State::Sealed)
     }
 
     pub fn note_exptime(&mut self, exptime: RelTime) {
@@ -189,7 +206,7 @@ pub fn ttl_bucket(exptime: RelTime, now: RelTime) -> u8 {
 pub enum Gone {
     /// Overwritten or deleted: no counter.
     Replaced,
-    Evicted,
+    Evicted(Eviction),
     Expired,
     Flushed,
 }
@@ -210,6 +227,8 @@ pub struct Counters {
 pub struct Shard {
     pub table: Table,
     pub counters: Counters,
+    /// memcached's per-class counters (class_stats.rs).
+    pub classes: ClassTally,
     pub segs: Vec<Segment>,
     free_ids: Vec<u32>,
     active: Vec<u32>,
@@ -246,12 +265,13 @@ impl Recovered {
 }
 
 impl Shard {
-    pub fn new(index: u16, checked: bool) -> Shard {
+    pub fn new(index: u16, checked: bool, track_sizes: bool) -> Shard {
         Shard {
             index,
             checked,
             table: Table::new(),
             counters: Counters::default(),
+            classes: ClassTally::new(track_sizes),
             segs: Vec::new(),
             free_ids: Vec::new(),
             active: Vec::new(),
@@ -321,16 +341,16 @@ impl Shard {
     pub fn unlink(&mut self, g: &Globals, slot: usize, loc: Loc, h: &Header, why: Gone) {
         let (segs, checked) = (&self.segs, self.checked);
         self.table.remove(slot, |l| Self::loc_hash(segs, checked, l));
-        self.count_gone(h.bits, why);
-        self.forget(g, loc, h.total_len());
+        self.count_gone(g, h, why);
+        self.forget(g, loc, h);
     }
 
-    fn count_gone(&mut self, bits: u8, why: Gone) {
-        let fetched = bits & FETCHED != 0;
+    fn count_gone(&mut self, g: &Globals, h: &Header, why: Gone) {
+        let fetched = h.bits & FETCHED != 0;
         let c = &mut self.counters;
         match why {
-            Gone::Replaced => {}
-            Gone::Evicted => {
+            Gone::Replaced => return,
+            Gone::Evicted(_) => {
                 c.evictions += 1;
                 c.evicted_unfetched += u64::from(!fetched);
             }
@@ -340,20 +360,33 @@ impl Shard {
             }
             Gone::Flushed => c.reclaimed += 1,
         }
+        let (cls, _) = g.item_class(h);
+        match why {
+            Gone::Evicted(e) => self.classes.evicted(cls, Eviction { fetched, ..e }),
+            _ => self.classes.reclaimed(cls, fetched, why == Gone::Flushed),
+        }
     }
 
     /// Account a newly placed item's bytes as live.
-    fn count_live(&mut self, loc: Loc, len: usize) {
+    fn count_live(&mut self, g: &Globals, loc: Loc, len: usize) {
         self.curr_items += 1;
         self.bytes += len as u64;
+        let (cls, size) = g.item_class(&self.header(loc));
         let seg = &mut self.segs[loc.seg as usize];
         seg.live_bytes += len;
         seg.live_items += 1;
+        seg.class_bits |= 1 << (cls & 63);
+        let queue = seg.queue();
+        self.classes.linked(cls, queue, size);
     }
 
     /// Account an item's bytes as dead; frees its segment when it was the
     /// last live item of a sealed one.
-    fn forget(&mut self, g: &Globals, loc: Loc, len: usize) {
+    fn forget(&mut self, g: &Globals, loc: Loc, h: &Header) {
+        let len = h.total_len();
+        let (cls, size) = g.item_class(h);
+        let queue = self.segs[loc.seg as usize].queue();
+        self.classes.unlinked(cls, queue, size);
         self.curr_items -= 1;
         self.bytes -= len as u64;
         let seg = &mut self.segs[loc.seg as usize];
@@ -379,12 +412,12 @@ impl Shard {
 
     /// [`Shard::link`] with the key's current slot already looked up.
     fn link_found(&mut self, g: &Globals, hash: u64, loc: Loc, len: usize, existing: Option<(usize, Loc, Header)>) {
-        self.count_live(loc, len);
+        self.count_live(g, loc, len);
         match existing {
             Some((slot, old, h)) => {
                 let freq = slot_freq(self.table.slot(slot));
                 self.table.update(slot, hash, loc, freq);
-                self.forget(g, old, h.total_len());
+                self.forget(g, old, &h);
             }
             None => {
                 let (segs, checked) = (&self.segs, self.checked);
@@ -755,7 +788,9 @@ impl Shard {
                     kept.push((offset as u32, freq));
                     kept_hashes.push((offset as u32, hash));
                 } else {
-                    self.unlink(g, slot, loc, &h, Gone::Evicted);
+                    let last_access = h.access(item, create_time);
+                    let e = Eviction { had_ttl: exptime != 0, fetched: false, active: keep, last_access, now };
+                    self.unlink(g, slot, loc, &h, Gone::Evicted(e));
                 }
             }
             offset += len;
@@ -807,16 +842,25 @@ impl Shard {
                         Self::loc_hash(segs, checked, l)
                     }
                 });
-                self.count_gone(h.bits, Gone::Evicted);
-                self.forget(g, old, len);
+                let e = Eviction { had_ttl: spec.exptime != 0, fetched: false, active: true, last_access: spec.access, now };
+                self.count_gone(g, &h, Gone::Evicted(e));
+                self.forget(g, old, &h);
                 continue;
             };
             let (loc, value_at, new_len) = self.place(id, &spec, key);
             self.segs[id as usize].buf[value_at..value_at + h.value_len].copy_from_slice(h.value(bytes));
             self.write_check(loc);
             self.table.update(slot, hash, loc, freq);
-            self.count_live(loc, new_len);
-            self.forget(g, old, len);
+            self.count_live(g, loc, new_len);
+            if mode != Mode::Compact {
+                let (cls, _) = g.item_class(&h);
+                let c = self.classes.class(cls);
+                match class {
+                    Class::Small => c.moves_to_warm += 1,
+                    Class::Main => c.moves_within_lru += 1,
+                }
+            }
+            self.forget(g, old, &h);
         }
         self.scratch = scratch;
         debug_assert_eq!(self.segs[v as usize].live_items, 0);

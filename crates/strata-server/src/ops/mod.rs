@@ -1,0 +1,3 @@
+//! Operator commands beyond the cache protocol: what memcached's tools read.
+
+pub(crate) mod slab_view;

@@ -1,0 +1,294 @@
+//! Per-class counters: what memcached keeps per slab class (`itemstats`,
+//! `slab_stats`, `lru_hits`, the `stats sizes` histogram), kept by an
+//! engine per shard under the shard's lock and summed by `stats`.
+//!
+//! ```text
+//!  ClassTally (one per shard)
+//!    counters[0..=63]: ClassCounters   index = memcached class id (classes.rs)
+//!      population: number_hot, number_warm, mem_requested   (+ on link, - on unlink)
+//!      requests:   get_hits, touch_hits, hits_to_hot/warm, cmd_set, delete_hits,
+//!                  incr_hits, decr_hits, cas_hits, cas_badval
+//!      departures: evicted*, reclaimed, expired_unfetched, outofmemory, moves_*
+//!    sizes: live items per 32-byte bucket of memcached item size (-o track_sizes)
+//! ```
+//!
+//! "hot" and "warm" are where S3-FIFO keeps the item: `Small` segments hold
+//! items not yet read again since written (memcached's HOT), `Main` those
+//! that proved themselves (memcached's WARM). Strata has no COLD or TEMP
+//! queue. 64 classes x 200 bytes = 13 KiB a shard; a request touches the
+//! one or two cache lines of its item's class, in memory its shard already
+//! holds locked.
+
+use crate::RelTime;
+
+/// Where an item sits, as memcached's LRU names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Queue {
+    Hot,
+    Warm,
+}
+
+/// One class's counters; also the summed row `stats items`/`slabs` print.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassCounters {
+    pub number_hot: u64,
+    pub number_warm: u64,
+    /// Sum of memcached item sizes of the live items (`mem_requested`).
+    pub mem_requested: u64,
+    pub get_hits: u64,
+    pub touch_hits: u64,
+    pub hits_to_hot: u64,
+    pub hits_to_warm: u64,
+    pub cmd_set: u64,
+    pub delete_hits: u64,
+    pub incr_hits: u64,
+    pub decr_hits: u64,
+    pub cas_hits: u64,
+    pub cas_badval: u64,
+    pub evicted: u64,
+    /// Evicted items that had a TTL.
+    pub evicted_nonzero: u64,
+    /// Evicted although read since written (S3-FIFO keeps those unless the
+    /// victim segment's share for kept items is used up).
+    pub evicted_active: u64,
+    pub evicted_unfetched: u64,
+    /// Seconds since the last access of the most recently evicted item,
+    /// and when that eviction happened (to pick the latest across shards).
+    pub evicted_time: u32,
+    pub evicted_at: RelTime,
+    pub reclaimed: u64,
+    pub expired_unfetched: u64,
+    pub outofmemory: u64,
+    /// Items rewritten into `Main` from `Small` (read since written).
+    pub moves_to_warm: u64,
+    /// Items rewritten from `Main` into `Main` again.
+    pub moves_within_lru: u64,
+    pub crawler_reclaimed: u64,
+    pub crawler_items_checked: u64,
+    /// Seconds since the oldest segment of each queue holding this class
+    /// was opened (filled in by the engine at `stats` time).
+    pub age_hot: u32,
+    pub age_warm: u32,
+}
+
+impl ClassCounters {
+    pub fn number(&self) -> u64 {
+        self.number_hot + self.number_warm
+    }
+
+    /// Add `other` (another shard's row) to this one.
+    pub fn add(&mut self, o: &ClassCounters) {
+        macro_rules! sum {
+            ($($f:ident),*) => { $( self.$f += o.$f; )* };
+        }
+        sum!(
+            number_hot, number_warm, mem_requested, get_hits, touch_hits, hits_to_hot, hits_to_warm, cmd_set,
+            delete_hits, incr_hits, decr_hits, cas_hits, cas_badval, evicted, evicted_nonzero, evicted_active,
+            evicted_unfetched, reclaimed, expired_unfetched, outofmemory, moves_to_warm, moves_within_lru,
+            crawler_reclaimed, crawler_items_checked
+        );
+        if o.evicted > 0 && o.evicted_at >= self.evicted_at {
+            self.evicted_at = o.evicted_at;
+            self.evicted_time = o.evicted_time;
+        }
+        self.age_hot = self.age_hot.max(o.age_hot);
+        self.age_warm = self.age_warm.max(o.age_warm);
+    }
+
+    /// `stats reset`: every counter but the live population.
+    fn reset(&mut self) {
+        *self = ClassCounters {
+            number_hot: self.number_hot,
+            number_warm: self.number_warm,
+            mem_requested: self.mem_requested,
+            ..ClassCounters::default()
+        };
+    }
+}
+
+/// Why an evicted item counts where it does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Eviction {
+    pub had_ttl: bool,
+    pub fetched: bool,
+    /// Read since written (would have been kept but for the keep limit).
+    pub active: bool,
+    pub last_access: RelTime,
+    pub now: RelTime,
+}
+
+/// One shard's per-class counters and size histogram.
+pub struct ClassTally {
+    counters: Box<[ClassCounters]>,
+    /// `-o track_sizes`: live items per 32-byte bucket, grown on demand.
+    sizes: Option<Vec<u32>>,
+}
+
+const SIZE_BUCKET_BYTES: usize = 32;
+
+impl ClassTally {
+    pub fn new(track_sizes: bool) -> ClassTally {
+        ClassTally {
+            counters: vec![ClassCounters::default(); crate::classes::MAX_CLASSES + 1].into_boxed_slice(),
+            sizes: track_sizes.then(Vec::new),
+        }
+    }
+
+    #[inline]
+    pub fn class(&mut self, cls: u8) -> &mut ClassCounters {
+        &mut self.counters[usize::from(cls)]
+    }
+
+    pub fn get(&self, cls: u8) -> &ClassCounters {
+        &self.counters[usize::from(cls)]
+    }
+
+    /// An item of memcached size `size` in class `cls` became live.
+    #[inline]
+    pub fn linked(&mut self, cls: u8, queue: Queue, size: usize) {
+        let c = self.class(cls);
+        match queue {
+            Queue::Hot => c.number_hot += 1,
+            Queue::Warm => c.number_warm += 1,
+        }
+        c.mem_requested += size as u64;
+        if let Some(sizes) = &mut self.sizes {
+            let bucket = size.div_ceil(SIZE_BUCKET_BYTES);
+            if sizes.len() <= bucket {
+                sizes.resize(bucket + 1, 0);
+            }
+            sizes[bucket] += 1;
+        }
+    }
+
+    /// An item left (replaced, deleted, evicted, expired).
+    #[inline]
+    pub fn unlinked(&mut self, cls: u8, queue: Queue, size: usize) {
+        let c = self.class(cls);
+        match queue {
+            Queue::Hot => c.number_hot = c.number_hot.saturating_sub(1),
+            Queue::Warm => c.number_warm = c.number_warm.saturating_sub(1),
+        }
+        c.mem_requested = c.mem_requested.saturating_sub(size as u64);
+        if let Some(sizes) = &mut self.sizes {
+            if let Some(n) = sizes.get_mut(size.div_ceil(SIZE_BUCKET_BYTES)) {
+                *n = n.saturating_sub(1);
+            }
+        }
+    }
+
+    /// A read hit (`get`, `gets`, `mg`, binary get: `touch` false) or a
+    /// touch hit (`touch`, `gat`, `mg ... T`).
+    #[inline]
+    pub fn hit(&mut self, cls: u8, queue: Queue, touch: bool) {
+        let c = self.class(cls);
+        if touch {
+            c.touch_hits += 1;
+        } else {
+            c.get_hits += 1;
+            match queue {
+                Queue::Hot => c.hits_to_hot += 1,
+                Queue::Warm => c.hits_to_warm += 1,
+            }
+        }
+    }
+
+    pub fn evicted(&mut self, cls: u8, e: Eviction) {
+        let now = e.now;
+        let c = self.class(cls);
+        c.evicted += 1;
+        c.evicted_nonzero += u64::from(e.had_ttl);
+        c.evicted_unfetched += u64::from(!e.fetched);
+        c.evicted_active += u64::from(e.active);
+        c.evicted_time = now.saturating_sub(e.last_access);
+        c.evicted_at = now;
+    }
+
+    /// An expired (`flushed` false) or flushed item was dropped.
+    pub fn reclaimed(&mut self, cls: u8, fetched: bool, flushed: bool) {
+        let c = self.class(cls);
+        c.reclaimed += 1;
+        c.expired_unfetched += u64::from(!fetched && !flushed);
+    }
+
+    pub fn reset(&mut self) {
+        for c in self.counters.iter_mut() {
+            c.reset();
+        }
+    }
+
+    /// Add this shard's counters into `into` (indexed by class id).
+    pub fn add_to(&self, into: &mut ClassStats) {
+        for (row, c) in into.classes.iter_mut().zip(self.counters.iter()) {
+            row.add(c);
+        }
+        if let (Some(sizes), Some(total)) = (&self.sizes, &mut into.sizes) {
+            if total.len() < sizes.len() {
+                total.resize(sizes.len(), 0);
+            }
+            for (t, &n) in total.iter_mut().zip(sizes.iter()) {
+                *t += u64::from(n);
+            }
+        }
+    }
+}
+
+/// What `stats items`, `stats slabs` and `stats sizes` print, summed over
+/// an engine's shards.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClassStats {
+    /// Indexed by class id (0 unused); empty when the engine keeps none.
+    pub classes: Vec<ClassCounters>,
+    /// `-o track_sizes`: live items per 32-byte bucket (`sizes[i]` counts
+    /// items of `(i - 1) * 32 + 1 ..= i * 32` bytes); None when disabled.
+    pub sizes: Option<Vec<u64>>,
+}
+
+impl ClassStats {
+    pub fn empty(track_sizes: bool) -> ClassStats {
+        ClassStats {
+            classes: vec![ClassCounters::default(); crate::classes::MAX_CLASSES + 1],
+            sizes: track_sizes.then(Vec::new),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn population_follows_links_and_histogram_rounds_up() {
+        let mut t = ClassTally::new(true);
+        t.linked(1, Queue::Hot, 66);
+        t.linked(1, Queue::Warm, 96);
+        t.linked(2, Queue::Hot, 97);
+        t.unlinked(1, Queue::Hot, 66);
+        let mut s = ClassStats::empty(true);
+        t.add_to(&mut s);
+        assert_eq!((s.classes[1].number_hot, s.classes[1].number_warm, s.classes[1].mem_requested), (0, 1, 96));
+        assert_eq!(s.classes[2].number(), 1);
+        let sizes = s.sizes.unwrap();
+        assert_eq!((sizes[3], sizes[4]), (1, 1), "96 is bucket 3 (96), 97 bucket 4 (128)");
+    }
+
+    #[test]
+    fn reset_keeps_population_and_latest_eviction_wins() {
+        let mut a = ClassTally::new(false);
+        a.linked(5, Queue::Hot, 300);
+        a.hit(5, Queue::Hot, false);
+        a.evicted(5, Eviction { had_ttl: true, fetched: false, active: false, last_access: 10, now: 20 });
+        let mut b = ClassTally::new(false);
+        b.evicted(5, Eviction { had_ttl: false, fetched: true, active: true, last_access: 28, now: 30 });
+        let mut s = ClassStats::empty(false);
+        a.add_to(&mut s);
+        b.add_to(&mut s);
+        let c = s.classes[5];
+        assert_eq!((c.evicted, c.evicted_nonzero, c.evicted_unfetched, c.evicted_active), (2, 1, 1, 1));
+        assert_eq!(c.evicted_time, 2, "the most recent eviction's idle time");
+        a.reset();
+        assert_eq!(a.get(5).number(), 1);
+        assert_eq!(a.get(5).get_hits, 0);
+        assert_eq!(a.get(5).evicted, 0);
+    }
+}
