@@ -1,0 +1,236 @@
+//! The slab view (`stats items`, `stats slabs`, `stats sizes`) against
+//! Debian's memcached run side by side: the same items of known sizes go to
+//! both, and the replies must have the same shape (field names, their
+//! order, line format) and the same values where a segment store can know
+//! them exactly (items and bytes per class, chunk geometry, per-class sets
+//! and hits). Skipped, with a note, where memcached is not installed.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use strata_server::settings::SlabSettings;
+use strata_server::{Server, Settings};
+use strata_store::SegStore;
+
+struct Memcached(Child, SocketAddr);
+
+impl Drop for Memcached {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn is_root() -> bool {
+    Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false)
+}
+
+fn memcached(args: &[&str]) -> Option<Memcached> {
+    for _ in 0..20 {
+        let port = TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+        let mut cmd = Command::new("memcached");
+        cmd.args(["-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1"]).args(args);
+        if is_root() {
+            cmd.args(["-u", "root"]);
+        }
+        let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().ok()?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let mut server = Memcached(child, addr);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if TcpStream::connect(addr).is_ok() {
+                return Some(server);
+            }
+            if let Ok(Some(_)) = server.0.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    None
+}
+
+fn strata(settings: Settings) -> (Server, SocketAddr) {
+    let settings = Settings { tcp_listen: vec!["127.0.0.1:0".parse().unwrap()], threads: 2, ..settings };
+    let engine = SegStore::new(settings.engine_config());
+    let server = Server::start(settings, Box::new(engine)).unwrap();
+    let addr = server.tcp_addrs[0];
+    (server, addr)
+}
+
+struct Client {
+    stream: TcpStream,
+    reader: BufReader<TcpStream>,
+}
+
+impl Client {
+    fn to(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        Client { reader: BufReader::new(stream.try_clone().unwrap()), stream }
+    }
+
+    fn line(&mut self) -> String {
+        let mut line = String::new();
+        self.reader.read_line(&mut line).unwrap();
+        line
+    }
+
+    fn send(&mut self, req: &[u8]) {
+        self.stream.write_all(req).unwrap();
+    }
+
+    /// `stats <group>` as (name, value) lines; every line must be `STAT name value`.
+    fn stats(&mut self, group: &str) -> Vec<(String, String)> {
+        self.send(format!("stats {group}\r\n").as_bytes());
+        let mut out = Vec::new();
+        loop {
+            let line = self.line();
+            if line == "END\r\n" {
+                return out;
+            }
+            assert!(line.ends_with("\r\n"), "{line:?}");
+            let parts: Vec<&str> = line.trim_end().split(' ').collect();
+            assert_eq!((parts.len(), parts[0]), (3, "STAT"), "{line:?}");
+            out.push((parts[1].to_string(), parts[2].to_string()));
+        }
+    }
+
+    /// The same known items on any server: sizes chosen to land in
+    /// several classes, read and changed a known number of times.
+    fn load(&mut self) {
+        let items: &[(&str, usize, u32)] =
+            &[("a1", 5, 0), ("a2", 5, 0), ("a3", 5, 7), ("mid", 500, 0), ("big", 20_000, 3), ("n", 2, 0)];
+        for &(key, len, flags) in items {
+            self.send(format!("set {key} {flags} 0 {len}\r\n{}\r\n", "x".repeat(len)).as_bytes());
+            assert_eq!(self.line(), "STORED\r\n");
+        }
+        self.send(b"set n 0 0 2\r\n10\r\n");
+        assert_eq!(self.line(), "STORED\r\n");
+        for req in ["get a1\r\n", "get big\r\n", "get nope\r\n"] {
+            self.send(req.as_bytes());
+            while self.line() != "END\r\n" {}
+        }
+        for (req, reply) in [
+            ("touch a2 0\r\n", "TOUCHED\r\n"),
+            ("incr n 5\r\n", "15\r\n"),
+            ("decr n 1\r\n", "14\r\n"),
+            ("delete a3\r\n", "DELETED\r\n"),
+            ("cas mid 0 0 3 1\r\nabc\r\n", "EXISTS\r\n"),
+        ] {
+            self.send(req.as_bytes());
+            assert_eq!(self.line(), reply, "{req}");
+        }
+    }
+}
+
+fn names(stats: &[(String, String)]) -> Vec<&str> {
+    stats.iter().map(|(n, _)| n.as_str()).collect()
+}
+
+fn value<'a>(stats: &'a [(String, String)], name: &str) -> &'a str {
+    stats.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str()).unwrap_or_else(|| panic!("no {name}"))
+}
+
+#[test]
+fn stats_items_and_slabs_match_memcacheds_shape_and_counts() {
+    let Some(reference) = memcached(&[]) else {
+        eprintln!("SKIPPED: memcached is not installed");
+        return;
+    };
+    let (_server, addr) = strata(Settings::default());
+    let (mut m, mut s) = (Client::to(reference.1), Client::to(addr));
+    m.load();
+    s.load();
+    let (mi, si) = (m.stats("items"), s.stats("items"));
+    assert_eq!(si.len(), 28 * 4, "four classes of 28 fields: {si:?}");
+    assert_eq!(names(&mi), names(&si), "stats items: fields and order");
+    for (name, _) in &mi {
+        if name.ends_with(":number") || name.ends_with(":mem_requested") || name.ends_with(":evicted") {
+            assert_eq!(value(&mi, name), value(&si, name), "{name}");
+        }
+    }
+    let (ms, ss) = (m.stats("slabs"), s.stats("slabs"));
+    assert_eq!(ss.len(), 15 * 4 + 2, "{ss:?}");
+    assert_eq!(names(&ms), names(&ss), "stats slabs: fields and order");
+    for (name, _) in &ms {
+        let exact = [
+            "chunk_size", "chunks_per_page", "total_pages", "total_chunks", "used_chunks", "free_chunks", "get_hits",
+            "cmd_set", "delete_hits", "incr_hits", "decr_hits", "cas_hits", "cas_badval", "touch_hits",
+        ];
+        if exact.iter().any(|f| name.ends_with(&format!(":{f}"))) || name == "active_slabs" {
+            assert_eq!(value(&ms, name), value(&ss, name), "{name}");
+        }
+    }
+}
+
+#[test]
+fn stats_sizes_matches_memcached_with_track_sizes_and_without() {
+    let Some(reference) = memcached(&["-o", "track_sizes"]) else {
+        eprintln!("SKIPPED: memcached is not installed");
+        return;
+    };
+    let (_server, addr) = strata(Settings { track_sizes: true, ..Settings::default() });
+    let (mut m, mut s) = (Client::to(reference.1), Client::to(addr));
+    m.load();
+    s.load();
+    let sizes = s.stats("sizes");
+    assert_eq!(m.stats("sizes"), sizes, "the same histogram, line for line");
+    assert!(sizes.len() >= 4, "{sizes:?}");
+
+    let Some(plain) = memcached(&[]) else { return };
+    let (_server, addr) = strata(Settings::default());
+    assert_eq!(Client::to(plain.1).stats("sizes"), Client::to(addr).stats("sizes"));
+    assert_eq!(Client::to(addr).stats("sizes"), vec![("sizes_status".to_string(), "disabled".to_string())]);
+}
+
+#[test]
+fn stats_sizes_enable_is_unknown_as_in_1_6_45() {
+    let (_server, addr) = strata(Settings::default());
+    let mut s = Client::to(addr);
+    for group in ["sizes_enable", "sizes_disable"] {
+        s.send(format!("stats {group}\r\n").as_bytes());
+        assert_eq!(s.line(), "ERROR\r\n");
+    }
+}
+
+#[test]
+fn growth_factor_and_min_size_shape_the_classes_as_in_memcached() {
+    let Some(reference) = memcached(&["-f", "2", "-n", "100"]) else {
+        eprintln!("SKIPPED: memcached is not installed");
+        return;
+    };
+    let slabs = SlabSettings { growth_factor: 2.0, min_size_bytes: 100, ..SlabSettings::default() };
+    let (_server, addr) = strata(Settings { slabs, ..Settings::default() });
+    let (mut m, mut s) = (Client::to(reference.1), Client::to(addr));
+    m.load();
+    s.load();
+    let (ms, ss) = (m.stats("slabs"), s.stats("slabs"));
+    assert_eq!(names(&ms), names(&ss));
+    for (name, v) in &ms {
+        if name.ends_with(":chunk_size") || name.ends_with(":used_chunks") {
+            assert_eq!(v, value(&ss, name), "{name}");
+        }
+    }
+}
+
+#[test]
+fn per_class_counters_follow_deletes_and_reset() {
+    let (_server, addr) = strata(Settings::default());
+    let mut s = Client::to(addr);
+    s.load();
+    // "mid" (500 bytes of value) is class 9 with memcached's defaults.
+    assert_eq!(value(&s.stats("items"), "items:9:number"), "1");
+    s.send(b"delete mid\r\n");
+    assert_eq!(s.line(), "DELETED\r\n");
+    let items = s.stats("items");
+    assert!(!names(&items).iter().any(|n| n.starts_with("items:9:")), "a class with no items is omitted");
+    assert_eq!(value(&s.stats("slabs"), "1:delete_hits"), "1");
+    s.send(b"stats reset\r\n");
+    assert_eq!(s.line(), "RESET\r\n");
+    let slabs = s.stats("slabs");
+    assert_eq!(value(&slabs, "1:get_hits"), "0");
+    assert_eq!(value(&slabs, "1:used_chunks"), "3", "reset keeps the population");
+}
