@@ -145,7 +145,7 @@ fn stats_items_and_slabs_match_memcacheds_shape_and_counts() {
     m.load();
     s.load();
     let (mi, si) = (m.stats("items"), s.stats("items"));
-    assert_eq!(si.len(), 28 * 4, "four classes of 28 fields: {si:?}");
+    assert_eq!(si.len(), 28 * 3, "three classes of 28 fields: {si:?}");
     assert_eq!(names(&mi), names(&si), "stats items: fields and order");
     for (name, _) in &mi {
         if name.ends_with(":number") || name.ends_with(":mem_requested") || name.ends_with(":evicted") {
@@ -153,7 +153,7 @@ fn stats_items_and_slabs_match_memcacheds_shape_and_counts() {
         }
     }
     let (ms, ss) = (m.stats("slabs"), s.stats("slabs"));
-    assert_eq!(ss.len(), 15 * 4 + 2, "{ss:?}");
+    assert_eq!(ss.len(), 15 * 3 + 2, "{ss:?}");
     assert_eq!(names(&ms), names(&ss), "stats slabs: fields and order");
     for (name, _) in &ms {
         let exact = [
