@@ -14,8 +14,8 @@
 
 use proptest::prelude::*;
 use strata_store::{
-    DeleteRequest, DeltaMode, DeltaRequest, Engine, EngineConfig, GetAction, GetOptions, ItemMeta,
-    MapStore, RelTime, SegStore, StoreMode, StoreRequest,
+    memcached_item_size, DeleteRequest, DeltaMode, DeltaRequest, Engine, EngineConfig, GetAction, GetOptions, ItemMeta,
+    MapStore, RelTime, SegStore, SlabClasses, StoreMode, StoreRequest,
 };
 
 #[derive(Clone, Debug)]
@@ -78,7 +78,29 @@ fn read(store: &dyn Engine, key: &[u8], opts: GetOptions, token: bool, now: RelT
 }
 
 fn peek(store: &dyn Engine, key: &[u8], now: RelTime) -> Seen {
-    read(store, key, GetOptions { no_bump: true, ..GetOptions::default() }, false, now)
+    read(store, key, GetOptions { no_bump: true, uncounted: true, ..GetOptions::default() }, false, now)
+}
+
+/// The per-class population (`stats items` `number` and `mem_requested`)
+/// must be exactly what the live items add up to, by memcached's size
+/// arithmetic and class table, whatever moved, expired or was evicted.
+fn check_classes(seg: &SegStore, keys: u8, cas_disabled: bool, now: RelTime) {
+    let classes = SlabClasses::default();
+    let mut expected = vec![(0u64, 0u64); classes.len() + 1];
+    for key in 0..keys {
+        let k = key_of(key);
+        if let Some((value, meta, _)) = peek(seg, &k, now) {
+            let size = memcached_item_size(k.len(), meta.flags, value.len(), !cas_disabled);
+            let row = &mut expected[usize::from(classes.class_of(size))];
+            row.0 += 1;
+            row.1 += size as u64;
+        }
+    }
+    let stats = seg.class_stats(now);
+    for (id, &(number, bytes)) in expected.iter().enumerate() {
+        let c = &stats.classes[id];
+        assert_eq!((c.number(), c.mem_requested), (number, bytes), "class {id}");
+    }
 }
 
 /// The CAS a client would send: the current one, a wrong one, or none.
@@ -102,7 +124,7 @@ fn ttl_at(ttl: u8, now: RelTime) -> RelTime {
 fn apply(store: &dyn Engine, op: &Op, step: usize, now: RelTime) -> String {
     match *op {
         Op::Get { key, touch, no_bump, vivify, token } => {
-            let opts = GetOptions { touch: touch.map(|t| ttl_at(t, now)), no_bump, vivify: vivify.map(|t| ttl_at(t, now)) };
+            let opts = GetOptions { touch: touch.map(|t| ttl_at(t, now)), no_bump, vivify: vivify.map(|t| ttl_at(t, now)), ..GetOptions::default() };
             format!("{:?}", read(store, &key_of(key), opts, token, now))
         }
         Op::Store { key, mode, len, flags, ttl, cas, invalidate, vivify } => {
@@ -237,6 +259,9 @@ fn run_with(ops: &[Op], memory_bytes: u64, cas_disabled: bool, file: Option<&std
         let stats = seg.stats();
         assert!(seg.allocated_bytes() <= memory_bytes.max(1 << 20), "allocated past -m");
         assert!(stats.curr_items <= model.stats().curr_items);
+        if step % 25 == 24 || step + 1 == ops.len() {
+            check_classes(&seg, 250, cas_disabled, now);
+        }
     }
 }
 
