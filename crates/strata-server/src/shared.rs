@@ -109,17 +109,32 @@ impl Shared {
     }
 }
 
-/// One open connection as `stats conns` shows it.
+/// What a `stats conns` entry is: memcached lists its listening sockets
+/// and its UDP sockets beside the client connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnKind {
+    Client,
+    Listening,
+    Udp,
+}
+
+/// One open connection (or listening / UDP socket) as `stats conns` shows it.
 #[derive(Debug)]
 pub struct ConnInfo {
     pub peer: String,
     pub listen: String,
+    pub kind: ConnKind,
     last_cmd: std::sync::atomic::AtomicU32,
 }
 
 impl ConnInfo {
     pub fn new(peer: String, listen: String, now: u32) -> ConnInfo {
-        ConnInfo { peer, listen, last_cmd: std::sync::atomic::AtomicU32::new(now) }
+        ConnInfo { peer, listen, kind: ConnKind::Client, last_cmd: std::sync::atomic::AtomicU32::new(now) }
+    }
+
+    /// A listening or UDP socket bound to `addr` (`tcp:...`, `udp:...`, `unix:...`).
+    pub fn socket(addr: String, kind: ConnKind, now: u32) -> ConnInfo {
+        ConnInfo { peer: addr.clone(), listen: addr, kind, last_cmd: std::sync::atomic::AtomicU32::new(now) }
     }
 
     /// Idle past `limit` seconds (memcached's idle_timeout rule: strictly

@@ -180,7 +180,7 @@ impl Worker {
     /// Read, run and write for one connection until it would block.
     fn drive(&mut self, index: usize) {
         let Some(Some(client)) = self.clients.get_mut(index) else { return };
-        let exec = Executor::new(&self.shared, &self.stats);
+        let exec = Executor::new(&self.shared, &self.stats).for_conn(client.id);
         let budget = self.shared.settings.reqs_per_event.max(1);
         let close = loop {
             if !client.close_after_write {

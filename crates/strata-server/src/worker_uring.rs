@@ -266,10 +266,10 @@ impl UringWorker {
     /// Run what a connection has buffered, start its send, keep its receive
     /// armed or paused, and finish closing it when nothing is in flight.
     fn drive(&mut self, index: usize) {
-        let exec = Executor::new(&self.shared, &self.stats);
         let budget = self.shared.settings.reqs_per_event.max(1);
         let max_output = self.shared.settings.max_pending_output_bytes;
         let Some(Some(client)) = self.clients.get_mut(index) else { return };
+        let exec = Executor::new(&self.shared, &self.stats).for_conn(client.id);
         if !client.closing && !client.close_after_write {
             match client.conn.process(&exec, budget) {
                 Progress::Close => client.closing = true,

@@ -234,3 +234,56 @@ fn per_class_counters_follow_deletes_and_reset() {
     assert_eq!(value(&slabs, "1:get_hits"), "0");
     assert_eq!(value(&slabs, "1:used_chunks"), "3", "reset keeps the population");
 }
+
+/// `stats conns` with its ids replaced by their order of appearance, and
+/// the addresses and idle seconds (which differ between two servers) dropped.
+fn conns_shape(client: &mut Client) -> Vec<(String, String)> {
+    let mut ids: Vec<String> = Vec::new();
+    client
+        .stats("conns")
+        .into_iter()
+        .map(|(name, value)| {
+            let (id, field) = name.split_once(':').expect("id:field");
+            if !ids.iter().any(|i| i == id) {
+                ids.push(id.to_string());
+            }
+            let n = ids.iter().position(|i| i == id).unwrap();
+            let value = if field == "state" || field == "UDP" { value } else { String::new() };
+            (format!("{n}:{field}"), value)
+        })
+        .collect()
+}
+
+#[test]
+fn stats_conns_lists_listeners_and_clients_as_memcached_does() {
+    let Some(reference) = memcached(&["-t", "2"]) else {
+        eprintln!("SKIPPED: memcached is not installed");
+        return;
+    };
+    let (_server, addr) = strata(Settings::default());
+    let mut shapes = Vec::new();
+    for addr in [reference.1, addr] {
+        // One at a time, so both servers number them in this order.
+        let mut asking = Client::to(addr);
+        asking.send(b"version\r\n");
+        assert!(asking.line().starts_with("VERSION "));
+        let mut idle = Client::to(addr);
+        idle.send(b"version\r\n");
+        assert!(idle.line().starts_with("VERSION "));
+        shapes.push(conns_shape(&mut asking));
+    }
+    assert_eq!(shapes[0], shapes[1]);
+    assert_eq!(shapes[1][1], ("0:state".to_string(), "conn_listening".to_string()), "{:?}", shapes[1]);
+    let states: Vec<&str> = shapes[1].iter().filter(|(n, _)| n.ends_with(":state")).map(|(_, v)| v.as_str()).collect();
+    assert_eq!(states, ["conn_listening", "conn_parse_cmd", "conn_read"]);
+}
+
+#[test]
+fn stats_conns_lists_each_workers_udp_socket() {
+    let settings = Settings { udp_enabled: true, udp_port: 0, threads: 2, ..Settings::default() };
+    let (server, addr) = strata(settings);
+    let stats = Client::to(addr).stats("conns");
+    let udp = stats.iter().filter(|(n, v)| n.ends_with(":UDP") && v == "UDP").count();
+    assert_eq!(udp, 2 * server.udp_addrs.len().max(1), "{stats:?}");
+    assert!(stats.iter().any(|(n, v)| n.ends_with(":addr") && v.starts_with("udp:127.0.0.1:")), "{stats:?}");
+}

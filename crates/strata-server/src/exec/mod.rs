@@ -48,6 +48,8 @@ pub struct Executor<'a> {
     /// Keys of `mg` hits whose replies are not yet transmitted: memcached's
     /// reply still references those items (see `DeltaRequest::in_place`).
     pinned: RefCell<Vec<Vec<u8>>>,
+    /// The connection this executor runs for (its `stats conns` id; 0: none).
+    pub conn_id: u64,
 }
 
 /// Append `line` and CRLF unless `noreply`.
@@ -67,12 +69,18 @@ pub enum Admission {
 
 impl<'a> Executor<'a> {
     pub fn new(shared: &'a Arc<Shared>, stats: &'a WorkerStats) -> Executor<'a> {
-        Executor { shared, stats, marks: None, unsent_from: Cell::new(0), pinned: RefCell::new(Vec::new()) }
+        Executor { shared, stats, marks: None, unsent_from: Cell::new(0), pinned: RefCell::new(Vec::new()), conn_id: 0 }
+    }
+
+    /// This executor runs for connection `id` (`stats conns` shows it as
+    /// the one parsing a command).
+    pub fn for_conn(self, id: u64) -> Executor<'a> {
+        Executor { conn_id: id, ..self }
     }
 
     /// An executor that records reply-object boundaries in `marks`.
     pub fn with_marks(shared: &'a Arc<Shared>, stats: &'a WorkerStats, marks: &'a RefCell<Vec<usize>>) -> Executor<'a> {
-        Executor { shared, stats, marks: Some(marks), unsent_from: Cell::new(0), pinned: RefCell::new(Vec::new()) }
+        Executor { shared, stats, marks: Some(marks), unsent_from: Cell::new(0), pinned: RefCell::new(Vec::new()), conn_id: 0 }
     }
 
     /// Where the output memcached would not have transmitted yet begins.

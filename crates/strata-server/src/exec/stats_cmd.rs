@@ -41,7 +41,7 @@ pub(crate) fn collect(exec: &Executor<'_>, group: &[u8]) -> Group {
         b"items" => crate::ops::slab_view::items(exec, &mut t),
         b"slabs" => crate::ops::slab_view::slabs(exec, &mut t),
         b"sizes" => crate::ops::slab_view::sizes(exec, &mut t),
-        b"conns" => conns(exec, &mut t),
+        b"conns" => crate::ops::conns::conns(exec, &mut t),
         _ => return Group::Unknown,
     }
     Group::Values(t)
@@ -179,14 +179,4 @@ fn settings(exec: &Executor<'_>, t: &mut Stats) {
         _ => "epoll",
     };
     stat(t, "io_engine", engine);
-}
-
-fn conns(exec: &Executor<'_>, t: &mut Stats) {
-    let now = exec.shared.clock.now();
-    for (id, info) in exec.shared.conns.snapshot() {
-        stat(t, &format!("{id}:addr"), &info.peer);
-        stat(t, &format!("{id}:listen_addr"), &info.listen);
-        stat(t, &format!("{id}:state"), "conn_parse_cmd");
-        stat(t, &format!("{id}:secs_since_last_cmd"), now.saturating_sub(info.last_cmd()));
-    }
 }
