@@ -82,6 +82,12 @@ pub(crate) struct Globals {
     file: Option<MemFile>,
     /// Where a segment's first item starts (after its header in a memory file).
     pub data_start: usize,
+    /// `-M`: a store was refused for want of memory and nothing has left
+    /// since. memcached's memory is then full for every store of the class
+    /// (one pool here), so later stores are refused too, even into room an
+    /// open segment of another shard still has. Cleared when an item
+    /// leaves or the limit grows; written only on those events.
+    pub exhausted: std::sync::atomic::AtomicBool,
 }
 
 impl Globals {
@@ -433,6 +439,7 @@ impl SegStore {
                 pool: Mutex::new(Vec::new()),
                 jumbo_pool: Mutex::new(Vec::new()),
                 cas_counter: Line(AtomicU64::new(0)),
+                exhausted: std::sync::atomic::AtomicBool::new(false),
                 oldest_live: AtomicU32::new(0),
                 oldest_cas: AtomicU64::new(0),
                 config,
@@ -519,7 +526,14 @@ impl SegStore {
     /// Write a new item for `key` (value given in parts), replacing any old
     /// one; `keep` is the segment of the item it replaces.
     fn put(&self, shard: &mut Shard, key: &[u8], hash: u64, spec: &Spec, parts: &[&[u8]], keep: Option<u32>, now: RelTime) -> bool {
+        let no_evictions = self.g.config.evictions_disabled;
+        if no_evictions && self.g.exhausted.load(Ordering::Relaxed) {
+            return false;
+        }
         let Some((loc, value_at, len)) = shard.alloc(&self.g, &self.shards, spec, key, Class::Small, keep, now) else {
+            if no_evictions {
+                self.g.exhausted.store(true, Ordering::Relaxed);
+            }
             return false;
         };
         let mut at = value_at;
@@ -916,6 +930,7 @@ impl Engine for SegStore {
 
     fn set_memory_limit(&self, bytes: u64) {
         self.g.memory_limit.store(bytes, Ordering::Relaxed);
+        self.g.exhausted.store(false, Ordering::Relaxed);
     }
 
     fn reset_stats(&self) {

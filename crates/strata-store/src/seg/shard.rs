@@ -384,6 +384,9 @@ impl Shard {
     /// last live item of a sealed one.
     fn forget(&mut self, g: &Globals, loc: Loc, h: &Header) {
         let len = h.total_len();
+        if g.config.evictions_disabled && g.exhausted.load(Ordering::Relaxed) {
+            g.exhausted.store(false, Ordering::Relaxed);
+        }
         let (cls, size) = g.item_class(h);
         let queue = self.segs[loc.seg as usize].queue();
         self.classes.unlinked(cls, queue, size);
