@@ -119,7 +119,8 @@ pub struct Eviction {
 
 /// One shard's per-class counters and size histogram.
 pub struct ClassTally {
-    counters: Box<[ClassCounters]>,
+    /// Indexed by class id masked to 6 bits (ids are 0..=63), so no bounds check.
+    counters: Box<[ClassCounters; 64]>,
     /// `-o track_sizes`: live items per 32-byte bucket, grown on demand.
     sizes: Option<Vec<u32>>,
 }
@@ -129,18 +130,18 @@ const SIZE_BUCKET_BYTES: usize = 32;
 impl ClassTally {
     pub fn new(track_sizes: bool) -> ClassTally {
         ClassTally {
-            counters: vec![ClassCounters::default(); crate::classes::MAX_CLASSES + 1].into_boxed_slice(),
+            counters: Box::new([ClassCounters::default(); 64]),
             sizes: track_sizes.then(Vec::new),
         }
     }
 
     #[inline]
     pub fn class(&mut self, cls: u8) -> &mut ClassCounters {
-        &mut self.counters[usize::from(cls)]
+        &mut self.counters[usize::from(cls) & 63]
     }
 
     pub fn get(&self, cls: u8) -> &ClassCounters {
-        &self.counters[usize::from(cls)]
+        &self.counters[usize::from(cls) & 63]
     }
 
     /// An item of memcached size `size` in class `cls` became live.
@@ -185,7 +186,7 @@ impl ClassTally {
         if touch {
             c.touch_hits += 1;
         } else {
-            c.get_hits += 1;
+            // get_hits is their sum (as memcached sums its lru_hits), made at `stats`.
             match queue {
                 Queue::Hot => c.hits_to_hot += 1,
                 Queue::Warm => c.hits_to_warm += 1,
@@ -220,7 +221,7 @@ impl ClassTally {
     /// Add this shard's counters into `into` (indexed by class id).
     pub fn add_to(&self, into: &mut ClassStats) {
         for (row, c) in into.classes.iter_mut().zip(self.counters.iter()) {
-            row.add(c);
+            row.add(&ClassCounters { get_hits: c.hits_to_hot + c.hits_to_warm, ..*c });
         }
         if let (Some(sizes), Some(total)) = (&self.sizes, &mut into.sizes) {
             if total.len() < sizes.len() {

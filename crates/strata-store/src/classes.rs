@@ -23,6 +23,10 @@ pub const ITEM_HEADER_BYTES: usize = 48;
 const CHUNK_ALIGN_BYTES: usize = 8;
 /// Class ids run 1..=63 (`MAX_NUMBER_OF_SLAB_CLASSES` is 64, id 0 is the page pool).
 pub const MAX_CLASSES: usize = 63;
+/// Items up to this size find their class in one load from a table (one
+/// byte per 8 bytes of size: 2 KiB), not a binary search: every hit and
+/// store looks its item's class up, and most items are small.
+const DIRECT_LOOKUP_BYTES: usize = 16 << 10;
 
 /// The settings that shape the classes (`-f`, `-n`, `-o slab_chunk_max`,
 /// `-o slab_sizes`, `-I`), as memcached's command line gives them.
@@ -52,6 +56,9 @@ pub struct SlabClasses {
     /// `chunk_sizes[k]` is the chunk size of class `k + 1`.
     chunk_sizes: Vec<u32>,
     item_size_max_bytes: usize,
+    /// `direct[(size + 7) / 8]`: the class of `size` (chunk sizes are
+    /// multiples of 8, so every size in those 8 bytes has the same class).
+    direct: Box<[u8]>,
 }
 
 impl Default for SlabClasses {
@@ -92,7 +99,19 @@ impl SlabClasses {
             }
         }
         chunk_sizes.push(chunk_max);
-        SlabClasses { chunk_sizes, item_size_max_bytes: g.item_size_max_bytes }
+        let mut classes = SlabClasses { chunk_sizes, item_size_max_bytes: g.item_size_max_bytes, direct: Box::new([]) };
+        classes.direct = (0..=DIRECT_LOOKUP_BYTES / CHUNK_ALIGN_BYTES).map(|i| classes.search(i * CHUNK_ALIGN_BYTES)).collect();
+        classes
+    }
+
+    /// [`SlabClasses::class_of`] by binary search.
+    fn search(&self, size: usize) -> u8 {
+        if size == 0 || size > self.item_size_max_bytes {
+            return 0;
+        }
+        let size = size.min(u32::MAX as usize) as u32;
+        let at = self.chunk_sizes.partition_point(|&chunk| chunk < size);
+        (at.min(self.chunk_sizes.len() - 1) + 1) as u8
     }
 
     /// memcached's `slabs_clsid`: the class of an item of `size` bytes
@@ -100,12 +119,10 @@ impl SlabClasses {
     /// item; 0 for a size of 0 or over `-I`.
     #[inline]
     pub fn class_of(&self, size: usize) -> u8 {
-        if size == 0 || size > self.item_size_max_bytes {
-            return 0;
+        match self.direct.get(size.div_ceil(CHUNK_ALIGN_BYTES)) {
+            Some(&class) if size <= self.item_size_max_bytes => class,
+            _ => self.search(size),
         }
-        let size = size.min(u32::MAX as usize) as u32;
-        let at = self.chunk_sizes.partition_point(|&chunk| chunk < size);
-        (at.min(self.chunk_sizes.len() - 1) + 1) as u8
     }
 
     /// Number of classes (the largest class id).
@@ -185,6 +202,21 @@ mod tests {
         let big = SlabClasses::new(&ClassGeometry { item_size_max_bytes: 2 << 20, ..ClassGeometry::default() });
         assert_eq!(big.chunk_max(), 524288);
         assert_eq!(big.class_of(2 << 20), 39);
+    }
+
+    #[test]
+    fn the_direct_table_agrees_with_the_search() {
+        for g in [
+            ClassGeometry::default(),
+            ClassGeometry { growth_factor: 1.07, min_size_bytes: 5, ..ClassGeometry::default() },
+            ClassGeometry { sizes: Some(vec![100, 200, 300]), ..ClassGeometry::default() },
+            ClassGeometry { item_size_max_bytes: 4096, chunk_max_bytes: 4096, ..ClassGeometry::default() },
+        ] {
+            let c = SlabClasses::new(&g);
+            for size in 0..DIRECT_LOOKUP_BYTES + 100 {
+                assert_eq!(c.class_of(size), c.search(size), "{size} with {g:?}");
+            }
+        }
     }
 
     #[test]
