@@ -544,7 +544,8 @@ impl SegStore {
         }
         debug_assert_eq!(at - value_at, spec.value_len);
         shard.write_check(loc);
-        shard.link(&self.g, key, hash, loc, len);
+        let size = memcached_item_size(spec.key_len, spec.flags, spec.value_len, !self.g.config.cas_disabled);
+        shard.link(&self.g, key, hash, loc, len, (self.g.config.classes.class_of(size), size));
         true
     }
 

@@ -367,11 +367,11 @@ impl Shard {
         }
     }
 
-    /// Account a newly placed item's bytes as live.
-    fn count_live(&mut self, g: &Globals, loc: Loc, len: usize) {
+    /// Account a newly placed item's bytes as live; `(cls, size)` is its
+    /// memcached class and item size (`Globals::item_class`).
+    fn count_live(&mut self, loc: Loc, len: usize, (cls, size): (u8, usize)) {
         self.curr_items += 1;
         self.bytes += len as u64;
-        let (cls, size) = g.item_class(&self.header(loc));
         let seg = &mut self.segs[loc.seg as usize];
         seg.live_bytes += len;
         seg.live_items += 1;
@@ -408,14 +408,14 @@ impl Shard {
 
     /// Link a freshly written item: replaces `key`'s slot if present (keeping
     /// its frequency), else inserts one.
-    pub fn link(&mut self, g: &Globals, key: &[u8], hash: u64, loc: Loc, len: usize) {
+    pub fn link(&mut self, g: &Globals, key: &[u8], hash: u64, loc: Loc, len: usize, class: (u8, usize)) {
         let existing = self.find(key, hash);
-        self.link_found(g, hash, loc, len, existing);
+        self.link_found(g, hash, loc, len, class, existing);
     }
 
     /// [`Shard::link`] with the key's current slot already looked up.
-    fn link_found(&mut self, g: &Globals, hash: u64, loc: Loc, len: usize, existing: Option<(usize, Loc, Header)>) {
-        self.count_live(g, loc, len);
+    fn link_found(&mut self, g: &Globals, hash: u64, loc: Loc, len: usize, class: (u8, usize), existing: Option<(usize, Loc, Header)>) {
+        self.count_live(loc, len, class);
         match existing {
             Some((slot, old, h)) => {
                 let freq = slot_freq(self.table.slot(slot));
@@ -854,7 +854,7 @@ impl Shard {
             self.segs[id as usize].buf[value_at..value_at + h.value_len].copy_from_slice(h.value(bytes));
             self.write_check(loc);
             self.table.update(slot, hash, loc, freq);
-            self.count_live(g, loc, new_len);
+            self.count_live(loc, new_len, g.item_class(&h));
             if mode != Mode::Compact {
                 let (cls, _) = g.item_class(&h);
                 let c = self.classes.class(cls);
@@ -959,7 +959,7 @@ impl Shard {
             }
             self.segs[id as usize].note_exptime(exptime);
             // The segment is not open, so linking a jumbo item does not seal it yet.
-            self.link_found(g, hash, loc, len, existing);
+            self.link_found(g, hash, loc, len, g.item_class(&h), existing);
         }
         let seg = &mut self.segs[id as usize];
         seg.state = State::Active;
