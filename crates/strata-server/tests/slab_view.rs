@@ -287,3 +287,25 @@ fn stats_conns_lists_each_workers_udp_socket() {
     assert_eq!(udp, 2 * server.udp_addrs.len().max(1), "{stats:?}");
     assert!(stats.iter().any(|(n, v)| n.ends_with(":addr") && v.starts_with("udp:127.0.0.1:")), "{stats:?}");
 }
+
+/// Debian's `memcached-tool HOST:PORT display` reads `stats items` and
+/// `stats slabs`: it must list each class with its item count.
+#[test]
+fn memcached_tool_display_lists_the_classes() {
+    let tool = std::path::Path::new("/usr/share/memcached/scripts/memcached-tool");
+    if !tool.exists() {
+        eprintln!("SKIPPED: memcached-tool is not installed");
+        return;
+    }
+    let (_server, addr) = strata(Settings::default());
+    Client::to(addr).load();
+    let out = Command::new("perl").arg(tool).arg(addr.to_string()).arg("display").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<Vec<&str>> = text.lines().skip(1).map(|l| l.split_whitespace().collect()).collect();
+    // class, chunk size, max age, pages, count, ...
+    let count = |class: &str| rows.iter().find(|r| r[0] == class).map(|r| r[4].to_string());
+    assert_eq!(count("1").as_deref(), Some("3"), "{text}");
+    assert_eq!(count("9").as_deref(), Some("1"), "{text}");
+    assert_eq!(count("25").as_deref(), Some("1"), "{text}");
+    assert_eq!(rows.len(), 3, "{text}");
+}
