@@ -90,7 +90,7 @@ impl SlabClasses {
                 None if f64::from(size) >= f64::from(chunk_max) / factor => break,
                 None => {}
             }
-            if size as usize % CHUNK_ALIGN_BYTES != 0 {
+            if !(size as usize).is_multiple_of(CHUNK_ALIGN_BYTES) {
                 size += (CHUNK_ALIGN_BYTES - size as usize % CHUNK_ALIGN_BYTES) as u32;
             }
             chunk_sizes.push(size);
