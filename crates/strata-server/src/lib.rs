@@ -7,6 +7,7 @@
 pub mod auth;
 pub mod conn;
 pub mod exec;
+pub mod ops;
 pub mod server;
 pub mod settings;
 pub mod shared;

@@ -191,6 +191,7 @@ impl Worker {
                         WorkerStats::incr(&self.stats.conn_yields);
                         self.yielded.push(index);
                     }
+                    Progress::Dumping => self.yielded.push(index),
                     Progress::NeedInput | Progress::OutputFull => {}
                 }
             }

@@ -279,7 +279,8 @@ impl UringWorker {
                     self.yielded.push(index);
                 }
                 Progress::NeedInput if client.eof => client.close_after_write = true,
-                Progress::NeedInput | Progress::OutputFull => {}
+                // The send's completion drives the connection again.
+                Progress::NeedInput | Progress::OutputFull | Progress::Dumping => {}
             }
         }
         let fd = client.stream.raw_fd();

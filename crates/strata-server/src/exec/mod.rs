@@ -48,6 +48,8 @@ pub struct Executor<'a> {
     /// Keys of `mg` hits whose replies are not yet transmitted: memcached's
     /// reply still references those items (see `DeltaRequest::in_place`).
     pinned: RefCell<Vec<Vec<u8>>>,
+    /// A key dump the last command started, for its connection to run.
+    dump: RefCell<Option<Box<crate::ops::dump::Dump>>>,
 }
 
 /// Append `line` and CRLF unless `noreply`.
@@ -67,12 +69,12 @@ pub enum Admission {
 
 impl<'a> Executor<'a> {
     pub fn new(shared: &'a Arc<Shared>, stats: &'a WorkerStats) -> Executor<'a> {
-        Executor { shared, stats, marks: None, unsent_from: Cell::new(0), pinned: RefCell::new(Vec::new()) }
+        Executor { shared, stats, marks: None, unsent_from: Cell::new(0), pinned: RefCell::new(Vec::new()), dump: RefCell::new(None) }
     }
 
     /// An executor that records reply-object boundaries in `marks`.
     pub fn with_marks(shared: &'a Arc<Shared>, stats: &'a WorkerStats, marks: &'a RefCell<Vec<usize>>) -> Executor<'a> {
-        Executor { shared, stats, marks: Some(marks), unsent_from: Cell::new(0), pinned: RefCell::new(Vec::new()) }
+        Executor { shared, stats, marks: Some(marks), unsent_from: Cell::new(0), pinned: RefCell::new(Vec::new()), dump: RefCell::new(None) }
     }
 
     /// Where the output memcached would not have transmitted yet begins.
@@ -96,6 +98,20 @@ impl<'a> Executor<'a> {
 
     fn is_pinned(&self, key: &[u8]) -> bool {
         self.pinned.borrow().iter().any(|k| k == key)
+    }
+
+    /// Hand a key dump to this command's connection (`ops/dump.rs`).
+    pub fn start_dump(&self, dump: Box<crate::ops::dump::Dump>) {
+        *self.dump.borrow_mut() = Some(dump);
+    }
+
+    pub fn take_dump(&self) -> Option<Box<crate::ops::dump::Dump>> {
+        self.dump.borrow_mut().take()
+    }
+
+    /// Replies go out as datagrams (UDP).
+    pub fn is_datagram(&self) -> bool {
+        self.marks.is_some()
     }
 
     /// A reply object ends at `out.len()`.
@@ -142,6 +158,7 @@ impl<'a> Executor<'a> {
             Command::MetaArith(ref req) => self.meta_arith(req, out),
             Command::MetaDebug { key, base64 } => self.meta_debug(key, base64, out),
             Command::Error { reply: line, noreply, .. } => reply(out, line, noreply),
+            Command::Admin(cmd) => crate::ops::admin(self, cmd, out),
             Command::Close => return Flow::Close,
             Command::Store(_) | Command::MetaSet { .. } => {
                 unreachable!("storage commands go through admit_value and store")
@@ -208,6 +225,9 @@ impl<'a> Executor<'a> {
                 WorkerStats::incr(&s.cmd_get);
             }
             WorkerStats::incr(if hit { &s.get_hits } else { &s.get_misses });
+            if self.shared.ops.detail.on() {
+                self.shared.ops.detail.record_get(key, hit);
+            }
         }
         out.extend_from_slice(b"END\r\n");
         // memcached transmits everything queued after a multi-get.
@@ -238,6 +258,9 @@ impl<'a> Executor<'a> {
             return;
         }
         WorkerStats::incr(&self.stats.cmd_set);
+        if self.shared.ops.detail.on() {
+            self.shared.ops.detail.record_set(cmd.key);
+        }
         let mode = match cmd.verb {
             StoreVerb::Set => StoreMode::Set,
             StoreVerb::Add => StoreMode::Add,
@@ -282,6 +305,9 @@ impl<'a> Executor<'a> {
     }
 
     fn delete(&self, key: &[u8], noreply: bool, out: &mut Vec<u8>) {
+        if self.shared.ops.detail.on() {
+            self.shared.ops.detail.record_delete(key);
+        }
         let req = DeleteRequest { key, ..DeleteRequest::default() };
         match self.shared.engine.delete(&req, self.now()) {
             DeleteResult::Deleted => {
