@@ -1,0 +1,80 @@
+//! Key dumps through both I/O engines, and `-X` (`dumps_enabled: false`)
+//! refusing them with memcached 1.6.45's replies.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use strata_server::settings::IoEngine;
+use strata_server::{Server, Settings};
+use strata_store::{EngineConfig, SegStore};
+
+fn start(io_engine: IoEngine, dumps_enabled: bool) -> (Server, SocketAddr) {
+    let settings = Settings { tcp_listen: vec!["127.0.0.1:0".parse().unwrap()], threads: 2, io_engine, dumps_enabled, ..Settings::default() };
+    let server = Server::start(settings, Box::new(SegStore::new(EngineConfig::default()))).unwrap();
+    let addr = server.tcp_addrs[0];
+    (server, addr)
+}
+
+fn connect(addr: SocketAddr) -> (TcpStream, BufReader<TcpStream>) {
+    let stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let reader = BufReader::new(stream.try_clone().unwrap());
+    (stream, reader)
+}
+
+fn line(r: &mut BufReader<TcpStream>) -> String {
+    let mut l = String::new();
+    r.read_line(&mut l).unwrap();
+    l
+}
+
+#[test]
+fn dash_x_refuses_dumps_and_stats_detail() {
+    let (_server, addr) = start(IoEngine::Epoll, false);
+    let (mut w, mut r) = connect(addr);
+    for (cmd, want) in [
+        ("lru_crawler metadump all", "ERROR metadump not allowed"),
+        ("lru_crawler mgdump hash", "ERROR key dump not allowed"),
+        ("stats cachedump 1 0", "CLIENT_ERROR stats cachedump not allowed"),
+        ("stats detail dump", "CLIENT_ERROR stats detail not allowed"),
+        ("stats detail on", "CLIENT_ERROR stats detail not allowed"),
+        // The crawler itself is not a dump.
+        ("lru_crawler crawl all", "OK"),
+    ] {
+        w.write_all(format!("{cmd}\r\n").as_bytes()).unwrap();
+        assert_eq!(line(&mut r), format!("{want}\r\n"), "{cmd}");
+    }
+}
+
+#[test]
+fn dumps_stream_on_both_io_engines() {
+    const KEYS: usize = 50_000;
+    for engine in [IoEngine::Epoll, IoEngine::Uring] {
+        let (_server, addr) = start(engine, true);
+        let (mut w, mut r) = connect(addr);
+        let mut batch = Vec::new();
+        for i in 0..KEYS {
+            batch.extend_from_slice(format!("set k{i} 0 0 1 noreply\r\nv\r\n").as_bytes());
+        }
+        batch.extend_from_slice(b"mn\r\n");
+        w.write_all(&batch).unwrap();
+        assert_eq!(line(&mut r), "MN\r\n");
+        // A request pipelined behind each dump is answered after it.
+        w.write_all(b"lru_crawler mgdump all\r\nmn\r\nlru_crawler metadump hash\r\nmn\r\n").unwrap();
+        for end in ["EN\r\n", "END\r\n"] {
+            assert_eq!(line(&mut r), "OK\r\n");
+            let mut seen = std::collections::HashSet::new();
+            loop {
+                let l = line(&mut r);
+                if l == end {
+                    break;
+                }
+                let key = l.strip_prefix("mg ").or_else(|| l.strip_prefix("key=")).unwrap().split_whitespace().next().unwrap().to_string();
+                assert!(seen.insert(key), "{engine:?}: listed twice: {l}");
+            }
+            assert_eq!(seen.len(), KEYS, "{engine:?}");
+            assert_eq!(line(&mut r), "MN\r\n");
+        }
+    }
+}
