@@ -89,6 +89,9 @@ impl<'a> Executor<'a> {
             WorkerStats::incr(&s.cmd_get);
             WorkerStats::incr(if hit { &s.get_hits } else { &s.get_misses });
         }
+        if self.shared.ops.detail.on() {
+            self.shared.ops.detail.record_get(req.key, hit);
+        }
         if !hit && !quiet {
             if with_key {
                 write_response(out, code, Status::KeyNotFound, opaque, 0, &[], req.key, &[]);
@@ -102,6 +105,9 @@ impl<'a> Executor<'a> {
     fn bin_store(&self, op: Opcode, quiet: bool, req: &Request<'_>, out: &mut Vec<u8>) -> Flow {
         let (code, opaque, cas) = (req.header.opcode, req.header.opaque, req.header.cas);
         WorkerStats::incr(&self.stats.cmd_set);
+        if self.shared.ops.detail.on() {
+            self.shared.ops.detail.record_set(req.key);
+        }
         let mut mode = match op {
             Opcode::Add => StoreMode::Add,
             Opcode::Replace => StoreMode::Replace,
@@ -151,6 +157,9 @@ impl<'a> Executor<'a> {
         // The binary header's CAS is "none" when 0.
         let cas = (req.header.cas != 0).then_some(req.header.cas);
         let del = DeleteRequest { key: req.key, cas, ..DeleteRequest::default() };
+        if self.shared.ops.detail.on() {
+            self.shared.ops.detail.record_delete(req.key);
+        }
         match self.shared.engine.delete(&del, self.now()) {
             DeleteResult::Deleted => {
                 WorkerStats::incr(&self.stats.delete_hits);
