@@ -7,22 +7,27 @@
 //! connection's [`pump`] runs before anything else it has buffered:
 //!
 //! ```text
-//!  pending output < 64 KiB ──► walk steps (256 items each, one shard lock
-//!        │                      per step) until 256 KiB are pending, or
-//!        │                      64 steps ran ──► Progress::Dumping: the
-//!        │                      worker writes and comes back next turn
-//!  pending output ≥ 64 KiB ──► Progress::OutputFull: wait until the
+//!  pending output < 16 KiB ──► walk steps (256 items each, one shard lock
+//!        │                      per step) until 32 KiB are pending, or
+//!        │                      8 steps ran; then rest 3x as long as that
+//!        │                      took ──► Progress::Dumping: the worker
+//!        │                      writes and comes back within 1 ms
+//!  resting ──────────────────► Progress::Dumping (nothing done)
+//!  pending output ≥ 16 KiB ──► Progress::OutputFull: wait until the
 //!                               client reads
 //!  walk done ──► END / EN ──► the connection's next requests run
 //! ```
 //!
-//! So a dump of any size holds at most ~320 KiB of output and a cursor, no
-//! shard lock for more than one step, and shares its worker with the other
-//! connections turn by turn. Requests pipelined after the dump wait for it,
+//! So a dump of any size holds at most ~50 KiB of output and a cursor, no
+//! shard lock for more than one step, and takes at most a quarter of its
+//! worker's time (about 0.6 M keys/s on one core of the benchmark machine:
+//! docs/BENCHMARKS.md), the rest going to the worker's other connections. Requests pipelined after the dump wait for it,
 //! as in memcached (whose crawler thread owns the connection meanwhile).
 //! One metadump/mgdump at a time, server-wide (memcached: one crawler);
 //! `stats cachedump` (memcached: one pass under an LRU lock, 2 MiB at
 //! most) is streamed the same way, without that limit.
+
+use std::time::{Duration, Instant};
 
 use strata_proto::admin::Classes;
 use strata_proto::base64;
@@ -36,13 +41,22 @@ use crate::exec::Executor;
 use crate::shared::Shared;
 
 /// Refill when fewer pending output bytes than this remain.
-const REFILL_BELOW_BYTES: usize = 64 << 10;
-/// Stop a refill once this much output is pending.
-const FILL_TO_BYTES: usize = 256 << 10;
+const REFILL_BELOW_BYTES: usize = 16 << 10;
+/// Stop a refill once this much output is pending: about 300 metadump
+/// lines, 100-150 µs of work, so the worker's other connections never
+/// wait long behind a refill.
+const FILL_TO_BYTES: usize = 32 << 10;
 /// Walk steps per refill, at most (a class filter may skip most items).
-const STEPS_PER_REFILL: usize = 64;
+const STEPS_PER_REFILL: usize = 8;
 /// memcached's cachedump reply limit (`memlimit`, 2 MiB with its END).
 const CACHEDUMP_MAX_BYTES: usize = 2 << 20;
+/// After a refill that took `t` of CPU, the dump rests `t` times this
+/// before the next: it takes at most a quarter of its worker's time, so a
+/// dump of millions of keys leaves the worker's other connections (and a
+/// small machine's other cores) their share.
+const IDLE_PER_BUSY: u32 = 3;
+/// How often a resting or refilled dump is looked at again.
+const DUMP_TICK: Duration = Duration::from_millis(1);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -58,6 +72,8 @@ enum Kind {
 pub struct Dump {
     printer: Printer,
     cursor: WalkCursor,
+    /// Resting until then (see `IDLE_PER_BUSY`).
+    resume_at: Option<Instant>,
     /// Held while a crawler dump runs; dropping it frees the crawler.
     _busy: Option<super::crawler::Busy>,
 }
@@ -128,15 +144,21 @@ impl Dump {
             bytes: 0,
             full: false,
         };
-        Dump { printer, cursor: WalkCursor::default(), _busy: busy }
+        Dump { printer, cursor: WalkCursor::default(), resume_at: None, _busy: busy }
     }
 
     /// Walk until `out` has `FILL_TO_BYTES` pending past `wpos` or the
     /// walk ends; true when the dump is complete (terminator written).
     fn refill(&mut self, shared: &Shared, out: &mut Vec<u8>, wpos: usize) -> bool {
+        let started = Instant::now();
+        if self.resume_at.is_some_and(|at| started < at) {
+            return false;
+        }
         let now = shared.clock.now();
         let printer = &mut self.printer;
+        let mut looked = 0;
         for _ in 0..STEPS_PER_REFILL {
+            looked += WALK_BATCH;
             let done = shared.engine.walk(&mut self.cursor, WALK_BATCH, now, &mut |item, how| {
                 if how == Visit::Live {
                     printer.line(item, out);
@@ -154,6 +176,11 @@ impl Dump {
                 break;
             }
         }
+        // Rest: IDLE_PER_BUSY times the work, and at least memcached's
+        // `lru_crawler sleep` per 1000 items.
+        let busy = started.elapsed();
+        let sleep_us = u64::from(shared.ops.crawler.sleep_us()) * looked as u64 / 1000;
+        self.resume_at = Some(started + busy + (busy * IDLE_PER_BUSY).max(Duration::from_micros(sleep_us)));
         false
     }
 }
@@ -252,6 +279,35 @@ fn uriencode(key: &[u8], out: &mut Vec<u8>) {
         } else {
             out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
         }
+    }
+}
+
+/// A worker's connections with a dump in progress: each is driven again
+/// within `DUMP_TICK` (to refill, or to see whether its rest is over).
+#[derive(Default)]
+pub struct Dumping(Vec<usize>);
+
+impl Dumping {
+    pub fn push(&mut self, index: usize) {
+        self.0.push(index);
+    }
+
+    /// The event loop's wait: no longer than a tick while dumps are on.
+    pub fn timeout(&self, otherwise: Duration) -> Duration {
+        if self.0.is_empty() {
+            otherwise
+        } else {
+            otherwise.min(DUMP_TICK)
+        }
+    }
+
+    /// Move the connections to drive this turn into `ready`.
+    pub fn drain_into(&mut self, ready: &mut Vec<usize>) {
+        ready.append(&mut self.0);
+    }
+
+    pub fn remove(&mut self, index: usize) {
+        self.0.retain(|&i| i != index);
     }
 }
 
