@@ -8,9 +8,13 @@ set -euo pipefail
 BIN=${1:-target/release/strata}
 KEYS=${2:-10000000}
 BENCH=target/release/strata-bench
-LOAD=(--keys "$KEYS" --key-size 16 --value-size 10 --get-ratio 1 --conns 16 --rate 20000 --duration 10s --quiet)
+LOAD=(--load-cpu 0 --keys "$KEYS" --key-size 16 --value-size 10 --get-ratio 1 --conns 16 --rate 20000 --duration 10s --quiet)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$BIN" -p "$port" -U 0 -l 127.0.0.1 -m 2048 -t 2 2>/dev/null &
+# The server (and the dump's reader) on the last CPU, the load generator
+# (which spins between sends) on CPU 0: the client's own scheduling stays
+# out of the server's figures, as with a client on another machine.
+last_cpu=$(($(nproc) - 1))
+taskset -c "$last_cpu" "$BIN" -p "$port" -U 0 -l 127.0.0.1 -m 2048 -t 2 2>/dev/null &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null' EXIT
 sleep 0.5
@@ -21,7 +25,7 @@ for round in $(seq "$ROUNDS"); do
     echo "== round $round: no dump"
     "$BENCH" run --server "127.0.0.1:$port" --no-prefill "${LOAD[@]}" | grep -E '^(requests|latency)'
     echo "== round $round: while metadump all runs back to back (reader discards the output)"
-    nice -n 19 python3 - "$port" 12 "${DUMP_SLEEP_US:-}" <<'PY' &
+    taskset -c "$last_cpu" nice -n 19 python3 - "$port" 12 "${DUMP_SLEEP_US:-}" <<'PY' &
 import signal, socket, sys, time
 port, seconds = int(sys.argv[1]), float(sys.argv[2])
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
