@@ -402,7 +402,7 @@ impl Conn {
     /// Run buffered requests; at most `budget` of them.
     pub fn process(&mut self, exec: &Executor<'_>, mut budget: usize) -> Progress {
         let limits = &exec.shared.settings;
-        exec.set_unsent_from(self.wpos);
+        exec.flushed(self.wpos);
         loop {
             if let Some(wait) = crate::ops::dump::pump(&mut self.dump, exec, &mut self.out, self.wpos) {
                 return wait;

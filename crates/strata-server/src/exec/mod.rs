@@ -50,6 +50,10 @@ pub struct Executor<'a> {
     pinned: RefCell<Vec<Vec<u8>>>,
     /// A key dump the last command started, for its connection to run.
     dump: RefCell<Option<Box<crate::ops::dump::Dump>>>,
+    /// Where the replies memcached still holds on the connection's response
+    /// stack begin (it flushes them on a new read and on `mn`); a metadump
+    /// behind any of them is refused.
+    stacked_from: Cell<usize>,
 }
 
 /// Append `line` and CRLF unless `noreply`.
@@ -69,12 +73,12 @@ pub enum Admission {
 
 impl<'a> Executor<'a> {
     pub fn new(shared: &'a Arc<Shared>, stats: &'a WorkerStats) -> Executor<'a> {
-        Executor { shared, stats, marks: None, unsent_from: Cell::new(0), pinned: RefCell::new(Vec::new()), dump: RefCell::new(None) }
+        Executor { shared, stats, marks: None, unsent_from: Cell::new(0), pinned: RefCell::new(Vec::new()), dump: RefCell::new(None), stacked_from: Cell::new(0) }
     }
 
     /// An executor that records reply-object boundaries in `marks`.
     pub fn with_marks(shared: &'a Arc<Shared>, stats: &'a WorkerStats, marks: &'a RefCell<Vec<usize>>) -> Executor<'a> {
-        Executor { shared, stats, marks: Some(marks), unsent_from: Cell::new(0), pinned: RefCell::new(Vec::new()), dump: RefCell::new(None) }
+        Executor { shared, stats, marks: Some(marks), unsent_from: Cell::new(0), pinned: RefCell::new(Vec::new()), dump: RefCell::new(None), stacked_from: Cell::new(0) }
     }
 
     /// Where the output memcached would not have transmitted yet begins.
@@ -98,6 +102,18 @@ impl<'a> Executor<'a> {
 
     fn is_pinned(&self, key: &[u8]) -> bool {
         self.pinned.borrow().iter().any(|k| k == key)
+    }
+
+    /// Output before `at` has been handed to the kernel and nothing is
+    /// held for the response stack (a new read; `mn`).
+    pub fn flushed(&self, at: usize) {
+        self.set_unsent_from(at);
+        self.stacked_from.set(at);
+    }
+
+    /// Replies memcached would still hold on its response stack.
+    pub fn has_stacked_replies(&self, out: &[u8]) -> bool {
+        out.len() > self.stacked_from.get()
     }
 
     /// Hand a key dump to this command's connection (`ops/dump.rs`).
@@ -151,7 +167,7 @@ impl<'a> Executor<'a> {
             Command::Stats { args } => stats_cmd::stats(self, args, out),
             Command::MetaNoop => {
                 out.extend_from_slice(b"MN\r\n");
-                self.set_unsent_from(out.len()); // memcached flushes on mn
+                self.flushed(out.len()); // memcached flushes on mn
             }
             Command::MetaGet(ref req) => self.meta_get(req, out),
             Command::MetaDelete(ref req) => self.meta_delete(req, out),

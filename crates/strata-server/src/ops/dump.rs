@@ -86,7 +86,7 @@ pub fn start_crawler_dump(exec: &Executor<'_>, mg: bool, classes: Classes, out: 
         Some("CLIENT_ERROR lru crawler disabled")
     } else if !exec.shared.settings.dumps_enabled {
         Some(if mg { "ERROR key dump not allowed" } else { "ERROR metadump not allowed" })
-    } else if out.len() > exec.unsent_from() {
+    } else if exec.has_stacked_replies(out) {
         Some(if mg {
             "ERROR cannot pipeline other commands before mgdump"
         } else {
