@@ -13,8 +13,11 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 # The server (and the dump's reader) on the last CPU, the load generator
 # (which spins between sends) on CPU 0: the client's own scheduling stays
 # out of the server's figures, as with a client on another machine.
+# PIN=0 (the default) leaves placement to the scheduler; PIN=1 pins.
 last_cpu=$(($(nproc) - 1))
-taskset -c "$last_cpu" "$BIN" -p "$port" -U 0 -l 127.0.0.1 -m 2048 -t 2 2>/dev/null &
+pin=(taskset -c "$last_cpu")
+[ "${PIN:-0}" = 0 ] && pin=(env)
+"${pin[@]}" "$BIN" -p "$port" -U 0 -l 127.0.0.1 -m 2048 -t 2 2>/dev/null &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null' EXIT
 sleep 0.5
@@ -25,7 +28,7 @@ for round in $(seq "$ROUNDS"); do
     echo "== round $round: no dump"
     "$BENCH" run --server "127.0.0.1:$port" --no-prefill "${LOAD[@]}" | grep -E '^(requests|latency)'
     echo "== round $round: while metadump all runs back to back (reader discards the output)"
-    taskset -c "$last_cpu" nice -n 19 python3 - "$port" 12 "${DUMP_SLEEP_US:-}" <<'PY' &
+    "${pin[@]}" nice -n 19 python3 - "$port" 12 "${DUMP_SLEEP_US:-}" <<'PY' &
 import signal, socket, sys, time
 port, seconds = int(sys.argv[1]), float(sys.argv[2])
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
