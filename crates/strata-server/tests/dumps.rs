@@ -78,3 +78,57 @@ fn dumps_stream_on_both_io_engines() {
         }
     }
 }
+
+/// One binary STAT request; the responses' (status, key, value) up to the
+/// closing empty one (or the first error).
+fn binary_stat(stream: &mut TcpStream, key: &[u8]) -> Vec<(u16, Vec<u8>, Vec<u8>)> {
+    use std::io::Read;
+    let mut req = vec![0x80, 0x10];
+    req.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    req.extend_from_slice(&[0, 0, 0, 0]);
+    req.extend_from_slice(&(key.len() as u32).to_be_bytes());
+    req.extend_from_slice(&[0; 12]);
+    req.extend_from_slice(key);
+    stream.write_all(&req).unwrap();
+    let mut replies = Vec::new();
+    loop {
+        let mut header = [0u8; 24];
+        stream.read_exact(&mut header).unwrap();
+        let key_len = usize::from(u16::from_be_bytes([header[2], header[3]]));
+        let status = u16::from_be_bytes([header[6], header[7]]);
+        let body_len = u32::from_be_bytes([header[8], header[9], header[10], header[11]]) as usize;
+        let mut body = vec![0u8; body_len];
+        stream.read_exact(&mut body).unwrap();
+        let value = body.split_off(key_len);
+        let done = status != 0 || (body.is_empty() && value.is_empty());
+        replies.push((status, body, value));
+        if done {
+            return replies;
+        }
+    }
+}
+
+#[test]
+fn binary_stats_detail() {
+    let (_server, addr) = start(IoEngine::Epoll, true);
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let closing = (0u16, Vec::new(), Vec::new());
+    assert_eq!(binary_stat(&mut s, b"detail on"), [closing.clone()]);
+    // A binary get of a prefixed key is counted.
+    let mut get = vec![0x80, 0x00, 0, 5, 0, 0, 0, 0, 0, 0, 0, 5];
+    get.extend_from_slice(&[0; 12]);
+    get.extend_from_slice(b"ab:cd");
+    s.write_all(&get).unwrap();
+    let mut miss = [0u8; 24 + 9];
+    std::io::Read::read_exact(&mut s, &mut miss).unwrap();
+    let dump = binary_stat(&mut s, b"detail dump");
+    assert_eq!(dump, [(0, b"detailed".to_vec(), b"PREFIX ab get 1 hit 0 set 0 del 0\r\nEND\r\n".to_vec()), closing.clone()]);
+    assert_eq!(binary_stat(&mut s, b"detail off"), [closing]);
+    assert_eq!(binary_stat(&mut s, b"detail x")[0].0, 1, "KEY_ENOENT");
+
+    let (_server, addr) = start(IoEngine::Epoll, false);
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(binary_stat(&mut s, b"detail dump")[0].0, 1, "-X: KEY_ENOENT");
+}

@@ -52,6 +52,7 @@ impl<'a> Executor<'a> {
                 let version = crate::settings::VERSION.as_bytes();
                 write_response(out, code, Status::Success, opaque, 0, &[], &[], version);
             }
+            Opcode::Stat if req.key.starts_with(b"detail") => crate::ops::detail::binary_stat(self, req, out),
             Opcode::Stat => match collect(self, req.key) {
                 Group::Values(values) => {
                     for (name, value) in values {

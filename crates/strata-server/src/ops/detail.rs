@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
+use strata_proto::binary::{write_error, write_response, Request, Status};
 use strata_proto::number::push_u64;
 use strata_proto::Tokens;
 
@@ -145,6 +146,31 @@ pub fn command(exec: &Executor<'_>, args: &Tokens<'_>, out: &mut Vec<u8>) {
     } else {
         push_line(out, USAGE);
     }
+}
+
+/// Binary `STAT` with key `detail ...`, as memcached's `process_bin_stat`:
+/// `detail on`/`detail off` answer the empty closing stat; `detail dump`
+/// sends the dump text as the value of a stat named `detailed` first;
+/// anything else, or `-X`, is `KEY_ENOENT`.
+pub fn binary_stat(exec: &Executor<'_>, req: &Request<'_>, out: &mut Vec<u8>) {
+    let (code, opaque) = (req.header.opcode, req.header.opaque);
+    let detail = &exec.shared.ops.detail;
+    let rest = &req.key[b"detail".len()..];
+    if !exec.shared.settings.dumps_enabled {
+        return write_error(out, code, Status::KeyNotFound, opaque);
+    }
+    if rest.starts_with(b" dump") {
+        let mut dump = Vec::new();
+        detail.dump(&mut dump);
+        write_response(out, code, Status::Success, opaque, 0, &[], b"detailed", &dump);
+    } else if rest.starts_with(b" on") {
+        detail.enabled.store(true, Ordering::Relaxed);
+    } else if rest.starts_with(b" off") {
+        detail.enabled.store(false, Ordering::Relaxed);
+    } else {
+        return write_error(out, code, Status::KeyNotFound, opaque);
+    }
+    write_response(out, code, Status::Success, opaque, 0, &[], &[], &[]);
 }
 
 #[cfg(test)]
