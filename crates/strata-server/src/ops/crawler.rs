@@ -120,6 +120,21 @@ pub fn general_stats(exec: &Executor<'_>, t: &mut Vec<(String, String)>) {
     t.push(("crawler_items_checked".into(), checked.to_string()));
 }
 
+/// The run-time values `stats settings` must show (memcached prints the
+/// state `lru_crawler enable|disable|sleep|tocrawl` and `stats detail
+/// on|off` left): `lru_crawler`, `lru_crawler_sleep`, `lru_crawler_tocrawl`,
+/// `detail_enabled`, in that order, for the settings group to place.
+pub fn settings_values(exec: &Executor<'_>) -> [(&'static str, String); 4] {
+    let crawler = &exec.shared.ops.crawler;
+    let yes_no = |on: bool| if on { "yes" } else { "no" }.to_string();
+    [
+        ("lru_crawler", yes_no(crawler.enabled())),
+        ("lru_crawler_sleep", crawler.sleep_us().to_string()),
+        ("lru_crawler_tocrawl", crawler.tocrawl().to_string()),
+        ("detail_enabled", yes_no(exec.shared.ops.detail.on())),
+    ]
+}
+
 /// `lru_crawler crawl <classes>`.
 pub fn crawl(exec: &Executor<'_>, classes: Classes) -> &'static str {
     let crawler = &exec.shared.ops.crawler;
