@@ -49,7 +49,7 @@ pub struct Executor<'a> {
     /// reply still references those items (see `DeltaRequest::in_place`).
     pinned: RefCell<Vec<Vec<u8>>>,
     /// A key dump the last command started, for its connection to run.
-    dump: RefCell<Option<Box<crate::ops::dump::Dump>>>,
+    dump: Cell<Option<Box<crate::ops::dump::Dump>>>,
     /// Where the replies memcached still holds on the connection's response
     /// stack begin (it flushes them on a new read and on `mn`); a metadump
     /// behind any of them is refused.
@@ -73,12 +73,12 @@ pub enum Admission {
 
 impl<'a> Executor<'a> {
     pub fn new(shared: &'a Arc<Shared>, stats: &'a WorkerStats) -> Executor<'a> {
-        Executor { shared, stats, marks: None, unsent_from: Cell::new(0), pinned: RefCell::new(Vec::new()), dump: RefCell::new(None), stacked_from: Cell::new(0) }
+        Executor { shared, stats, marks: None, unsent_from: Cell::new(0), pinned: RefCell::new(Vec::new()), dump: Cell::new(None), stacked_from: Cell::new(0) }
     }
 
     /// An executor that records reply-object boundaries in `marks`.
     pub fn with_marks(shared: &'a Arc<Shared>, stats: &'a WorkerStats, marks: &'a RefCell<Vec<usize>>) -> Executor<'a> {
-        Executor { shared, stats, marks: Some(marks), unsent_from: Cell::new(0), pinned: RefCell::new(Vec::new()), dump: RefCell::new(None), stacked_from: Cell::new(0) }
+        Executor { shared, stats, marks: Some(marks), unsent_from: Cell::new(0), pinned: RefCell::new(Vec::new()), dump: Cell::new(None), stacked_from: Cell::new(0) }
     }
 
     /// Where the output memcached would not have transmitted yet begins.
@@ -118,11 +118,12 @@ impl<'a> Executor<'a> {
 
     /// Hand a key dump to this command's connection (`ops/dump.rs`).
     pub fn start_dump(&self, dump: Box<crate::ops::dump::Dump>) {
-        *self.dump.borrow_mut() = Some(dump);
+        self.dump.set(Some(dump));
     }
 
+    #[inline]
     pub fn take_dump(&self) -> Option<Box<crate::ops::dump::Dump>> {
-        self.dump.borrow_mut().take()
+        self.dump.take()
     }
 
     /// Replies go out as datagrams (UDP).

@@ -314,10 +314,16 @@ impl Dumping {
 /// The connection-side hook, run before each request: start a dump the
 /// last command handed over, refill its output, and say whether the
 /// connection must wait (`Some`) or may run its next request (`None`).
+#[inline]
 pub fn pump(slot: &mut Option<Box<Dump>>, exec: &Executor<'_>, out: &mut Vec<u8>, wpos: usize) -> Option<Progress> {
     if slot.is_none() {
-        *slot = exec.take_dump();
+        *slot = Some(exec.take_dump()?);
     }
+    pump_running(slot, exec, out, wpos)
+}
+
+#[cold]
+fn pump_running(slot: &mut Option<Box<Dump>>, exec: &Executor<'_>, out: &mut Vec<u8>, wpos: usize) -> Option<Progress> {
     let dump = slot.as_mut()?;
     if out.len() - wpos >= REFILL_BELOW_BYTES {
         return Some(Progress::OutputFull);
