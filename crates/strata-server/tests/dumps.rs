@@ -114,7 +114,7 @@ fn binary_stats_detail() {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let closing = (0u16, Vec::new(), Vec::new());
-    assert_eq!(binary_stat(&mut s, b"detail on"), [closing.clone()]);
+    assert_eq!(binary_stat(&mut s, b"detail on"), std::slice::from_ref(&closing));
     // A binary get of a prefixed key is counted.
     let mut get = vec![0x80, 0x00, 0, 5, 0, 0, 0, 0, 0, 0, 0, 5];
     get.extend_from_slice(&[0; 12]);
@@ -131,4 +131,39 @@ fn binary_stats_detail() {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     assert_eq!(binary_stat(&mut s, b"detail dump")[0].0, 1, "-X: KEY_ENOENT");
+}
+
+/// A client that leaves mid-dump frees the crawler for the next one.
+#[test]
+fn a_dump_abandoned_midway_frees_the_crawler() {
+    for engine in [IoEngine::Epoll, IoEngine::Uring] {
+        let (_server, addr) = start(engine, true);
+        let (mut w, mut r) = connect(addr);
+        let mut batch = Vec::new();
+        for i in 0..50_000 {
+            batch.extend_from_slice(format!("set key{i} 0 0 1 noreply\r\nv\r\n").as_bytes());
+        }
+        batch.extend_from_slice(b"mn\r\n");
+        w.write_all(&batch).unwrap();
+        assert_eq!(line(&mut r), "MN\r\n");
+        let (mut w2, mut r2) = connect(addr);
+        w2.write_all(b"lru_crawler metadump all\r\n").unwrap();
+        assert_eq!(line(&mut r2), "OK\r\n");
+        assert!(line(&mut r2).starts_with("key=key"));
+        w.write_all(b"lru_crawler mgdump all\r\n").unwrap();
+        assert_eq!(line(&mut r), "BUSY currently processing crawler request\r\n");
+        drop((w2, r2));
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            w.write_all(b"lru_crawler mgdump 63\r\n").unwrap();
+            let first = line(&mut r);
+            if first == "OK\r\n" {
+                assert_eq!(line(&mut r), "EN\r\n");
+                break;
+            }
+            assert_eq!(first, "BUSY currently processing crawler request\r\n");
+            assert!(std::time::Instant::now() < deadline, "{engine:?}: the crawler stayed busy");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }

@@ -171,7 +171,7 @@ mod tests {
                 for _ in 0..200_000 {
                     x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                     let key = format!("churn{}", x >> 50).into_bytes();
-                    if x % 7 == 0 {
+                    if x.is_multiple_of(7) {
                         store.delete(&crate::DeleteRequest { key: &key, ..Default::default() }, 10);
                     } else {
                         let value = value_of(&key);
