@@ -19,13 +19,14 @@
 //! ```
 //!
 //! So a dump of any size holds at most ~50 KiB of output and a cursor, no
-//! shard lock for more than one step, and takes at most a quarter of its
-//! worker's time (about 0.6 M keys/s on one core of the benchmark machine:
-//! docs/BENCHMARKS.md), the rest going to the worker's other connections. Requests pipelined after the dump wait for it,
-//! as in memcached (whose crawler thread owns the connection meanwhile).
-//! One metadump/mgdump at a time, server-wide (memcached: one crawler);
-//! `stats cachedump` (memcached: one pass under an LRU lock, 2 MiB at
-//! most) is streamed the same way, without that limit.
+//! shard lock for more than one step, and takes at most about a quarter of
+//! its worker's time (0.7-0.9 M keys/s on the 2-core benchmark machine:
+//! docs/BENCHMARKS.md), the rest going to the worker's other connections.
+//! Requests pipelined after the dump wait for it, as in memcached (whose
+//! crawler thread owns the connection meanwhile). One metadump/mgdump at a
+//! time, server-wide (memcached: one crawler); `stats cachedump`
+//! (memcached: one pass under an LRU lock, 2 MiB at most) is streamed the
+//! same way, with the same 2 MiB, and not counted as the crawler.
 
 use std::time::{Duration, Instant};
 
