@@ -77,6 +77,8 @@ pub enum Command<'a> {
     MetaDelete(MetaRequest<'a>),
     MetaArith(MetaRequest<'a>),
     MetaDebug { key: &'a [u8], base64: bool },
+    /// `lru_crawler ...`, `lru ...`, `slabs ...` (see [`crate::admin`]).
+    Admin(crate::admin::Admin),
     /// Answer with this line; silent when `noreply`; then discard `swallow`
     /// bytes (a refused data block and its `\r\n`).
     Error { reply: &'static str, noreply: bool, swallow: usize },
@@ -129,6 +131,9 @@ pub fn parse_command(line: &[u8]) -> Command<'_> {
         b"verbosity" => verbosity(t),
         b"shutdown" => shutdown(t),
         b"cache_memlimit" => memlimit(t),
+        b"lru_crawler" => Command::Admin(crate::admin::lru_crawler(&t)),
+        b"lru" => Command::Admin(crate::admin::lru(&t)),
+        b"slabs" => Command::Admin(crate::admin::slabs(&t)),
         _ if t.get(t.len() - 1).starts_with(b"HTTP/") => Command::Close,
         _ => error("ERROR"),
     }

@@ -10,6 +10,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod base64;
 pub mod binary;
 pub mod client;

@@ -37,6 +37,9 @@ pub enum Progress {
     CloseAfterWrite,
     /// Close now (overlong line, HTTP, shutdown).
     Close,
+    /// A key dump refilled the output and has more to come: write, then
+    /// come back next turn (`ops/dump.rs`).
+    Dumping,
 }
 
 /// The read buffer. Its memory stays initialized and allocated between
@@ -382,6 +385,8 @@ pub struct Conn {
     /// Bytes the next request needs buffered before it can run (a data
     /// block), so the reader can size its buffer.
     pub awaiting: usize,
+    /// A key dump in progress: it runs before any further request.
+    dump: Option<Box<crate::ops::dump::Dump>>,
 }
 
 impl Conn {
@@ -397,8 +402,11 @@ impl Conn {
     /// Run buffered requests; at most `budget` of them.
     pub fn process(&mut self, exec: &Executor<'_>, mut budget: usize) -> Progress {
         let limits = &exec.shared.settings;
-        exec.set_unsent_from(self.wpos);
+        exec.flushed(self.wpos);
         loop {
+            if let Some(wait) = crate::ops::dump::pump(&mut self.dump, exec, &mut self.out, self.wpos) {
+                return wait;
+            }
             if self.swallow > 0 {
                 let n = self.swallow.min(self.input.len());
                 self.input.consume(n);

@@ -7,7 +7,7 @@
 pub mod auth;
 pub mod conn;
 pub mod exec;
-mod ops;
+pub mod ops;
 pub mod server;
 pub mod settings;
 pub mod shared;

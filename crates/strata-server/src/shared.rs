@@ -29,6 +29,8 @@ pub struct Shared {
     pub text_auth: Option<Credentials>,
     /// `-S` credentials.
     pub sasl_auth: Option<Credentials>,
+    /// Crawler, dumps and per-prefix stats (`ops/`).
+    pub ops: crate::ops::OpsState,
     shutdown: AtomicBool,
     /// Called once when shutdown is requested (wakes the event loops).
     on_shutdown: Mutex<Vec<Box<dyn Fn() + Send>>>,
@@ -49,6 +51,7 @@ impl Shared {
         let worker_stats = (0..settings.threads.max(1)).map(|_| Arc::new(WorkerStats::default())).collect();
         Shared {
             memory_limit_bytes: AtomicU64::new(settings.memory_limit_bytes),
+            ops: crate::ops::OpsState::new(&settings),
             settings,
             engine,
             clock,

@@ -57,6 +57,8 @@ pub struct Worker {
     clients: Vec<Option<Client>>,
     free: Vec<usize>,
     yielded: Vec<usize>,
+    /// Connections running a key dump (`ops/dump.rs`).
+    dumping: crate::ops::dump::Dumping,
     udp: UdpPorts,
     /// Read buffers of connections with nothing buffered, lent out again
     /// on the next read: idle connections hold none, and steady state
@@ -90,6 +92,7 @@ impl Worker {
             clients: Vec::new(),
             free: Vec::new(),
             yielded: Vec::new(),
+            dumping: Default::default(),
             read_bufs: Vec::new(),
             udp: UdpPorts::new(udp_sockets),
         };
@@ -101,6 +104,7 @@ impl Worker {
         let mut last_idle_check = Instant::now();
         loop {
             let timeout = if self.yielded.is_empty() { Duration::from_millis(500) } else { Duration::ZERO };
+            let timeout = self.dumping.timeout(timeout);
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     eprintln!("strata: worker poll failed: {e}");
@@ -108,6 +112,7 @@ impl Worker {
                 }
             }
             let mut ready = std::mem::take(&mut self.yielded);
+            self.dumping.drain_into(&mut ready);
             for event in events.iter() {
                 if event.token() == WAKE_TOKEN {
                     self.accept_new();
@@ -191,6 +196,7 @@ impl Worker {
                         WorkerStats::incr(&self.stats.conn_yields);
                         self.yielded.push(index);
                     }
+                    Progress::Dumping => self.dumping.push(index),
                     Progress::NeedInput | Progress::OutputFull => {}
                 }
             }
@@ -235,6 +241,7 @@ impl Worker {
             self.shared.curr_connections.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             self.free.push(index);
             self.yielded.retain(|&i| i != index);
+            self.dumping.remove(index);
         }
     }
 

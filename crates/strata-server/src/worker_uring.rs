@@ -68,6 +68,8 @@ pub struct UringWorker {
     generations: Vec<u32>,
     free: Vec<usize>,
     yielded: Vec<usize>,
+    /// Connections running a key dump (`ops/dump.rs`).
+    dumping: crate::ops::dump::Dumping,
     ready: Vec<usize>,
     udp: UdpPorts,
 }
@@ -99,6 +101,7 @@ impl UringWorker {
             generations: Vec::new(),
             free: Vec::new(),
             yielded: Vec::new(),
+            dumping: Default::default(),
             ready: Vec::new(),
             udp: UdpPorts::new(udp_sockets),
         };
@@ -110,11 +113,13 @@ impl UringWorker {
         let mut last_idle_check = Instant::now();
         loop {
             let timeout = if self.yielded.is_empty() { Duration::from_millis(500) } else { Duration::ZERO };
+            let timeout = self.dumping.timeout(timeout);
             if let Err(e) = self.ring.submit_and_wait(timeout) {
                 eprintln!("strata: worker io_uring failed: {e}");
                 return;
             }
             self.ready.append(&mut self.yielded);
+            self.dumping.drain_into(&mut self.ready);
             completions.clear();
             self.ring.completions(&mut completions);
             for completion in completions.drain(..) {
@@ -279,6 +284,7 @@ impl UringWorker {
                     self.yielded.push(index);
                 }
                 Progress::NeedInput if client.eof => client.close_after_write = true,
+                Progress::Dumping => self.dumping.push(index),
                 Progress::NeedInput | Progress::OutputFull => {}
             }
         }
@@ -318,6 +324,7 @@ impl UringWorker {
             self.generations[index] = self.generations[index].wrapping_add(1);
             self.free.push(index);
             self.yielded.retain(|&i| i != index);
+            self.dumping.remove(index);
             drop(client.stream);
         }
     }

@@ -63,8 +63,6 @@ pub struct ClassCounters {
     pub moves_to_warm: u64,
     /// Items rewritten from `Main` into `Main` again.
     pub moves_within_lru: u64,
-    pub crawler_reclaimed: u64,
-    pub crawler_items_checked: u64,
     /// Seconds since the oldest segment of each queue holding this class
     /// was opened (filled in by the engine at `stats` time).
     pub age_hot: u32,
@@ -84,8 +82,7 @@ impl ClassCounters {
         sum!(
             number_hot, number_warm, mem_requested, get_hits, touch_hits, hits_to_hot, hits_to_warm, cmd_set,
             delete_hits, incr_hits, decr_hits, cas_hits, cas_badval, evicted, evicted_nonzero, evicted_active,
-            evicted_unfetched, reclaimed, expired_unfetched, outofmemory, moves_to_warm, moves_within_lru,
-            crawler_reclaimed, crawler_items_checked
+            evicted_unfetched, reclaimed, expired_unfetched, outofmemory, moves_to_warm, moves_within_lru
         );
         if o.evicted > 0 && o.evicted_at >= self.evicted_at {
             self.evicted_at = o.evicted_at;

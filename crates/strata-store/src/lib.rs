@@ -24,12 +24,14 @@ pub mod classes;
 pub mod clock;
 pub mod map;
 pub mod seg;
+pub mod walk;
 
 pub use class_stats::{ClassCounters, ClassStats};
 pub use classes::{ClassGeometry, SlabClasses};
 pub use clock::{Clock, RelTime};
 pub use map::MapStore;
 pub use seg::SegStore;
+pub use walk::{Visit, WalkCursor, WALK_BATCH};
 
 /// Item metadata as the protocol layer sees it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -320,6 +322,14 @@ pub trait Engine: Send + Sync {
     fn class_stats(&self, _now: RelTime) -> ClassStats {
         ClassStats::default()
     }
+
+    /// One step of a walk over every item (see [`walk`]): look at up to
+    /// `budget` items from `cursor` under one shard's lock, showing each
+    /// linked one to `visit` ([`Visit::Live`], or [`Visit::Expired`] for
+    /// an expired or flushed one, which is unlinked and counted as
+    /// `reclaimed` when `visit` returns true; for a live one the return is
+    /// ignored). Returns true when the walk has visited everything.
+    fn walk(&self, cursor: &mut WalkCursor, budget: usize, now: RelTime, visit: &mut dyn FnMut(ItemView<'_>, Visit) -> bool) -> bool;
 
     /// `stats reset`: zero the counters memcached resets (total_items,
     /// evictions, reclaimed, expired_unfetched, evicted_unfetched,

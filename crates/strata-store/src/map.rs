@@ -21,7 +21,7 @@ use std::sync::Mutex;
 use crate::{
     counter_bytes, memcached_chunked, memcached_item_size, parse_counter, DeleteRequest, DeleteResult, DeltaMode,
     DeltaRequest, DeltaResult, Engine, EngineConfig, EngineStats, GetOptions, ItemMeta, ItemView,
-    RelTime, StoreMode, StoreRequest, StoreResult,
+    RelTime, StoreMode, StoreRequest, StoreResult, Visit, WalkCursor,
 };
 
 const SHARD_COUNT: usize = 64;
@@ -223,7 +223,47 @@ impl MapStore {
     }
 }
 
+impl MapStore {
+    /// [`Engine::walk`]: a shard's keys are copied when the walk enters it
+    /// (this reference store favours simplicity over memory), then looked
+    /// up `budget` at a time.
+    fn walk_step(&self, cursor: &mut WalkCursor, budget: usize, now: RelTime, visit: &mut dyn FnMut(ItemView<'_>, Visit) -> bool) -> bool {
+        let Some(mutex) = self.shards.get(cursor.shard) else {
+            cursor.done = true;
+            return true;
+        };
+        let mut shard = mutex.lock().unwrap_or_else(|e| e.into_inner());
+        if cursor.offset == 0 && cursor.keys.is_empty() {
+            cursor.keys = shard.items.keys().cloned().collect();
+        }
+        let end = (cursor.offset + budget.max(1)).min(cursor.keys.len());
+        for key in &cursor.keys[cursor.offset..end] {
+            let Some(item) = shard.items.get(key) else { continue };
+            let view = ItemView { key, value: &item.value, meta: item.meta };
+            if self.is_live(&item.meta, now) {
+                visit(view, Visit::Live);
+            } else if visit(view, Visit::Expired) {
+                if self.remove(&mut shard, key).is_some() {
+                    self.counters.reclaimed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        cursor.offset = end;
+        if end == cursor.keys.len() {
+            cursor.keys = Vec::new();
+            cursor.offset = 0;
+            cursor.shard += 1;
+            cursor.done = cursor.shard == self.shards.len();
+        }
+        cursor.done
+    }
+}
+
 impl Engine for MapStore {
+    fn walk(&self, cursor: &mut WalkCursor, budget: usize, now: RelTime, visit: &mut dyn FnMut(ItemView<'_>, Visit) -> bool) -> bool {
+        self.walk_step(cursor, budget, now, visit)
+    }
+
     fn get(
         &self,
         key: &[u8],

@@ -52,6 +52,7 @@ impl<'a> Executor<'a> {
                 let version = crate::settings::VERSION.as_bytes();
                 write_response(out, code, Status::Success, opaque, 0, &[], &[], version);
             }
+            Opcode::Stat if req.key.starts_with(b"detail") => crate::ops::detail::binary_stat(self, req, out),
             Opcode::Stat => match collect(self, req.key) {
                 Group::Values(values) => {
                     for (name, value) in values {
@@ -89,6 +90,9 @@ impl<'a> Executor<'a> {
             WorkerStats::incr(&s.cmd_get);
             WorkerStats::incr(if hit { &s.get_hits } else { &s.get_misses });
         }
+        if self.shared.ops.detail.on() {
+            self.shared.ops.detail.record_get(req.key, hit);
+        }
         if !hit && !quiet {
             if with_key {
                 write_response(out, code, Status::KeyNotFound, opaque, 0, &[], req.key, &[]);
@@ -102,6 +106,9 @@ impl<'a> Executor<'a> {
     fn bin_store(&self, op: Opcode, quiet: bool, req: &Request<'_>, out: &mut Vec<u8>) -> Flow {
         let (code, opaque, cas) = (req.header.opcode, req.header.opaque, req.header.cas);
         WorkerStats::incr(&self.stats.cmd_set);
+        if self.shared.ops.detail.on() {
+            self.shared.ops.detail.record_set(req.key);
+        }
         let mut mode = match op {
             Opcode::Add => StoreMode::Add,
             Opcode::Replace => StoreMode::Replace,
@@ -151,6 +158,9 @@ impl<'a> Executor<'a> {
         // The binary header's CAS is "none" when 0.
         let cas = (req.header.cas != 0).then_some(req.header.cas);
         let del = DeleteRequest { key: req.key, cas, ..DeleteRequest::default() };
+        if self.shared.ops.detail.on() {
+            self.shared.ops.detail.record_delete(req.key);
+        }
         match self.shared.engine.delete(&del, self.now()) {
             DeleteResult::Deleted => {
                 WorkerStats::incr(&self.stats.delete_hits);

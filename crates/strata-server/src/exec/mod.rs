@@ -50,6 +50,12 @@ pub struct Executor<'a> {
     pinned: RefCell<Vec<Vec<u8>>>,
     /// The connection this executor runs for (its `stats conns` id; 0: none).
     pub conn_id: u64,
+    /// A key dump the last command started, for its connection to run.
+    dump: Cell<Option<Box<crate::ops::dump::Dump>>>,
+    /// Where the replies memcached still holds on the connection's response
+    /// stack begin (it flushes them on a new read and on `mn`); a metadump
+    /// behind any of them is refused.
+    stacked_from: Cell<usize>,
 }
 
 /// Append `line` and CRLF unless `noreply`.
@@ -69,7 +75,16 @@ pub enum Admission {
 
 impl<'a> Executor<'a> {
     pub fn new(shared: &'a Arc<Shared>, stats: &'a WorkerStats) -> Executor<'a> {
-        Executor { shared, stats, marks: None, unsent_from: Cell::new(0), pinned: RefCell::new(Vec::new()), conn_id: 0 }
+        Executor {
+            shared,
+            stats,
+            marks: None,
+            unsent_from: Cell::new(0),
+            pinned: RefCell::new(Vec::new()),
+            conn_id: 0,
+            dump: Cell::new(None),
+            stacked_from: Cell::new(0),
+        }
     }
 
     /// This executor runs for connection `id` (`stats conns` shows it as
@@ -80,7 +95,16 @@ impl<'a> Executor<'a> {
 
     /// An executor that records reply-object boundaries in `marks`.
     pub fn with_marks(shared: &'a Arc<Shared>, stats: &'a WorkerStats, marks: &'a RefCell<Vec<usize>>) -> Executor<'a> {
-        Executor { shared, stats, marks: Some(marks), unsent_from: Cell::new(0), pinned: RefCell::new(Vec::new()), conn_id: 0 }
+        Executor {
+            shared,
+            stats,
+            marks: Some(marks),
+            unsent_from: Cell::new(0),
+            pinned: RefCell::new(Vec::new()),
+            conn_id: 0,
+            dump: Cell::new(None),
+            stacked_from: Cell::new(0),
+        }
     }
 
     /// Where the output memcached would not have transmitted yet begins.
@@ -104,6 +128,33 @@ impl<'a> Executor<'a> {
 
     fn is_pinned(&self, key: &[u8]) -> bool {
         self.pinned.borrow().iter().any(|k| k == key)
+    }
+
+    /// Output before `at` has been handed to the kernel and nothing is
+    /// held for the response stack (a new read; `mn`).
+    pub fn flushed(&self, at: usize) {
+        self.set_unsent_from(at);
+        self.stacked_from.set(at);
+    }
+
+    /// Replies memcached would still hold on its response stack.
+    pub fn has_stacked_replies(&self, out: &[u8]) -> bool {
+        out.len() > self.stacked_from.get()
+    }
+
+    /// Hand a key dump to this command's connection (`ops/dump.rs`).
+    pub fn start_dump(&self, dump: Box<crate::ops::dump::Dump>) {
+        self.dump.set(Some(dump));
+    }
+
+    #[inline]
+    pub fn take_dump(&self) -> Option<Box<crate::ops::dump::Dump>> {
+        self.dump.take()
+    }
+
+    /// Replies go out as datagrams (UDP).
+    pub fn is_datagram(&self) -> bool {
+        self.marks.is_some()
     }
 
     /// A reply object ends at `out.len()`.
@@ -143,13 +194,14 @@ impl<'a> Executor<'a> {
             Command::Stats { args } => stats_cmd::stats(self, args, out),
             Command::MetaNoop => {
                 out.extend_from_slice(b"MN\r\n");
-                self.set_unsent_from(out.len()); // memcached flushes on mn
+                self.flushed(out.len()); // memcached flushes on mn
             }
             Command::MetaGet(ref req) => self.meta_get(req, out),
             Command::MetaDelete(ref req) => self.meta_delete(req, out),
             Command::MetaArith(ref req) => self.meta_arith(req, out),
             Command::MetaDebug { key, base64 } => self.meta_debug(key, base64, out),
             Command::Error { reply: line, noreply, .. } => reply(out, line, noreply),
+            Command::Admin(cmd) => crate::ops::admin(self, cmd, out),
             Command::Close => return Flow::Close,
             Command::Store(_) | Command::MetaSet { .. } => {
                 unreachable!("storage commands go through admit_value and store")
@@ -216,6 +268,9 @@ impl<'a> Executor<'a> {
                 WorkerStats::incr(&s.cmd_get);
             }
             WorkerStats::incr(if hit { &s.get_hits } else { &s.get_misses });
+            if self.shared.ops.detail.on() {
+                self.shared.ops.detail.record_get(key, hit);
+            }
         }
         out.extend_from_slice(b"END\r\n");
         // memcached transmits everything queued after a multi-get.
@@ -246,6 +301,9 @@ impl<'a> Executor<'a> {
             return;
         }
         WorkerStats::incr(&self.stats.cmd_set);
+        if self.shared.ops.detail.on() {
+            self.shared.ops.detail.record_set(cmd.key);
+        }
         let mode = match cmd.verb {
             StoreVerb::Set => StoreMode::Set,
             StoreVerb::Add => StoreMode::Add,
@@ -290,6 +348,9 @@ impl<'a> Executor<'a> {
     }
 
     fn delete(&self, key: &[u8], noreply: bool, out: &mut Vec<u8>) {
+        if self.shared.ops.detail.on() {
+            self.shared.ops.detail.record_delete(key);
+        }
         let req = DeleteRequest { key, ..DeleteRequest::default() };
         match self.shared.engine.delete(&req, self.now()) {
             DeleteResult::Deleted => {

@@ -34,6 +34,7 @@ pub(crate) fn collect(exec: &Executor<'_>, group: &[u8]) -> Group {
                 w.reset();
             }
             exec.shared.engine.reset_stats();
+            exec.shared.ops.detail.clear();
             return Group::Reset;
         }
         b"detail" => return Group::DetailUsage,
@@ -59,6 +60,9 @@ fn rusage() -> (f64, f64) {
 }
 
 pub(super) fn stats(exec: &Executor<'_>, args: Tokens<'_>, out: &mut Vec<u8>) {
+    if crate::ops::stats(exec, &args, out) {
+        return;
+    }
     match collect(exec, args.get(1)) {
         Group::Values(values) => {
             let mut text = String::new();
@@ -145,6 +149,7 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
         stat(t, "restart_expired", r.expired);
         stat(t, "restart_seconds", format!("{:.6}", r.seconds));
     }
+    crate::ops::crawler::general_stats(exec, t);
 }
 
 fn settings(exec: &Executor<'_>, t: &mut Stats) {

@@ -1,4 +1,71 @@
-//! Operator commands beyond the cache protocol: what memcached's tools read.
+//! Operator features that sit beside the request path: the slab view of
+//! the segment store (`slab_view.rs`: `stats items|slabs|sizes`), `stats
+//! conns` (`conns.rs`), key dumps (`dump.rs`), the LRU crawler and the
+//! `lru`/`slabs` commands (`crawler.rs`), and per-prefix statistics
+//! (`detail.rs`).
+//!
+//! Their run-time state is one [`OpsState`] in `Shared`; the request path
+//! reads only `detail`'s on/off flag (one relaxed load per request).
 
 pub(crate) mod conns;
+pub mod crawler;
+pub mod detail;
+pub mod dump;
 pub(crate) mod slab_view;
+
+use strata_proto::admin::Admin;
+use strata_proto::Tokens;
+
+use crate::exec::Executor;
+use crate::settings::Settings;
+
+/// Run-time state of the operator features.
+pub struct OpsState {
+    pub crawler: crawler::Crawler,
+    pub detail: detail::Detail,
+}
+
+impl OpsState {
+    pub fn new(settings: &Settings) -> OpsState {
+        OpsState { crawler: crawler::Crawler::new(settings), detail: detail::Detail::new(settings) }
+    }
+}
+
+/// `lru_crawler ...`, `lru ...`, `slabs ...`.
+pub fn admin(exec: &Executor<'_>, cmd: Admin, out: &mut Vec<u8>) {
+    let line = match cmd {
+        Admin::Dump { mg, classes } => return dump::start_crawler_dump(exec, mg, classes, out),
+        Admin::Crawl(classes) => crawler::crawl(exec, classes),
+        Admin::Tocrawl(n) => crawler::set_tocrawl(exec, n),
+        Admin::Sleep(us) => crawler::set_sleep(exec, us),
+        Admin::Enable(on) => crawler::enable(exec, on),
+        Admin::Reassign { src, dst } => crawler::reassign(exec, src, dst),
+        Admin::Reply(line) => line,
+    };
+    push_line(out, line);
+}
+
+/// `stats detail ...` and `stats cachedump ...` over the text protocol;
+/// false for any other group.
+pub fn stats(exec: &Executor<'_>, args: &Tokens<'_>, out: &mut Vec<u8>) -> bool {
+    let group = args.get(1);
+    if group.is_empty() {
+        return false;
+    }
+    // memcached matches a group by prefix (`stats d` is `stats detail`;
+    // `stats c` is `stats cachedump`, tried before `conns`).
+    if b"detail".starts_with(group) {
+        detail::command(exec, args, out);
+        return true;
+    }
+    if b"cachedump".starts_with(group) {
+        dump::start_cachedump(exec, args, out);
+        return true;
+    }
+    false
+}
+
+pub(crate) fn push_line(out: &mut Vec<u8>, line: &str) {
+    out.extend_from_slice(line.as_bytes());
+    out.extend_from_slice(b"\r\n");
+}

@@ -37,6 +37,7 @@ pub(crate) fn items(exec: &Executor<'_>, out: &mut Stats) {
     let stats = exec.shared.engine.class_stats(exec.shared.clock.now());
     for (id, c) in live_classes(&stats) {
         let age = c.age_hot.max(c.age_warm);
+        let crawled = exec.shared.ops.crawler.class_counts(id);
         let fields: [(&str, u64); 28] = [
             ("number", c.number()),
             ("number_hot", c.number_hot),
@@ -55,8 +56,8 @@ pub(crate) fn items(exec: &Executor<'_>, out: &mut Stats) {
             ("expired_unfetched", c.expired_unfetched),
             ("evicted_unfetched", c.evicted_unfetched),
             ("evicted_active", c.evicted_active),
-            ("crawler_reclaimed", c.crawler_reclaimed),
-            ("crawler_items_checked", c.crawler_items_checked),
+            ("crawler_reclaimed", crawled.reclaimed),
+            ("crawler_items_checked", crawled.items_checked),
             ("lrutail_reflocked", 0),
             ("moves_to_cold", 0),
             ("moves_to_warm", c.moves_to_warm),

@@ -32,6 +32,7 @@ mod file;
 mod item;
 mod shard;
 mod table;
+mod walk;
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -46,7 +47,7 @@ use self::table::{slot_freq, Loc, MAX_FREQ};
 use crate::{
     counter_bytes, memcached_chunked, memcached_item_size, parse_counter, DeleteRequest, DeleteResult, DeltaMode,
     Clock, DeltaRequest, DeltaResult, Engine, EngineConfig, EngineStats, GetAction, GetOptions, ItemMeta, ItemView, RelTime,
-    RestartStats, StoreMode, StoreRequest, StoreResult,
+    RestartStats, StoreMode, StoreRequest, StoreResult, Visit, WalkCursor,
 };
 
 const MAX_SHARDS: usize = 32;
@@ -940,6 +941,10 @@ impl Engine for SegStore {
             shard.counters = shard::Counters::default();
             shard.classes.reset();
         }
+    }
+
+    fn walk(&self, cursor: &mut WalkCursor, budget: usize, now: RelTime, visit: &mut dyn FnMut(ItemView<'_>, Visit) -> bool) -> bool {
+        self.walk_step(cursor, budget, now, visit)
     }
 
     fn maintain(&self, now: RelTime) {

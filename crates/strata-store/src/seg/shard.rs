@@ -295,6 +295,13 @@ impl Shard {
         &mut self.segs[loc.seg as usize].buf[loc.offset as usize..]
     }
 
+    /// Segment `id`'s generation, append position, and whether it holds
+    /// items (for walks: `seg/walk.rs`).
+    pub fn segment_extent(&self, id: u32) -> (u32, usize, bool) {
+        let s = &self.segs[id as usize];
+        (s.gen, s.write_offset, s.state != State::Free && !s.buf.is_empty())
+    }
+
     pub fn seg(&self, loc: Loc) -> &Segment {
         &self.segs[loc.seg as usize]
     }

@@ -1,0 +1,254 @@
+//! Operator commands: `lru_crawler ...`, `lru ...` and `slabs ...`, parsed
+//! as memcached 1.6.45's `process_lru_crawler_command`, `process_lru_command`
+//! and `process_slabs_command` parse them (token counts first, then a
+//! sub-command matched as memcached's `strncmp(token, name, len)` does: the
+//! token may be any non-empty prefix of the name, so `lru_crawler c all`
+//! is a crawl).
+//!
+//! Commands that only change a tuning knob memcached's slab allocator has
+//! and a segment store has not (`lru tune|mode|temp_ttl`, `slabs automove
+//! ...`) are validated exactly and answered here: [`Admin::Reply`].
+//!
+//! A class list (`crawl`, `metadump`, `mgdump`) is `all`, `hash`, or ids
+//! 1..=63 separated by commas (empty items skipped, as `strtok_r` does),
+//! kept as a 64-bit mask, so parsing allocates nothing.
+
+use crate::number::{parse_i32, parse_u64};
+use crate::text::Tokens;
+
+/// memcached's `MAX_NUMBER_OF_SLAB_CLASSES` (class ids are 1..=63).
+pub const MAX_CLASSES: u32 = 64;
+
+/// Which items a crawl or dump visits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Classes {
+    /// `all`: every class.
+    All,
+    /// `hash`: every item, in hash-table order.
+    Hash,
+    /// Bit `n` set: class `n` (1..=63).
+    List(u64),
+    /// An id that is not a number in 1..=63: `BADCLASS invalid class id`.
+    Bad,
+}
+
+impl Classes {
+    pub fn parse(spec: &[u8]) -> Classes {
+        match spec {
+            b"all" => return Classes::All,
+            b"hash" => return Classes::Hash,
+            _ => {}
+        }
+        let mut mask = 0u64;
+        for id in spec.split(|&b| b == b',').filter(|s| !s.is_empty()) {
+            match parse_u64(id) {
+                Some(n) if (1..u64::from(MAX_CLASSES)).contains(&n) => mask |= 1 << n,
+                _ => return Classes::Bad,
+            }
+        }
+        Classes::List(mask)
+    }
+
+    /// Whether items of class `id` are visited.
+    pub fn contains(self, id: usize) -> bool {
+        match self {
+            Classes::All | Classes::Hash => true,
+            Classes::List(mask) => id < 64 && mask & (1 << id) != 0,
+            Classes::Bad => false,
+        }
+    }
+}
+
+/// A parsed operator command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admin {
+    /// `lru_crawler crawl <classes>`: reclaim expired items now.
+    Crawl(Classes),
+    /// `lru_crawler metadump|mgdump <classes>`.
+    Dump { mg: bool, classes: Classes },
+    /// `lru_crawler tocrawl <n>`.
+    Tocrawl(u32),
+    /// `lru_crawler sleep <us>` (at most one second).
+    Sleep(u32),
+    /// `lru_crawler enable|disable`.
+    Enable(bool),
+    /// `slabs reassign <src> <dst>`.
+    Reassign { src: i32, dst: i32 },
+    /// A command validated here and answered with this line.
+    Reply(&'static str),
+}
+
+const BAD_FORMAT: &str = "CLIENT_ERROR bad command line format";
+
+/// memcached's `strncmp(token, name, strlen(token)) == 0`: `token` is a
+/// non-empty prefix of `name`.
+fn abbreviates(token: &[u8], name: &[u8]) -> bool {
+    !token.is_empty() && name.starts_with(token)
+}
+
+/// `mc_toktou32`: a decimal that fits in 32 bits.
+fn u32_token(token: &[u8]) -> Option<u32> {
+    parse_u64(token).and_then(|v| u32::try_from(v).ok())
+}
+
+/// `strtod` on a whole token.
+fn f64_token(token: &[u8]) -> Option<f64> {
+    std::str::from_utf8(token).ok()?.trim_start().parse::<f64>().ok()
+}
+
+/// `lru_crawler <sub> [arg]`.
+pub fn lru_crawler(t: &Tokens<'_>) -> Admin {
+    let (n, sub, arg) = (t.len(), t.get(1), t.get(2));
+    if n == 3 {
+        if abbreviates(sub, b"crawl") {
+            return Admin::Crawl(Classes::parse(arg));
+        }
+        if abbreviates(sub, b"metadump") {
+            return Admin::Dump { mg: false, classes: Classes::parse(arg) };
+        }
+        if abbreviates(sub, b"mgdump") {
+            return Admin::Dump { mg: true, classes: Classes::parse(arg) };
+        }
+        if abbreviates(sub, b"tocrawl") {
+            return u32_token(arg).map_or(Admin::Reply(BAD_FORMAT), Admin::Tocrawl);
+        }
+        if abbreviates(sub, b"sleep") {
+            return match u32_token(arg) {
+                None => Admin::Reply(BAD_FORMAT),
+                Some(us) if us > 1_000_000 => Admin::Reply("CLIENT_ERROR sleep must be one second or less"),
+                Some(us) => Admin::Sleep(us),
+            };
+        }
+        return Admin::Reply("ERROR");
+    }
+    if n == 2 {
+        if abbreviates(sub, b"enable") {
+            return Admin::Enable(true);
+        }
+        if abbreviates(sub, b"disable") {
+            return Admin::Enable(false);
+        }
+    }
+    Admin::Reply("ERROR")
+}
+
+/// `lru tune|mode|temp_ttl ...`: memcached's segmented-LRU knobs, validated
+/// and acknowledged (a segment store has no LRU to tune).
+pub fn lru(t: &Tokens<'_>) -> Admin {
+    let (n, sub) = (t.len(), t.get(1));
+    let reply = if abbreviates(sub, b"tune") && n >= 6 {
+        match (u32_token(t.get(2)), u32_token(t.get(3)), f64_token(t.get(4)), f64_token(t.get(5))) {
+            (Some(hot), Some(warm), Some(hot_factor), Some(factor)) => {
+                if u64::from(hot) + u64::from(warm) > 80 {
+                    "ERROR hot and warm pcts must not exceed 80"
+                } else if factor <= 0.0 || hot_factor <= 0.0 {
+                    "ERROR hot/warm age factors must be greater than 0"
+                } else {
+                    "OK"
+                }
+            }
+            _ => "ERROR",
+        }
+    } else if abbreviates(sub, b"mode") && n >= 3 {
+        match t.get(2) {
+            b"flat" | b"segmented" => "OK",
+            _ => "ERROR",
+        }
+    } else if abbreviates(sub, b"temp_ttl") && n >= 3 {
+        if parse_i32(t.get(2)).is_some() {
+            "OK"
+        } else {
+            "ERROR"
+        }
+    } else {
+        "ERROR"
+    };
+    Admin::Reply(reply)
+}
+
+/// `slabs reassign <src> <dst>` and `slabs automove ...`.
+pub fn slabs(t: &Tokens<'_>) -> Admin {
+    let (n, sub) = (t.len(), t.get(1));
+    if n == 4 && abbreviates(sub, b"reassign") {
+        return match (parse_i32(t.get(2)), parse_i32(t.get(3))) {
+            (Some(src), Some(dst)) => Admin::Reassign { src, dst },
+            _ => Admin::Reply(BAD_FORMAT),
+        };
+    }
+    if n >= 3 && abbreviates(sub, b"automove") {
+        return Admin::Reply(automove(t));
+    }
+    Admin::Reply("ERROR")
+}
+
+/// `process_slabs_automove_command`.
+fn automove(t: &Tokens<'_>) -> &'static str {
+    let (n, sub) = (t.len(), t.get(2));
+    if abbreviates(sub, b"ratio") || abbreviates(sub, b"freeratio") {
+        return if n >= 4 && f64_token(t.get(3)).is_some() { "OK" } else { "ERROR" };
+    }
+    if abbreviates(sub, b"window") {
+        return match u32_token(t.get(3)) {
+            _ if n < 4 => BAD_FORMAT,
+            None => BAD_FORMAT,
+            Some(w) if !(3..=1800).contains(&w) => "CLIENT_ERROR automove window too low or too high",
+            Some(_) => "OK",
+        };
+    }
+    match u32_token(sub) {
+        None => BAD_FORMAT,
+        Some(0..=2) => "OK",
+        Some(_) => "ERROR",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(line: &str, f: fn(&Tokens<'_>) -> Admin) -> Admin {
+        f(&Tokens::split(line.as_bytes()))
+    }
+
+    #[test]
+    fn class_lists() {
+        assert_eq!(Classes::parse(b"all"), Classes::All);
+        assert_eq!(Classes::parse(b"hash"), Classes::Hash);
+        assert_eq!(Classes::parse(b"1,3"), Classes::List(0b1010));
+        assert_eq!(Classes::parse(b"1,"), Classes::List(0b10));
+        for bad in ["0", "64", "x", "1,x", "-1"] {
+            assert_eq!(Classes::parse(bad.as_bytes()), Classes::Bad, "{bad}");
+        }
+        assert!(Classes::List(0b10).contains(1) && !Classes::List(0b10).contains(2));
+    }
+
+    #[test]
+    fn lru_crawler_commands() {
+        assert_eq!(parse("lru_crawler crawl 1", lru_crawler), Admin::Crawl(Classes::List(2)));
+        assert_eq!(parse("lru_crawler c all", lru_crawler), Admin::Crawl(Classes::All));
+        assert_eq!(parse("lru_crawler mgdump hash", lru_crawler), Admin::Dump { mg: true, classes: Classes::Hash });
+        assert_eq!(parse("lru_crawler sleep 1000001", lru_crawler), Admin::Reply("CLIENT_ERROR sleep must be one second or less"));
+        assert_eq!(parse("lru_crawler sleep x", lru_crawler), Admin::Reply(BAD_FORMAT));
+        assert_eq!(parse("lru_crawler tocrawl 5", lru_crawler), Admin::Tocrawl(5));
+        assert_eq!(parse("lru_crawler enable", lru_crawler), Admin::Enable(true));
+        assert_eq!(parse("lru_crawler crawl", lru_crawler), Admin::Reply("ERROR"));
+        assert_eq!(parse("lru_crawler crawlx 1", lru_crawler), Admin::Reply("ERROR"));
+    }
+
+    #[test]
+    fn lru_and_slabs() {
+        assert_eq!(parse("lru tune 10 20 0.1 2", lru), Admin::Reply("OK"));
+        assert_eq!(parse("lru tune 50 40 0.1 2", lru), Admin::Reply("ERROR hot and warm pcts must not exceed 80"));
+        assert_eq!(parse("lru mode flat", lru), Admin::Reply("OK"));
+        assert_eq!(parse("lru mode x", lru), Admin::Reply("ERROR"));
+        assert_eq!(parse("lru temp_ttl -1", lru), Admin::Reply("OK"));
+        assert_eq!(parse("slabs automove 1", slabs), Admin::Reply("OK"));
+        assert_eq!(parse("slabs automove 3", slabs), Admin::Reply("ERROR"));
+        assert_eq!(parse("slabs automove x", slabs), Admin::Reply(BAD_FORMAT));
+        assert_eq!(parse("slabs automove window 2", slabs), Admin::Reply("CLIENT_ERROR automove window too low or too high"));
+        assert_eq!(parse("slabs automove window 1800", slabs), Admin::Reply("OK"));
+        assert_eq!(parse("slabs automove freeratio 0.5", slabs), Admin::Reply("OK"));
+        assert_eq!(parse("slabs reassign 1 2", slabs), Admin::Reassign { src: 1, dst: 2 });
+        assert_eq!(parse("slabs reassign 1", slabs), Admin::Reply("ERROR"));
+    }
+}

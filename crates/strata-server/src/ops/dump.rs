@@ -1,0 +1,351 @@
+//! Key dumps: `lru_crawler metadump|mgdump <classes|all|hash>` and `stats
+//! cachedump <class> <limit>`, streamed.
+//!
+//! A dump is a [`Dump`]: a store walk cursor plus what to print. The
+//! command only checks its arguments and hands the `Dump` to its
+//! connection (through [`Executor::start_dump`]); from then on the
+//! connection's [`pump`] runs before anything else it has buffered:
+//!
+//! ```text
+//!  pending output < 16 KiB ──► walk steps (256 items each, one shard lock
+//!        │                      per step) until 32 KiB are pending, or
+//!        │                      8 steps ran; then rest 3x as long as that
+//!        │                      took ──► Progress::Dumping: the worker
+//!        │                      writes and comes back within 1 ms
+//!  resting ──────────────────► Progress::Dumping (nothing done)
+//!  pending output ≥ 16 KiB ──► Progress::OutputFull: wait until the
+//!                               client reads
+//!  walk done ──► END / EN ──► the connection's next requests run
+//! ```
+//!
+//! So a dump of any size holds at most ~50 KiB of output and a cursor, no
+//! shard lock for more than one step, and takes at most about a quarter of
+//! its worker's time (0.7-0.9 M keys/s on the 2-core benchmark machine:
+//! docs/BENCHMARKS.md), the rest going to the worker's other connections.
+//! Requests pipelined after the dump wait for it, as in memcached (whose
+//! crawler thread owns the connection meanwhile). One metadump/mgdump at a
+//! time, server-wide (memcached: one crawler); `stats cachedump`
+//! (memcached: one pass under an LRU lock, 2 MiB at most) is streamed the
+//! same way, with the same 2 MiB, and not counted as the crawler.
+
+use std::time::{Duration, Instant};
+
+use strata_proto::admin::Classes;
+use strata_proto::base64;
+use strata_proto::number::{push_i64, push_u64};
+use strata_proto::Tokens;
+use strata_store::{ItemView, Visit, WalkCursor, WALK_BATCH};
+
+use super::push_line;
+use strata_store::SlabClasses;
+use crate::conn::Progress;
+use crate::exec::Executor;
+use crate::shared::Shared;
+
+/// Refill when fewer pending output bytes than this remain.
+const REFILL_BELOW_BYTES: usize = 16 << 10;
+/// Stop a refill once this much output is pending: about 300 metadump
+/// lines, 100-150 µs of work, so the worker's other connections never
+/// wait long behind a refill.
+const FILL_TO_BYTES: usize = 32 << 10;
+/// Walk steps per refill, at most (a class filter may skip most items).
+const STEPS_PER_REFILL: usize = 8;
+/// memcached's cachedump reply limit (`memlimit`, 2 MiB with its END).
+const CACHEDUMP_MAX_BYTES: usize = 2 << 20;
+/// After a refill that took `t` of CPU, the dump rests `t` times this
+/// before the next: it takes at most a quarter of its worker's time, so a
+/// dump of millions of keys leaves the worker's other connections (and a
+/// small machine's other cores) their share.
+const IDLE_PER_BUSY: u32 = 3;
+/// How often a resting or refilled dump is looked at again.
+const DUMP_TICK: Duration = Duration::from_millis(1);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// `key=... exp=... la=... cas=... fetch=... cls=... size=... flags=... ` lines, then END.
+    Meta,
+    /// `mg <key>` (or `mg <base64> b`) lines, then EN.
+    Mg,
+    /// `ITEM <key> [<bytes> b; <exp> s]` lines, then END.
+    Cache { limit: u32 },
+}
+
+/// One dump in progress on one connection.
+pub struct Dump {
+    printer: Printer,
+    cursor: WalkCursor,
+    /// Resting until then (see `IDLE_PER_BUSY`).
+    resume_at: Option<Instant>,
+    /// Held while a crawler dump runs; dropping it frees the crawler.
+    _busy: Option<super::crawler::Busy>,
+}
+
+/// `lru_crawler metadump|mgdump <classes>`, checked as memcached 1.6.45
+/// checks it; the dump itself starts with `OK`.
+pub fn start_crawler_dump(exec: &Executor<'_>, mg: bool, classes: Classes, out: &mut Vec<u8>) {
+    let crawler = &exec.shared.ops.crawler;
+    let refusal = if !crawler.enabled() {
+        Some("CLIENT_ERROR lru crawler disabled")
+    } else if !exec.shared.settings.dumps_enabled {
+        Some(if mg { "ERROR key dump not allowed" } else { "ERROR metadump not allowed" })
+    } else if exec.has_stacked_replies(out) {
+        Some(if mg {
+            "ERROR cannot pipeline other commands before mgdump"
+        } else {
+            "ERROR cannot pipeline other commands before metadump"
+        })
+    } else if classes == Classes::Bad {
+        Some("BADCLASS invalid class id")
+    } else if exec.is_datagram() {
+        Some("SERVER_ERROR key dumps are not served over UDP")
+    } else {
+        None
+    };
+    if let Some(line) = refusal {
+        return push_line(out, line);
+    }
+    let Some(busy) = crawler.begin(exec.shared) else {
+        return push_line(out, "BUSY currently processing crawler request");
+    };
+    out.extend_from_slice(b"OK\r\n");
+    let kind = if mg { Kind::Mg } else { Kind::Meta };
+    exec.start_dump(Box::new(Dump::new(exec, kind, classes, Some(busy))));
+}
+
+/// `stats cachedump <class> <limit>`.
+pub fn start_cachedump(exec: &Executor<'_>, args: &Tokens<'_>, out: &mut Vec<u8>) {
+    if !exec.shared.settings.dumps_enabled {
+        return push_line(out, "CLIENT_ERROR stats cachedump not allowed");
+    }
+    if args.len() < 4 {
+        return push_line(out, "CLIENT_ERROR bad command line");
+    }
+    let number = |i: usize| strata_proto::number::parse_u64(args.get(i)).and_then(|v| u32::try_from(v).ok());
+    let (Some(class), Some(limit)) = (number(2), number(3)) else {
+        return push_line(out, strata_proto::command::BAD_FORMAT);
+    };
+    if class >= strata_proto::admin::MAX_CLASSES {
+        return push_line(out, "CLIENT_ERROR Illegal slab id");
+    }
+    if exec.is_datagram() {
+        return push_line(out, "SERVER_ERROR key dumps are not served over UDP");
+    }
+    let classes = Classes::List(1u64 << class);
+    exec.start_dump(Box::new(Dump::new(exec, Kind::Cache { limit }, classes, None)));
+}
+
+impl Dump {
+    fn new(exec: &Executor<'_>, kind: Kind, classes: Classes, busy: Option<super::crawler::Busy>) -> Dump {
+        let printer = Printer {
+            kind,
+            classes,
+            sizes: exec.shared.settings.slab_classes(),
+            origin_unix: exec.shared.clock.process_started_unix(),
+            cas_enabled: !exec.shared.settings.cas_disabled,
+            shown: 0,
+            bytes: 0,
+            full: false,
+        };
+        Dump { printer, cursor: WalkCursor::default(), resume_at: None, _busy: busy }
+    }
+
+    /// Walk until `out` has `FILL_TO_BYTES` pending past `wpos` or the
+    /// walk ends; true when the dump is complete (terminator written).
+    fn refill(&mut self, shared: &Shared, out: &mut Vec<u8>, wpos: usize) -> bool {
+        let started = Instant::now();
+        if self.resume_at.is_some_and(|at| started < at) {
+            return false;
+        }
+        let now = shared.clock.now();
+        let printer = &mut self.printer;
+        let mut looked = 0;
+        for _ in 0..STEPS_PER_REFILL {
+            looked += WALK_BATCH;
+            let done = shared.engine.walk(&mut self.cursor, WALK_BATCH, now, &mut |item, how| {
+                if how == Visit::Live {
+                    printer.line(item, out);
+                }
+                false
+            });
+            if done || printer.full {
+                out.extend_from_slice(match printer.kind {
+                    Kind::Mg => b"EN\r\n",
+                    Kind::Meta | Kind::Cache { .. } => b"END\r\n",
+                });
+                return true;
+            }
+            if out.len() - wpos >= FILL_TO_BYTES {
+                break;
+            }
+        }
+        // Rest: IDLE_PER_BUSY times the work, and at least memcached's
+        // `lru_crawler sleep` per 1000 items.
+        let busy = started.elapsed();
+        let sleep_us = u64::from(shared.ops.crawler.sleep_us()) * looked as u64 / 1000;
+        self.resume_at = Some(started + busy + (busy * IDLE_PER_BUSY).max(Duration::from_micros(sleep_us)));
+        false
+    }
+}
+
+/// Formats one dump's lines.
+struct Printer {
+    kind: Kind,
+    classes: Classes,
+    sizes: SlabClasses,
+    origin_unix: i64,
+    cas_enabled: bool,
+    /// Cachedump: lines and bytes so far, and whether its limit was hit.
+    shown: u32,
+    bytes: usize,
+    full: bool,
+}
+
+impl Printer {
+    fn line(&mut self, item: ItemView<'_>, out: &mut Vec<u8>) {
+        if self.full {
+            return;
+        }
+        let meta = &item.meta;
+        let size = strata_store::memcached_item_size(item.key.len(), meta.flags, item.value.len(), self.cas_enabled);
+        let class = usize::from(self.sizes.class_of(size));
+        if !self.classes.contains(class) {
+            return;
+        }
+        match self.kind {
+            Kind::Meta => {
+                out.extend_from_slice(b"key=");
+                uriencode(item.key, out);
+                out.extend_from_slice(b" exp=");
+                if meta.exptime == 0 {
+                    out.extend_from_slice(b"-1");
+                } else {
+                    push_i64(out, i64::from(meta.exptime) + self.origin_unix);
+                }
+                out.extend_from_slice(b" la=");
+                push_i64(out, i64::from(meta.last_access) + self.origin_unix);
+                out.extend_from_slice(b" cas=");
+                push_u64(out, meta.cas);
+                out.extend_from_slice(if meta.fetched { b" fetch=yes cls=" } else { b" fetch=no cls=" });
+                push_u64(out, class as u64);
+                out.extend_from_slice(b" size=");
+                push_u64(out, size as u64);
+                out.extend_from_slice(b" flags=");
+                push_u64(out, u64::from(meta.flags));
+                // memcached 1.6.45: a trailing space and a bare newline.
+                out.extend_from_slice(b" \n");
+            }
+            Kind::Mg => {
+                out.extend_from_slice(b"mg ");
+                if meta.key_binary {
+                    base64::encode(item.key, out);
+                    out.extend_from_slice(b" b\r\n");
+                } else {
+                    out.extend_from_slice(item.key);
+                    out.extend_from_slice(b"\r\n");
+                }
+            }
+            Kind::Cache { limit } => {
+                // memcached never prints binary keys here.
+                if meta.key_binary {
+                    return;
+                }
+                let start = out.len();
+                out.extend_from_slice(b"ITEM ");
+                out.extend_from_slice(item.key);
+                out.extend_from_slice(b" [");
+                push_u64(out, item.value.len() as u64);
+                out.extend_from_slice(b" b; ");
+                push_i64(out, if meta.exptime == 0 { 0 } else { i64::from(meta.exptime) + self.origin_unix });
+                out.extend_from_slice(b" s]\r\n");
+                let len = out.len() - start;
+                if self.bytes + len + 6 > CACHEDUMP_MAX_BYTES {
+                    out.truncate(start);
+                    self.full = true;
+                    return;
+                }
+                self.bytes += len;
+                self.shown += 1;
+                self.full = limit != 0 && self.shown >= limit;
+            }
+        }
+    }
+}
+
+/// memcached's `uriencode`: every byte but ASCII letters, digits and
+/// `-._~` becomes `%XX`.
+fn uriencode(key: &[u8], out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for &b in key {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b);
+        } else {
+            out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+        }
+    }
+}
+
+/// A worker's connections with a dump in progress: each is driven again
+/// within `DUMP_TICK` (to refill, or to see whether its rest is over).
+#[derive(Default)]
+pub struct Dumping(Vec<usize>);
+
+impl Dumping {
+    pub fn push(&mut self, index: usize) {
+        self.0.push(index);
+    }
+
+    /// The event loop's wait: no longer than a tick while dumps are on.
+    pub fn timeout(&self, otherwise: Duration) -> Duration {
+        if self.0.is_empty() {
+            otherwise
+        } else {
+            otherwise.min(DUMP_TICK)
+        }
+    }
+
+    /// Move the connections to drive this turn into `ready`.
+    pub fn drain_into(&mut self, ready: &mut Vec<usize>) {
+        ready.append(&mut self.0);
+    }
+
+    pub fn remove(&mut self, index: usize) {
+        self.0.retain(|&i| i != index);
+    }
+}
+
+/// The connection-side hook, run before each request: start a dump the
+/// last command handed over, refill its output, and say whether the
+/// connection must wait (`Some`) or may run its next request (`None`).
+#[inline]
+pub fn pump(slot: &mut Option<Box<Dump>>, exec: &Executor<'_>, out: &mut Vec<u8>, wpos: usize) -> Option<Progress> {
+    if slot.is_none() {
+        *slot = Some(exec.take_dump()?);
+    }
+    pump_running(slot, exec, out, wpos)
+}
+
+#[cold]
+fn pump_running(slot: &mut Option<Box<Dump>>, exec: &Executor<'_>, out: &mut Vec<u8>, wpos: usize) -> Option<Progress> {
+    let dump = slot.as_mut()?;
+    if out.len() - wpos >= REFILL_BELOW_BYTES {
+        return Some(Progress::OutputFull);
+    }
+    if dump.refill(exec.shared, out, wpos) {
+        *slot = None;
+        return None;
+    }
+    Some(Progress::Dumping)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uriencodes_as_memcached() {
+        let mut out = Vec::new();
+        uriencode(b"a%20b c/d-e.f_g~h", &mut out);
+        assert_eq!(out, b"a%2520b%20c%2Fd-e.f_g~h");
+    }
+
+}
