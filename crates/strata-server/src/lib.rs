@@ -7,12 +7,14 @@
 pub mod auth;
 pub mod conn;
 pub mod exec;
+pub mod port_file;
 pub mod server;
 pub mod settings;
 pub mod shared;
 pub mod slabs;
 pub mod stats;
 pub mod sys;
+pub mod tunables;
 pub mod udp;
 pub mod worker;
 pub mod worker_uring;

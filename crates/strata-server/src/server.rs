@@ -50,13 +50,18 @@ impl Server {
         let mut listeners = Vec::new();
         if let Some(path) = &settings.unix_socket {
             listeners.push(sys::unix_listener(path, settings.unix_mask, settings.backlog)?);
-        } else {
+        } else if settings.tcp_enabled {
             for addr in &settings.tcp_listen {
                 listeners.push(sys::tcp_listener(*addr, settings.backlog)?);
             }
         }
         let tcp_addrs: Vec<SocketAddr> = listeners.iter().filter_map(Listener::local_addr).collect();
         let (udp_addrs, mut udp_sockets) = udp_sockets(&settings, settings.threads.max(1))?;
+        if let (Some(path), None) = (&settings.port_file, &settings.unix_socket) {
+            if let Err(e) = crate::port_file::write(path, &tcp_addrs, &udp_addrs) {
+                eprintln!("strata: failed to write the port file {}: {e}", path.display());
+            }
+        }
         let text_auth = settings.auth_file.as_deref().map(Credentials::load).transpose()?;
         let sasl_auth = match (&settings.sasl, &settings.sasl_pwdb) {
             (false, _) => None,
