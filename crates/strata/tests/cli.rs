@@ -458,3 +458,107 @@ fn pin_threads_puts_each_worker_on_its_own_cpu() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// `stats <group>` as (name, value) pairs, in order.
+fn stats_of(stream: &mut TcpStream, group: &str) -> Vec<(String, String)> {
+    let command = if group.is_empty() { "stats\r\n".to_string() } else { format!("stats {group}\r\n") };
+    stream.write_all(command.as_bytes()).unwrap();
+    let mut text = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !text.ends_with(b"END\r\n") {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0, "closed during stats");
+        text.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8(text)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("STAT "))
+        .map(|l| {
+            let (name, value) = l.split_once(' ').unwrap();
+            (name.to_string(), value.to_string())
+        })
+        .collect()
+}
+
+/// memcached 1.6.45's `stats settings` (a build without extstore, TLS, the
+/// proxy or seccomp), in its order; Strata's own fields follow.
+const SETTINGS_145: &str = "maxbytes maxconns tcpport udpport inter verbosity oldest evictions domain_socket umask \
+    shutdown_command growth_factor chunk_size num_threads num_threads_per_udp stat_key_prefix detail_enabled \
+    reqs_per_event cas_enabled tcp_backlog binding_protocol auth_enabled_sasl auth_enabled_ascii item_size_max \
+    maxconns_fast hashpower_init slab_reassign slab_automove slab_automove_ratio slab_automove_window slab_chunk_max \
+    lru_crawler lru_crawler_sleep lru_crawler_tocrawl tail_repair_time flush_enabled dump_enabled hash_algorithm \
+    lru_maintainer_thread lru_segmented hot_lru_pct warm_lru_pct hot_max_factor warm_max_factor temp_lru \
+    temporary_ttl idle_timeout watcher_logbuf_size worker_logbuf_size read_buf_mem_limit track_sizes \
+    inline_ascii_response num_napi_ids memory_file client_flags_size \
+    io_engine pin_threads udp_max_reply large_pages watch_enabled";
+
+/// memcached 1.6.45's general `stats` with t/stats.t's command line (`-I 1024
+/// -o slab_chunk_max=1,no_lru_crawler,no_lru_maintainer`), less `libevent`.
+const STATS_145: &str = "pid uptime time version pointer_size rusage_user rusage_system max_connections \
+    curr_connections total_connections rejected_connections connection_structures response_obj_oom \
+    response_obj_count response_obj_bytes read_buf_count read_buf_bytes read_buf_bytes_free read_buf_oom \
+    reserved_fds cmd_get cmd_set cmd_flush cmd_touch cmd_meta get_hits get_misses get_expired get_flushed \
+    delete_misses delete_hits incr_misses incr_hits decr_misses decr_hits cas_misses cas_hits cas_badval \
+    touch_hits touch_misses store_too_large store_no_memory auth_cmds auth_errors bytes_read bytes_written \
+    limit_maxbytes accepting_conns listen_disabled_num time_in_listen_disabled_us threads conn_yields \
+    hash_power_level hash_bytes hash_is_expanding slab_reassign_rescues slab_reassign_chunk_rescues \
+    slab_reassign_inline_reclaim slab_reassign_busy_items slab_reassign_busy_deletes slab_reassign_busy_nomem \
+    slab_reassign_last_busy_status slab_reassign_running slabs_moved malloc_fails log_worker_dropped \
+    log_worker_written log_watcher_skipped log_watcher_sent log_watchers unexpected_napi_ids \
+    round_robin_fallback bytes curr_items total_items slab_global_page_pool expired_unfetched \
+    evicted_unfetched evictions reclaimed crawler_reclaimed crawler_items_checked lrutail_reflocked";
+
+#[test]
+fn stats_settings_has_memcached_fields_and_the_command_line() {
+    let (mut child, addr) = spawn_on_free_port(&[
+        "-t", "2", "-c", "77", "-f", "1.5", "-n", "64", "-D", "/", "-X", "-N", "1", "-o",
+        "track_sizes,no_lru_crawler,lru_crawler_sleep=50,lru_crawler_tocrawl=9,slab_chunk_max=16,hashpower=20",
+        "-o", "slab_automove_window=30,read_buf_mem_limit=2,hash_algorithm=xxh3,temporary_ttl=90",
+    ]);
+    let mut stream = connect(addr);
+    let settings = stats_of(&mut stream, "settings");
+    let names: Vec<&str> = settings.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, SETTINGS_145.split_whitespace().collect::<Vec<_>>());
+    let value = |name: &str| settings.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str()).unwrap();
+    for (name, expected) in [
+        ("maxconns", "77"),
+        ("growth_factor", "1.50"),
+        ("chunk_size", "64"),
+        ("num_threads", "2"),
+        ("stat_key_prefix", "/"),
+        ("detail_enabled", "yes"),
+        ("dump_enabled", "no"),
+        ("binding_protocol", "auto-negotiate"),
+        ("hashpower_init", "20"),
+        ("slab_automove_ratio", "0.80"),
+        ("slab_automove_window", "30"),
+        ("slab_chunk_max", "16384"),
+        ("lru_crawler", "no"),
+        ("lru_crawler_sleep", "50"),
+        ("lru_crawler_tocrawl", "9"),
+        ("hash_algorithm", "xxh3"),
+        ("temp_lru", "yes"),
+        ("temporary_ttl", "90"),
+        ("hot_max_factor", "0.20"),
+        ("watcher_logbuf_size", "262144"),
+        ("read_buf_mem_limit", "2097152"),
+        ("track_sizes", "yes"),
+        ("num_napi_ids", "1"),
+        ("memory_file", "(null)"),
+        ("client_flags_size", "4"),
+    ] {
+        assert_eq!(value(name), expected, "{name}");
+    }
+    child.kill().unwrap();
+    let _ = child.wait();
+
+    let (mut child, addr) = spawn_on_free_port(&["-I", "1024", "-o", "slab_chunk_max=1,no_lru_crawler,no_lru_maintainer"]);
+    let mut stream = connect(addr);
+    let stats = stats_of(&mut stream, "");
+    // `strata_version` (what Strata is) stands where memcached has `libevent`.
+    let names: Vec<&str> = stats.iter().map(|(n, _)| n.as_str()).filter(|n| *n != "strata_version").collect();
+    assert_eq!(names, STATS_145.split_whitespace().collect::<Vec<_>>());
+    child.kill().unwrap();
+    let _ = child.wait();
+}
