@@ -562,3 +562,24 @@ fn stats_settings_has_memcached_fields_and_the_command_line() {
     child.kill().unwrap();
     let _ = child.wait();
 }
+
+/// `-o sock_cookie_id=N` marks the listening sockets (`SO_MARK`), as `ss -e`
+/// shows (`fwmark:0x..`). Needs root (CAP_NET_ADMIN) and `ss`.
+#[test]
+fn sock_cookie_id_marks_the_listeners() {
+    let Ok(probe) = Command::new("ss").arg("-V").output() else {
+        eprintln!("no ss on this machine: the socket mark is not checked");
+        return;
+    };
+    let root = String::from_utf8_lossy(&Command::new("id").arg("-u").output().unwrap().stdout).trim() == "0";
+    if !probe.status.success() || !root {
+        eprintln!("needs root and ss: the socket mark is not checked");
+        return;
+    }
+    let (mut child, addr) = spawn_on_free_port(&["-t", "1", "-o", "sock_cookie_id=77"]);
+    let out = Command::new("ss").args(["-ltne", "sport", "=", &format!(":{}", addr.port())]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("fwmark:0x4d"), "{text}");
+    child.kill().unwrap();
+    let _ = child.wait();
+}
