@@ -35,6 +35,9 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     }
+    // Listeners, event loops, wakers, the memory file: memcached reserves 20
+    // plus a few per thread.
+    process::raise_open_files(settings.max_connections, 32 + 4 * settings.threads);
     if opts.lock_memory {
         // memcached warns and goes on when mlockall fails.
         if let Err(e) = process::lock_memory() {

@@ -583,3 +583,35 @@ fn sock_cookie_id_marks_the_listeners() {
     child.kill().unwrap();
     let _ = child.wait();
 }
+
+/// `-c` raises the soft open-file limit to fit that many connections, as
+/// memcached sets its limit from `-c`.
+#[test]
+fn conn_limit_raises_the_open_file_limit() {
+    let script = format!("ulimit -S -n 256 && exec {BIN} -p -1 -t 1 -c 1000");
+    let mut child = Command::new("sh").args(["-c", &script]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let soft = loop {
+        // Only once the shell has become strata (its own limit was higher).
+        let comm = std::fs::read_to_string(format!("/proc/{}/comm", child.id())).unwrap_or_default();
+        if comm.trim() != "strata" {
+            assert!(Instant::now() < deadline, "strata did not start");
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
+        let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap_or_default();
+        let soft: u64 = limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .and_then(|l| l.split_whitespace().nth(3))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        if soft > 256 || Instant::now() > deadline {
+            break soft;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(soft >= 1000, "soft open-file limit {soft}");
+    child.kill().unwrap();
+    let _ = child.wait();
+}
