@@ -615,3 +615,37 @@ fn conn_limit_raises_the_open_file_limit() {
     child.kill().unwrap();
     let _ = child.wait();
 }
+
+/// `-d -P FILE`: the daemon writes its pid, and (its terminal gone) a
+/// harness finds its port through `MEMCACHED_PORT_FILENAME`.
+#[test]
+fn daemon_writes_pid_and_port_files() {
+    let dir = std::env::temp_dir().join(format!("strata-daemon-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (pid_file, port_file) = (dir.join("pid"), dir.join("ports"));
+    let status = Command::new(BIN)
+        .args(["-d", "-p", "-1", "-t", "1", "-P", pid_file.to_str().unwrap()])
+        .env("MEMCACHED_PORT_FILENAME", &port_file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "the parent of the daemon exits 0");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !(pid_file.exists() && port_file.exists()) {
+        assert!(Instant::now() < deadline, "no pid or port file");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ports = std::fs::read_to_string(&port_file).unwrap();
+    let port: u16 = ports.lines().next().and_then(|l| l.strip_prefix("TCP INET: ")).unwrap().parse().unwrap();
+    let mut stream = connect(SocketAddr::from(([127, 0, 0, 1], port)));
+    assert_eq!(roundtrip(&mut stream, b"version\r\n", 8), b"VERSION ");
+    let pid = std::fs::read_to_string(&pid_file).unwrap().trim().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pid_file.exists() {
+        assert!(Instant::now() < deadline, "the daemon did not stop and remove its pid file");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
