@@ -191,14 +191,18 @@ pub fn listen_addrs(values: &[String], port: u16) -> Result<Vec<SocketAddr>, Cli
                 format!("-l {item}: per-listener protocol and tag (proto[...]:, tag[...]:) are not supported by Strata yet"),
             ));
         }
-        if let Ok(addr) = item.parse::<SocketAddr>() {
-            addrs.push(addr);
+        let addr = if let Ok(addr) = item.parse::<SocketAddr>() {
+            addr
         } else if let Ok(ip) = item.trim_matches(|c| c == '[' || c == ']').parse::<IpAddr>() {
-            addrs.push(SocketAddr::new(ip, port));
+            SocketAddr::new(ip, port)
         } else if item == "localhost" {
-            addrs.push(SocketAddr::from(([127, 0, 0, 1], port)));
+            SocketAddr::from(([127, 0, 0, 1], port))
         } else {
             return Err(CliError::new(71, format!("getaddrinfo(): Name or service not known: invalid listen address '{item}'")));
+        };
+        // memcached skips a -l it already has.
+        if !addrs.contains(&addr) {
+            addrs.push(addr);
         }
     }
     Ok(addrs)
@@ -220,6 +224,13 @@ mod tests {
         assert_eq!(err("x").code, 64);
         let many: Vec<String> = (1..=63).map(|i| (i * 100).to_string()).collect();
         assert_eq!(err(&many.join("-")).message, "too many slab classes specified");
+    }
+
+    #[test]
+    fn listen_addresses() {
+        let addrs = listen_addrs(&["127.0.0.1".into(), "127.0.0.1;[::1]:9".into()], 7).unwrap();
+        assert_eq!(addrs, vec!["127.0.0.1:7".parse().unwrap(), "[::1]:9".parse().unwrap()]);
+        assert_eq!(listen_addrs(&["proto[ascii]:127.0.0.1".into()], 7).unwrap_err().code, 71);
     }
 
     #[test]
