@@ -23,7 +23,7 @@ class Strata:
     """A strata process on an ephemeral port, read from its -v log."""
 
     def __init__(self):
-        self.proc = subprocess.Popen([BIN, "-p", "0", "-v", "-t", "2"], stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen([BIN, "-p", "-1", "-v", "-t", "2"], stderr=subprocess.PIPE, text=True)
         for line in self.proc.stderr:
             match = re.match(r"strata: listening on (\S+):(\d+)", line)
             if match:

@@ -50,13 +50,19 @@ impl Server {
         let mut listeners = Vec::new();
         if let Some(path) = &settings.unix_socket {
             listeners.push(sys::unix_listener(path, settings.unix_mask, settings.backlog)?);
-        } else {
+        } else if settings.tcp_enabled {
             for addr in &settings.tcp_listen {
                 listeners.push(sys::tcp_listener(*addr, settings.backlog)?);
             }
         }
         let tcp_addrs: Vec<SocketAddr> = listeners.iter().filter_map(Listener::local_addr).collect();
         let (udp_addrs, mut udp_sockets) = udp_sockets(&settings, settings.threads.max(1))?;
+        mark_sockets(settings.tunables.sock_cookie_id, &listeners, &udp_sockets);
+        if let (Some(path), None) = (&settings.port_file, &settings.unix_socket) {
+            if let Err(e) = crate::port_file::write(path, &tcp_addrs, &udp_addrs) {
+                eprintln!("strata: failed to write the port file {}: {e}", path.display());
+            }
+        }
         let text_auth = settings.auth_file.as_deref().map(Credentials::load).transpose()?;
         let sasl_auth = match (&settings.sasl, &settings.sasl_pwdb) {
             (false, _) => None,
@@ -177,6 +183,22 @@ fn udp_sockets(settings: &Settings, workers: usize) -> io::Result<(Vec<SocketAdd
         addrs.push(addr);
     }
     Ok((addrs, per_worker))
+}
+
+/// `-o sock_cookie_id`: mark every TCP listener and UDP socket (0: none).
+fn mark_sockets(mark: u32, listeners: &[Listener], udp: &[Vec<mio::net::UdpSocket>]) {
+    use std::os::fd::AsFd;
+    if mark == 0 {
+        return;
+    }
+    for listener in listeners {
+        if let Listener::Tcp(l, _) = listener {
+            sys::set_mark(l.as_fd(), mark);
+        }
+    }
+    for socket in udp.iter().flatten() {
+        sys::set_mark(socket.as_fd(), mark);
+    }
 }
 
 /// Wakes one worker (its mio waker or its ring's eventfd).

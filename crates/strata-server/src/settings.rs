@@ -38,6 +38,9 @@ pub struct Settings {
     /// `-l` addresses with `-p` applied; empty with `-s`.
     pub tcp_listen: Vec<SocketAddr>,
     pub tcp_port: u16,
+    /// `-p 0` turns TCP off (memcached's meaning); `-p -1` is an ephemeral
+    /// port, which `tcp_listen` carries as port 0.
+    pub tcp_enabled: bool,
     pub udp_port: u16,
     /// `-U` other than 0 (tests may ask for port 0 with this set).
     pub udp_enabled: bool,
@@ -109,6 +112,13 @@ pub struct Settings {
     pub lru_crawler: bool,
     pub lru_crawler_sleep_us: u32,
     pub lru_crawler_tocrawl: u32,
+    /// `-L`: the kernel offers transparent huge pages and the operator asked
+    /// for them; memory the engine maps may be advised `MADV_HUGEPAGE`.
+    pub large_pages: bool,
+    /// memcached's knobs with no effect on segments, kept for `stats settings`.
+    pub tunables: crate::tunables::Tunables,
+    /// `MEMCACHED_PORT_FILENAME`: where to write the bound ports.
+    pub port_file: Option<PathBuf>,
 }
 
 /// memcached's slab class geometry (`slabs_init`), kept so tools that read
@@ -139,6 +149,7 @@ impl Default for Settings {
             protocol: ProtocolChoice::Auto,
             tcp_listen: vec![SocketAddr::from(([127, 0, 0, 1], 11211))],
             tcp_port: 11211,
+            tcp_enabled: true,
             udp_port: 0,
             udp_enabled: false,
             unix_socket: None,
@@ -174,6 +185,9 @@ impl Default for Settings {
             lru_crawler: true,
             lru_crawler_sleep_us: 100,
             lru_crawler_tocrawl: 0,
+            large_pages: false,
+            tunables: crate::tunables::Tunables::default(),
+            port_file: None,
         }
     }
 }

@@ -12,12 +12,18 @@ fn main() -> ExitCode {
     let opts = match cli::parse(std::env::args_os()) {
         Ok(cli::Parsed::Run(opts)) => opts,
         Ok(cli::Parsed::Exit(code)) => return code,
-        Err(message) => {
-            eprintln!("strata: {message}");
+        Err(e) => {
+            eprintln!("strata: {}", e.message);
             eprintln!("Try 'strata -h' for the list of options.");
-            return ExitCode::from(2);
+            return ExitCode::from(e.code);
         }
     };
+    if opts.core_dumps {
+        if let Err(e) = process::raise_core_limit() {
+            eprintln!("strata: {e}");
+            return ExitCode::from(71);
+        }
+    }
     let settings = opts.settings;
     if let Err(e) = process::check_user(opts.user.as_deref()) {
         eprintln!("strata: {e}");
@@ -27,6 +33,15 @@ fn main() -> ExitCode {
         if let Err(e) = process::daemonize() {
             eprintln!("strata: failed to daemonize: {e}");
             return ExitCode::from(1);
+        }
+    }
+    // Listeners, event loops, wakers, the memory file: memcached reserves 20
+    // plus a few per thread.
+    process::raise_open_files(settings.max_connections, 32 + 4 * settings.threads);
+    if opts.lock_memory {
+        // memcached warns and goes on when mlockall fails.
+        if let Err(e) = process::lock_memory() {
+            eprintln!("warning: -k invalid, mlockall() failed: {e}");
         }
     }
     let config = settings.engine_config();

@@ -76,3 +76,59 @@ pub fn stop_on_signals(shared: Arc<Shared>) -> io::Result<()> {
     })?;
     Ok(())
 }
+
+/// `-r`: raise the core file limit to the hard maximum (first trying
+/// unlimited), as memcached does; an error if no core could be written.
+pub fn raise_core_limit() -> Result<(), String> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit read and write the rlimit struct we own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_CORE, &mut limit) == 0 {
+            let infinite = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+            if libc::setrlimit(libc::RLIMIT_CORE, &infinite) != 0 {
+                let hard = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+                let _ = libc::setrlimit(libc::RLIMIT_CORE, &hard);
+            }
+        }
+        if libc::getrlimit(libc::RLIMIT_CORE, &mut limit) != 0 || limit.rlim_cur == 0 {
+            return Err("failed to ensure corefile creation".into());
+        }
+    }
+    Ok(())
+}
+
+/// `-k`: lock every present and future page in RAM (`mlockall`).
+pub fn lock_memory() -> io::Result<()> {
+    // SAFETY: mlockall takes flags only and reports failure through errno.
+    if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// memcached sets the open-file limit to `-c` so that many connections can
+/// be accepted. Strata raises the soft limit (and the hard one when allowed)
+/// to `-c` plus `reserved` descriptors of its own, never lowers it, and warns
+/// where memcached would exit: connections past the limit are then refused
+/// by `accept` (and logged) instead.
+pub fn raise_open_files(max_connections: usize, reserved: usize) {
+    let wanted = (max_connections + reserved) as libc::rlim_t;
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit read and write the rlimit struct we own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 || limit.rlim_cur >= wanted {
+            return;
+        }
+        let raised = libc::rlimit { rlim_cur: wanted, rlim_max: limit.rlim_max.max(wanted) };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+            return;
+        }
+        let to_hard = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+        let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &to_hard);
+    }
+    eprintln!(
+        "strata: warning: failed to set rlimit for open files to {wanted} (hard limit {}). \
+         Try starting as root or requesting smaller maxconns value.",
+        limit.rlim_max
+    );
+}

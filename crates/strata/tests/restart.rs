@@ -256,7 +256,7 @@ fn damaged_or_incompatible_files_never_serve_a_wrong_value() {
 
     // Other settings: strict refuses with a clear line; otherwise a cold start.
     let out = Command::new(BIN)
-        .args(["-p", "0", "-U", "0", "-m", "128", "-e", file.arg(), "-o", "restart_strict"])
+        .args(["-p", "-1", "-U", "0", "-m", "128", "-e", file.arg(), "-o", "restart_strict"])
         .stderr(Stdio::piped())
         .output()
         .unwrap();

@@ -78,13 +78,24 @@ pub(super) fn stats(exec: &Executor<'_>, args: Tokens<'_>, out: &mut Vec<u8>) {
     }
 }
 
+/// memcached 1.6.45's general stats (`server_stats` then the item totals),
+/// in its order, with its conditions (`rejected_connections` with
+/// maxconns_fast, `idle_kicks` with an idle timeout, the crawler and LRU
+/// maintainer fields while those are on), as a build without extstore, TLS
+/// or the proxy prints them. memcached has `libevent` after `version`; Strata
+/// has no libevent. Fields for machinery a segment store does not have (slab
+/// rebalancing, response-object and read-buffer pools, the segmented LRU's
+/// moves) are 0, which is what they count here; docs/COMPATIBILITY.md lists
+/// them. Strata's own fields come last, only when their feature is on.
 fn general(exec: &Executor<'_>, t: &mut Stats) {
     let shared = exec.shared;
+    let st = &shared.settings;
     let s = shared.stats();
     let e = shared.engine.stats();
     let now_unix = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let uptime = shared.started_at.elapsed().map(|d| d.as_secs()).unwrap_or(0);
     let (user, system) = rusage();
+    let curr_connections = shared.curr_connections.load(Ordering::Relaxed);
     stat(t, "pid", std::process::id());
     stat(t, "uptime", uptime);
     stat(t, "time", now_unix);
@@ -92,11 +103,20 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
     stat(t, "pointer_size", usize::BITS);
     stat(t, "rusage_user", format!("{user:.6}"));
     stat(t, "rusage_system", format!("{system:.6}"));
-    stat(t, "max_connections", shared.settings.max_connections);
-    stat(t, "curr_connections", shared.curr_connections.load(Ordering::Relaxed));
+    stat(t, "max_connections", st.max_connections);
+    stat(t, "curr_connections", curr_connections);
     stat(t, "total_connections", s.total_connections);
-    stat(t, "rejected_connections", s.rejected_connections);
+    if st.maxconns_fast {
+        stat(t, "rejected_connections", s.rejected_connections);
+    }
     stat(t, "connection_structures", shared.connection_structures.load(Ordering::Relaxed));
+    for name in ["response_obj_oom", "response_obj_count", "response_obj_bytes"] {
+        stat(t, name, 0);
+    }
+    for name in ["read_buf_count", "read_buf_bytes", "read_buf_bytes_free", "read_buf_oom"] {
+        stat(t, name, 0);
+    }
+    stat(t, "reserved_fds", reserved_fds(curr_connections));
     for (name, value) in [
         ("cmd_get", s.cmd_get),
         ("cmd_set", s.cmd_set),
@@ -122,24 +142,74 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
         ("store_no_memory", s.store_no_memory),
         ("auth_cmds", s.auth_cmds),
         ("auth_errors", s.auth_errors),
-        ("bytes_read", s.bytes_read),
-        ("bytes_written", s.bytes_written),
     ] {
         stat(t, name, value);
     }
+    if st.idle_timeout.is_some() {
+        stat(t, "idle_kicks", s.idle_kicks);
+    }
+    stat(t, "bytes_read", s.bytes_read);
+    stat(t, "bytes_written", s.bytes_written);
     stat(t, "limit_maxbytes", shared.memory_limit_bytes.load(Ordering::Relaxed));
     stat(t, "accepting_conns", u8::from(!shared.is_shutting_down()));
-    stat(t, "threads", shared.settings.threads);
+    // Strata never stops accepting at -c: it answers and closes instead.
+    stat(t, "listen_disabled_num", 0);
+    stat(t, "time_in_listen_disabled_us", 0);
+    stat(t, "threads", st.threads);
     stat(t, "conn_yields", s.conn_yields);
-    stat(t, "idle_kicks", s.idle_kicks);
-    stat(t, "udp_replies_refused", s.udp_replies_refused);
+    for name in ["hash_power_level", "hash_bytes", "hash_is_expanding"] {
+        stat(t, name, 0);
+    }
+    if st.tunables.slab_reassign {
+        for name in [
+            "slab_reassign_rescues",
+            "slab_reassign_chunk_rescues",
+            "slab_reassign_inline_reclaim",
+            "slab_reassign_busy_items",
+            "slab_reassign_busy_deletes",
+            "slab_reassign_busy_nomem",
+        ] {
+            stat(t, name, 0);
+        }
+        stat(t, "slab_reassign_last_busy_status", "none");
+        stat(t, "slab_reassign_running", 0);
+        stat(t, "slabs_moved", 0);
+    }
+    if st.lru_crawler {
+        stat(t, "lru_crawler_running", 0);
+        stat(t, "lru_crawler_starts", 0);
+    }
+    if st.tunables.lru_maintainer {
+        stat(t, "lru_maintainer_juggles", 0);
+    }
+    stat(t, "malloc_fails", 0);
+    for name in ["log_worker_dropped", "log_worker_written", "log_watcher_skipped", "log_watcher_sent", "log_watchers"] {
+        stat(t, name, 0);
+    }
+    stat(t, "unexpected_napi_ids", 0);
+    stat(t, "round_robin_fallback", 0);
     stat(t, "bytes", e.bytes);
     stat(t, "curr_items", e.curr_items);
     stat(t, "total_items", e.total_items);
+    stat(t, "slab_global_page_pool", 0);
     stat(t, "expired_unfetched", e.expired_unfetched);
     stat(t, "evicted_unfetched", e.evicted_unfetched);
+    if st.tunables.lru_maintainer {
+        stat(t, "evicted_active", 0);
+    }
     stat(t, "evictions", e.evictions);
     stat(t, "reclaimed", e.reclaimed);
+    stat(t, "crawler_reclaimed", 0);
+    stat(t, "crawler_items_checked", 0);
+    stat(t, "lrutail_reflocked", 0);
+    if st.tunables.lru_maintainer {
+        for name in ["moves_to_cold", "moves_to_warm", "moves_within_lru", "direct_reclaims", "lru_bumps_dropped"] {
+            stat(t, name, 0);
+        }
+    }
+    if st.udp_enabled {
+        stat(t, "udp_replies_refused", s.udp_replies_refused);
+    }
     if let Some(r) = e.restart {
         // What the start found in the memory file (-e).
         stat(t, "restart_ok", u8::from(r.ok));
@@ -152,36 +222,98 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
     crate::ops::crawler::general_stats(exec, t);
 }
 
+/// memcached's `reserved_fds`: descriptors the server holds for itself
+/// (listeners, event loops, files), i.e. open descriptors that are not
+/// client connections.
+fn reserved_fds(curr_connections: u64) -> u64 {
+    let open = std::fs::read_dir("/proc/self/fd").map(|dir| dir.count() as u64).unwrap_or(0);
+    open.saturating_sub(curr_connections)
+}
+
+/// memcached 1.6.45's `process_stat_settings`, in its order and formats (a
+/// build without extstore, TLS, the proxy or seccomp, as Strata is), then
+/// Strata's own. Knobs a segment store has no use for report what was asked
+/// (crate::tunables).
 fn settings(exec: &Executor<'_>, t: &mut Stats) {
     let st = &exec.shared.settings;
+    let tu = &st.tunables;
+    let yes_no = |on: bool| if on { "yes" } else { "no" };
     stat(t, "maxbytes", exec.shared.memory_limit_bytes.load(Ordering::Relaxed));
     stat(t, "maxconns", st.max_connections);
-    stat(t, "tcpport", st.tcp_port);
+    stat(t, "tcpport", if st.tcp_enabled { st.tcp_port } else { 0 });
     stat(t, "udpport", st.udp_port);
     let inter = st.tcp_listen.iter().map(|a| a.ip().to_string()).collect::<Vec<_>>().join(",");
-    stat(t, "inter", if inter.is_empty() { "NULL".to_string() } else { inter });
+    stat(t, "inter", if inter.is_empty() || st.unix_socket.is_some() { "NULL".to_string() } else { inter });
     stat(t, "verbosity", st.verbose);
+    // memcached's flush_all epoch; the engine keeps its own and does not
+    // expose it (docs/COMPATIBILITY.md).
+    stat(t, "oldest", 0);
     stat(t, "evictions", if st.evictions_disabled { "off" } else { "on" });
     let socket = st.unix_socket.as_ref().map(|p| p.display().to_string());
     stat(t, "domain_socket", socket.unwrap_or_else(|| "NULL".to_string()));
     stat(t, "umask", format!("{:o}", st.unix_mask));
+    stat(t, "shutdown_command", yes_no(st.shutdown_enabled));
+    stat(t, "growth_factor", format!("{:.2}", st.slabs.growth_factor));
+    stat(t, "chunk_size", st.slabs.min_size_bytes);
     stat(t, "num_threads", st.threads);
+    // memcached gives each UDP port one thread when it listens on several addresses.
+    stat(t, "num_threads_per_udp", if st.tcp_listen.len() > 1 { 1 } else { st.threads });
+    stat(t, "stat_key_prefix", char::from(st.detail_delimiter));
+    stat(t, "detail_enabled", yes_no(st.detail_enabled));
     stat(t, "reqs_per_event", st.reqs_per_event);
-    stat(t, "cas_enabled", if st.cas_disabled { "no" } else { "yes" });
+    stat(t, "cas_enabled", yes_no(!st.cas_disabled));
     stat(t, "tcp_backlog", st.backlog);
-    stat(t, "binding_protocol", "ascii");
+    let protocol = match st.protocol {
+        crate::settings::ProtocolChoice::Auto => "auto-negotiate",
+        crate::settings::ProtocolChoice::Ascii => "ascii",
+        crate::settings::ProtocolChoice::Binary => "binary",
+    };
+    stat(t, "binding_protocol", protocol);
+    stat(t, "auth_enabled_sasl", yes_no(st.sasl));
+    let auth_file = st.auth_file.as_ref().map(|p| p.display().to_string());
+    stat(t, "auth_enabled_ascii", auth_file.unwrap_or_else(|| "no".to_string()));
     stat(t, "item_size_max", st.item_size_max);
-    stat(t, "maxconns_fast", if st.maxconns_fast { "yes" } else { "no" });
-    stat(t, "pin_threads", if st.pin_threads { "yes" } else { "no" });
-    stat(t, "flush_enabled", if st.flush_enabled { "yes" } else { "no" });
-    stat(t, "shutdown_command", if st.shutdown_enabled { "yes" } else { "no" });
+    stat(t, "maxconns_fast", yes_no(st.maxconns_fast));
+    stat(t, "hashpower_init", tu.hashpower_init);
+    stat(t, "slab_reassign", yes_no(tu.slab_reassign));
+    stat(t, "slab_automove", tu.slab_automove);
+    stat(t, "slab_automove_ratio", format!("{:.2}", tu.slab_automove_ratio));
+    stat(t, "slab_automove_window", tu.slab_automove_window);
+    let chunk_max = if st.slabs.chunk_max_bytes == 0 { 512 << 10 } else { st.slabs.chunk_max_bytes };
+    stat(t, "slab_chunk_max", chunk_max);
+    stat(t, "lru_crawler", yes_no(st.lru_crawler));
+    stat(t, "lru_crawler_sleep", st.lru_crawler_sleep_us);
+    stat(t, "lru_crawler_tocrawl", st.lru_crawler_tocrawl);
+    stat(t, "tail_repair_time", tu.tail_repair_time_s);
+    stat(t, "flush_enabled", yes_no(st.flush_enabled));
+    stat(t, "dump_enabled", yes_no(st.dumps_enabled));
+    stat(t, "hash_algorithm", tu.hash_algorithm.name());
+    stat(t, "lru_maintainer_thread", yes_no(tu.lru_maintainer));
+    stat(t, "lru_segmented", yes_no(tu.lru_maintainer));
+    stat(t, "hot_lru_pct", tu.hot_lru_pct);
+    stat(t, "warm_lru_pct", tu.warm_lru_pct);
+    stat(t, "hot_max_factor", format!("{:.2}", tu.hot_max_factor));
+    stat(t, "warm_max_factor", format!("{:.2}", tu.warm_max_factor));
+    stat(t, "temp_lru", yes_no(tu.temp_lru));
+    stat(t, "temporary_ttl", tu.temporary_ttl_s);
     stat(t, "idle_timeout", st.idle_timeout.map_or(0, |d| d.as_secs()));
-    if let Some(path) = &st.memory_file {
-        stat(t, "memory_file", path.display());
-    }
+    stat(t, "watcher_logbuf_size", tu.watcher_logbuf_bytes);
+    stat(t, "worker_logbuf_size", tu.worker_logbuf_bytes);
+    stat(t, "read_buf_mem_limit", tu.read_buf_mem_limit_bytes);
+    stat(t, "track_sizes", yes_no(st.track_sizes));
+    stat(t, "inline_ascii_response", "no");
+    stat(t, "num_napi_ids", tu.napi_ids);
+    let memory_file = st.memory_file.as_ref().map(|p| p.display().to_string());
+    stat(t, "memory_file", memory_file.unwrap_or_else(|| "(null)".to_string()));
+    stat(t, "client_flags_size", 4);
+    // Strata's own, after memcached's.
     let engine = match exec.shared.io_engine {
         crate::settings::IoEngine::Uring => "uring",
         _ => "epoll",
     };
     stat(t, "io_engine", engine);
+    stat(t, "pin_threads", yes_no(st.pin_threads));
+    stat(t, "udp_max_reply", st.udp_max_reply_bytes);
+    stat(t, "large_pages", yes_no(st.large_pages));
+    stat(t, "watch_enabled", yes_no(st.watch_enabled));
 }

@@ -80,6 +80,15 @@ pub fn unix_listener(path: &Path, mask: u32, backlog: i32) -> io::Result<Listene
     Ok(Listener::Unix(listener, path.to_path_buf()))
 }
 
+/// `-o sock_cookie_id`: memcached's `SO_MARK` on its listening sockets (for
+/// firewall and routing rules; connections accepted from them inherit it).
+/// Needs CAP_NET_ADMIN; as in memcached a refusal is reported, not fatal.
+pub fn set_mark(socket: std::os::fd::BorrowedFd<'_>, mark: u32) {
+    if let Err(e) = socket2::SockRef::from(&socket).set_mark(mark) {
+        eprintln!("setsockopt: {e}");
+    }
+}
+
 impl Listener {
     /// Accept one connection: the stream, the peer and the local address as
     /// `stats conns` prints them.

@@ -9,12 +9,12 @@ use std::process::{Child, Command, Stdio};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_strata");
 
-/// Start strata with `-p 0 -v` plus `args` and read the first `count`
+/// Start strata with `-p -1 -v` plus `args` and read the first `count`
 /// addresses it logs as bound, so parallel tests never race for a port.
 /// The rest of its log is drained so it never blocks on a full pipe.
 pub fn spawn_listening(args: &[&str], count: usize) -> (Child, Vec<SocketAddr>) {
     let mut child = Command::new(BIN)
-        .args(["-p", "0", "-v"])
+        .args(["-p", "-1", "-v"])
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -1,0 +1,140 @@
+//! The command line's unit tests: what each flag sets, and the message and
+//! exit code of each refusal (the binary's own tests start servers).
+
+use std::time::Duration;
+
+use super::*;
+
+fn run(args: &[&str]) -> Result<Settings, CliError> {
+    let args = std::iter::once("strata").chain(args.iter().copied()).map(OsString::from);
+    match parse(args)? {
+        Parsed::Run(o) => Ok(o.settings),
+        Parsed::Exit(_) => Err(CliError::new(0, "exit")),
+    }
+}
+
+fn refused(args: &[&str]) -> (u8, String) {
+    match run(args) {
+        Ok(_) => panic!("{args:?} was accepted"),
+        Err(e) => (e.code, e.message),
+    }
+}
+
+#[test]
+fn memcached_flags() {
+    let s = run(&["-p", "2000", "-m", "128", "-c", "10", "-t", "2", "-I", "2m", "-vv", "-o", "idle_timeout=5"]).unwrap();
+    assert_eq!(s.tcp_listen, vec!["127.0.0.1:2000".parse().unwrap()]);
+    assert_eq!(s.memory_limit_bytes, 128 << 20);
+    assert_eq!(s.item_size_max, 2 << 20);
+    assert_eq!(s.verbose, 2);
+    assert_eq!(s.idle_timeout, Some(Duration::from_secs(5)));
+    let s = run(&["--port=3000", "-l", "0.0.0.0,::1", "-I", "512k"]).unwrap();
+    assert_eq!(s.tcp_listen.len(), 2);
+    assert_eq!(s.tcp_listen[1], "[::1]:3000".parse().unwrap());
+    assert_eq!(s.item_size_max, 512 << 10);
+}
+
+#[test]
+fn flags_that_shape_settings() {
+    let s = run(&["-f", "1.5", "-n", "64", "-D", "/", "-X", "-W", "-o", "track_sizes,no_lru_crawler,lru_crawler_sleep=50,lru_crawler_tocrawl=7"]).unwrap();
+    assert_eq!(s.slabs.growth_factor, 1.5);
+    assert_eq!(s.slabs.min_size_bytes, 64);
+    assert_eq!((s.detail_delimiter, s.detail_enabled), (b'/', true));
+    assert!(!s.dumps_enabled && !s.watch_enabled && s.track_sizes && !s.lru_crawler);
+    assert_eq!((s.lru_crawler_sleep_us, s.lru_crawler_tocrawl), (50, 7));
+    let s = run(&["-o", "slab_chunk_max=16,slab_sizes=96-192-384"]).unwrap();
+    assert_eq!(s.slabs.chunk_max_bytes, 16 << 10);
+    assert_eq!(s.slabs.sizes, Some(vec![96, 192, 384]));
+    assert_eq!(run(&[]).unwrap().slabs.chunk_max_bytes, 512 << 10);
+    assert_eq!(run(&["-o", "no_chunked_items"]).unwrap().slabs.chunk_max_bytes, 1 << 20);
+    let s = run(&["-o", "no_modern"]).unwrap();
+    assert!(!s.maxconns_fast && !s.lru_crawler && s.tunables.slab_automove == 0);
+    let s = run(&["-o", "hashpower=20,slab_automove=2,slab_automove_ratio=0.5,slab_automove_window=30,hash_algorithm=xxh3"]).unwrap();
+    assert_eq!((s.tunables.hashpower_init, s.tunables.slab_automove, s.tunables.slab_automove_window), (20, 2, 30));
+    let s = run(&["-N", "2", "-o", "read_buf_mem_limit=1,worker_logbuf_size=8,temporary_ttl=30"]).unwrap();
+    assert_eq!((s.tunables.napi_ids, s.tunables.read_buf_mem_limit_bytes, s.tunables.worker_logbuf_bytes), (2, 1 << 20, 8 << 10));
+    assert!(s.tunables.temp_lru);
+}
+
+#[test]
+fn ports_as_memcached_reads_them() {
+    let s = run(&["-p", "-1"]).unwrap();
+    assert!(s.tcp_enabled);
+    assert_eq!(s.tcp_listen[0].port(), 0);
+    let s = run(&["-p", "0", "-U", "5000"]).unwrap();
+    assert!(!s.tcp_enabled && s.udp_enabled);
+    let s = run(&["-U", "5001"]).unwrap();
+    assert_eq!((s.tcp_port, s.udp_port), (5001, 5001), "-U alone moves TCP to the same port");
+    let s = run(&["-U", "-1"]).unwrap();
+    assert!(s.udp_enabled && s.tcp_enabled);
+    assert_eq!((s.tcp_port, s.udp_port), (0, 0));
+    assert_eq!(refused(&["-p", "70000"]), (64, "ERROR: Invalid port number 70000.".into()));
+}
+
+#[test]
+fn refusals_carry_memcached_messages_and_codes() {
+    let cases: &[(&[&str], u8, &str)] = &[
+        (&["-x"], 1, "invalid option -- 'x'"),
+        (&["--bogus"], 1, "unrecognized option '--bogus'"),
+        (&["-c", "0"], 1, "Maximum connections must be greater than 0"),
+        (&["-R", "0"], 1, "Number of requests per event must be greater than 0"),
+        (&["-t", "0"], 1, "Number of threads must be greater than 0"),
+        (&["-f", "1.0"], 1, "Factor must be greater than 1"),
+        (&["-f", "abc"], 1, "Factor must be greater than 1"),
+        (&["-n", "0"], 1, "Chunk size must be greater than 0"),
+        (&["-D", ""], 1, "No delimiter specified"),
+        (&["-N", "0"], 1, "Maximum number of NAPI IDs must be greater than 0"),
+        (&["-N", "8", "-t", "4"], 64, "Number of napi_ids(8) cannot be greater than number of threads(4)"),
+        (&["-I", "100"], 64, "Item max size cannot be less than 1024 bytes."),
+        (&["-I", "64m"], 64, "Cannot set item size limit higher than 1/2 of memory max."),
+        (&["-I", "2g", "-m", "8g"], 64, "Cannot set item size limit higher than a gigabyte."),
+        (&["-B", "foo"], 64, "Invalid value for binding protocol: foo\n -- should be one of auto, binary, or ascii"),
+        (&["-Z"], 64, "This server is not built with TLS support: TLS is not built yet in Strata (-Z, --enable-ssl)."),
+        (&["-o", "bogus"], 1, "Illegal suboption \"bogus\""),
+        (&["-o", "ssl_key=k"], 1, "Illegal suboption \"ssl_key=k\": TLS is not built yet in Strata"),
+        (&["-o", "proxy_config=c"], 1, "Illegal suboption \"proxy_config=c\": the proxy is not part of Strata"),
+        (&["-o", "ext_path=/x:1G"], 1, "Illegal suboption \"ext_path=/x:1G\": extstore is not built yet in Strata"),
+        (&["-o", "hashpower=5"], 1, "Initial hashtable multiplier of 5 is too low"),
+        (&["-o", "hashpower"], 1, "Missing numeric argument for hashpower"),
+        (&["-o", "slab_chunk_max=2000"], 1, "slab_chunk_max must be specified in kilobytes."),
+        (&["-o", "slab_chunk_max=0"], 1, "slab_chunk_max must be >= 0"),
+        (&["-o", "slab_chunk_max=x"], 1, "could not parse argument to slab_chunk_max"),
+        (&["-I", "512k", "-o", "slab_chunk_max=1024"], 64, "slab_chunk_max (bytes: 1048576) cannot be larger than -I (item_size_max 524288)"),
+        (&["-o", "slab_chunk_max=3"], 64, "-I (item_size_max: 1048576) must be evenly divisible by slab_chunk_max (bytes: 3072)"),
+        (&["-o", "slab_sizes=100-90"], 64, "slab size 90 cannot be lower than or equal to a previous class size"),
+        (&["-o", "slab_automove=3"], 1, "slab_automove must be between 0 and 2"),
+        (&["-o", "slab_automove_ratio=2"], 1, "slab_automove_ratio must be > 0 and < 1"),
+        (&["-o", "slab_automove_window=2"], 1, "slab_automove_window must be > 2 and < 1800"),
+        (&["-o", "tail_repair_time=5"], 1, "Cannot set tail_repair_time to less than 10 seconds"),
+        (&["-o", "hash_algorithm=md5"], 1, "Unknown hash_algorithm option (jenkins, murmur3, xxh3)"),
+        (&["-o", "lru_crawler_sleep=2000000"], 1, "LRU crawler sleep must be between 0 and 1 second"),
+        (&["-o", "lru_crawler_tocrawl=-1"], 1, "lru_crawler_tocrawl takes a numeric 32bit value"),
+        (&["-o", "hot_lru_pct=80"], 1, "hot_lru_pct must be > 1 and < 80"),
+        (&["-o", "hot_lru_pct=50,warm_lru_pct=40"], 64, "hot_lru_pct + warm_lru_pct cannot be more than 80% combined"),
+        (&["-o", "warm_max_factor=0"], 1, "warm_max_factor must be > 0"),
+        (&["-o", "no_lru_maintainer,temporary_ttl=5"], 64, "temporary_ttl requires lru_maintainer to be enabled"),
+        (&["-o", "watcher_logbuf_size=x"], 1, "could not parse argument to watcher_logbuf_size"),
+        (&["-o", "read_buf_mem_limit"], 1, "Missing read_buf_mem_limit argument"),
+        (&["-S", "-B", "ascii"], 64, "ERROR: You cannot allow the ASCII protocol while using SASL."),
+        (&["-S", "-U", "5"], 64, "ERROR: Cannot enable UDP while using binary SASL authentication."),
+        (&["-Y", "f", "-B", "binary"], 64, "ERROR: You cannot allow the BINARY protocol while using ascii authentication tokens."),
+        (&["-Y", "f", "-U", "5"], 64, "Cannot use UDP with ascii authentication enabled (-U 0 to disable)"),
+    ];
+    for (args, code, message) in cases {
+        assert_eq!(refused(args), (*code, message.to_string()), "{args:?}");
+    }
+    assert!(run(&["-l", "nowhere"]).is_err());
+    assert!(run(&["-p", "notaport"]).is_err());
+}
+
+#[test]
+fn every_memcached_suboption_without_a_value_is_accepted() {
+    for opt in [
+        "maxconns_fast", "no_maxconns_fast", "no_hashexpand", "slab_reassign", "no_slab_reassign", "slab_automove",
+        "no_slab_automove", "lru_crawler", "no_lru_crawler", "lru_maintainer", "no_lru_maintainer", "track_sizes",
+        "inline_ascii_resp", "no_inline_ascii_resp", "modern", "no_modern", "no_chunked_items", "drop_privileges",
+        "no_drop_privileges", "resp_obj_mem_limit", "sock_cookie_id=3", "relaxed_privileges",
+    ] {
+        assert!(run(&["-o", opt]).is_ok(), "-o {opt}");
+    }
+}
