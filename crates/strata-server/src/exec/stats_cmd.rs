@@ -175,9 +175,10 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
         stat(t, "slab_reassign_running", 0);
         stat(t, "slabs_moved", 0);
     }
-    if st.lru_crawler {
-        stat(t, "lru_crawler_running", 0);
-        stat(t, "lru_crawler_starts", 0);
+    let crawler = crate::ops::crawler::totals(exec);
+    if crawler.enabled {
+        stat(t, "lru_crawler_running", u8::from(crawler.running));
+        stat(t, "lru_crawler_starts", crawler.starts);
     }
     if st.tunables.lru_maintainer {
         stat(t, "lru_maintainer_juggles", 0);
@@ -199,8 +200,8 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
     }
     stat(t, "evictions", e.evictions);
     stat(t, "reclaimed", e.reclaimed);
-    stat(t, "crawler_reclaimed", 0);
-    stat(t, "crawler_items_checked", 0);
+    stat(t, "crawler_reclaimed", crawler.reclaimed);
+    stat(t, "crawler_items_checked", crawler.items_checked);
     stat(t, "lrutail_reflocked", 0);
     if st.tunables.lru_maintainer {
         for name in ["moves_to_cold", "moves_to_warm", "moves_within_lru", "direct_reclaims", "lru_bumps_dropped"] {
@@ -219,7 +220,6 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
         stat(t, "restart_expired", r.expired);
         stat(t, "restart_seconds", format!("{:.6}", r.seconds));
     }
-    crate::ops::crawler::general_stats(exec, t);
 }
 
 /// memcached's `reserved_fds`: descriptors the server holds for itself
@@ -259,7 +259,8 @@ fn settings(exec: &Executor<'_>, t: &mut Stats) {
     // memcached gives each UDP port one thread when it listens on several addresses.
     stat(t, "num_threads_per_udp", if st.tcp_listen.len() > 1 { 1 } else { st.threads });
     stat(t, "stat_key_prefix", char::from(st.detail_delimiter));
-    stat(t, "detail_enabled", yes_no(st.detail_enabled));
+    let [crawler_on, crawler_sleep, crawler_tocrawl, detail_on] = crate::ops::crawler::settings_values(exec);
+    stat(t, detail_on.0, detail_on.1);
     stat(t, "reqs_per_event", st.reqs_per_event);
     stat(t, "cas_enabled", yes_no(!st.cas_disabled));
     stat(t, "tcp_backlog", st.backlog);
@@ -281,9 +282,9 @@ fn settings(exec: &Executor<'_>, t: &mut Stats) {
     stat(t, "slab_automove_window", tu.slab_automove_window);
     let chunk_max = if st.slabs.chunk_max_bytes == 0 { 512 << 10 } else { st.slabs.chunk_max_bytes };
     stat(t, "slab_chunk_max", chunk_max);
-    stat(t, "lru_crawler", yes_no(st.lru_crawler));
-    stat(t, "lru_crawler_sleep", st.lru_crawler_sleep_us);
-    stat(t, "lru_crawler_tocrawl", st.lru_crawler_tocrawl);
+    for (name, value) in [crawler_on, crawler_sleep, crawler_tocrawl] {
+        stat(t, name, value);
+    }
     stat(t, "tail_repair_time", tu.tail_repair_time_s);
     stat(t, "flush_enabled", yes_no(st.flush_enabled));
     stat(t, "dump_enabled", yes_no(st.dumps_enabled));

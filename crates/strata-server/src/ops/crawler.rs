@@ -104,20 +104,25 @@ impl Crawler {
     }
 }
 
-/// The crawler's lines of the general `stats` (memcached prints the first
-/// two while the crawler is enabled; the totals come from `stats items`'
-/// per-class figures, summed).
-pub fn general_stats(exec: &Executor<'_>, t: &mut Vec<(String, String)>) {
+/// The crawler's figures for the general `stats`.
+pub struct Totals {
+    pub enabled: bool,
+    pub running: bool,
+    pub starts: u64,
+    pub reclaimed: u64,
+    pub items_checked: u64,
+}
+
+pub fn totals(exec: &Executor<'_>) -> Totals {
     let crawler = &exec.shared.ops.crawler;
-    if crawler.enabled() {
-        t.push(("lru_crawler_running".into(), u8::from(crawler.running()).to_string()));
-        t.push(("lru_crawler_starts".into(), crawler.starts.load(Ordering::Relaxed).to_string()));
-    }
     let counts = crawler.counts.lock().unwrap_or_else(|e| e.into_inner());
-    let reclaimed: u64 = counts.iter().map(|c| c.reclaimed).sum();
-    let checked: u64 = counts.iter().map(|c| c.items_checked).sum();
-    t.push(("crawler_reclaimed".into(), reclaimed.to_string()));
-    t.push(("crawler_items_checked".into(), checked.to_string()));
+    Totals {
+        enabled: crawler.enabled(),
+        running: crawler.running(),
+        starts: crawler.starts.load(Ordering::Relaxed),
+        reclaimed: counts.iter().map(|c| c.reclaimed).sum(),
+        items_checked: counts.iter().map(|c| c.items_checked).sum(),
+    }
 }
 
 /// The run-time values `stats settings` must show (memcached prints the
