@@ -53,9 +53,9 @@ fn now(store: &SegStore) -> RelTime {
 }
 
 fn set(store: &SegStore, key: &[u8], value: &[u8], flags: u32, exptime: RelTime) -> u64 {
-    let req = StoreRequest { key, value, flags, exptime, mode: StoreMode::Set, cas: 0, invalidate: false, vivify_ttl: None, key_binary: false };
+    let req = StoreRequest { key, value, flags, exptime, mode: StoreMode::Set, cas: 0, invalidate: false, vivify_ttl: None, key_binary: false, new_cas: None };
     match store.store(&req, now(store)) {
-        StoreResult::Stored { cas } => cas,
+        StoreResult::Stored { cas, .. } => cas,
         other => panic!("set {}: {other:?}", String::from_utf8_lossy(key)),
     }
 }
@@ -103,11 +103,11 @@ fn load(store: &SegStore, n: usize) -> HashMap<Vec<u8>, (Vec<u8>, u32, u64)> {
     }
     for i in (0..n).step_by(7) {
         let key = format!("key:{i}").into_bytes();
-        store.delete(&DeleteRequest { key: &key, cas: None, invalidate: false, touch: None }, now(store));
+        store.delete(&DeleteRequest { key: &key, ..DeleteRequest::default() }, now(store));
         expect.remove(&key);
     }
     set(store, b"counter", b"10", 0, 0);
-    let req = DeltaRequest { key: b"counter", delta: 5, mode: DeltaMode::Incr, cas: 0, initial: 0, vivify: None, touch: None, in_place: true };
+    let req = DeltaRequest { key: b"counter", delta: 5, mode: DeltaMode::Incr, cas: 0, initial: 0, vivify: None, touch: None, in_place: true, new_cas: None };
     store.delta(&req, now(store));
     let (value, flags, cas) = read(store, b"counter").unwrap();
     assert_eq!(value, b"15");

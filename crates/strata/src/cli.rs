@@ -15,7 +15,7 @@ use strata_server::Settings;
 #[derive(Parser, Debug)]
 #[command(
     name = "strata",
-    version = concat!(env!("CARGO_PKG_VERSION"), " (memcached 1.6.18 compatible)"),
+    version = concat!(env!("CARGO_PKG_VERSION"), " (memcached 1.6.45 protocol)"),
     about = "Strata: a memcached-compatible cache server",
     disable_help_flag = true,
     disable_version_flag = true

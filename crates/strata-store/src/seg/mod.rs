@@ -78,6 +78,12 @@ pub(crate) struct Globals {
     pub cas_counter: Line<AtomicU64>,
     oldest_live: AtomicU32,
     oldest_cas: AtomicU64,
+    /// Memory file only: the highest CAS given explicitly (meta `E`) or
+    /// found by recovery. A new copy numbered at or below it may not be
+    /// newer by CAS than the copy it replaces, which recovery would then
+    /// prefer; [`SegStore::put`] retires such an old copy first. Written
+    /// only by `E` requests.
+    explicit_cas_max: AtomicU64,
     /// The memory file (`-e`), if any: segment buffers are its extents.
     file: Option<MemFile>,
     /// Where a segment's first item starts (after its header in a memory file).
@@ -202,6 +208,21 @@ impl Globals {
         }
     }
 
+    /// The CAS a new or changed item gets: `explicit` (meta `E`) unless CAS
+    /// is disabled, else the next from the counter (which `E` leaves alone,
+    /// as in memcached).
+    fn assign_cas(&self, explicit: Option<u64>) -> u64 {
+        match explicit {
+            Some(cas) if !self.config.cas_disabled => {
+                if self.file.is_some() {
+                    self.explicit_cas_max.fetch_max(cas, Ordering::Relaxed);
+                }
+                cas
+            }
+            _ => self.next_cas(),
+        }
+    }
+
     /// memcached's `item_is_flushed`, on an item's last access and CAS.
     pub fn is_flushed(&self, access: RelTime, cas: u64, now: RelTime) -> bool {
         let oldest_live = self.oldest_live.load(Ordering::Relaxed);
@@ -209,7 +230,9 @@ impl Globals {
             return false;
         }
         let oldest_cas = self.oldest_cas.load(Ordering::Relaxed);
-        access <= oldest_live || (oldest_cas != 0 && cas != 0 && cas < oldest_cas)
+        // The CAS orders items only within the flush's own second (an item
+        // stored later may carry an explicit lower CAS, meta `E`).
+        access <= oldest_live || (oldest_cas != 0 && cas != 0 && cas < oldest_cas && access <= oldest_live.saturating_add(1))
     }
 }
 
@@ -307,7 +330,8 @@ impl SegStore {
                 store.g.oldest_cas.store(state.oldest_cas, Ordering::Relaxed);
                 let found = store.recover(now);
                 let gap = if clean { 0 } else { CAS_GAP_AFTER_CRASH };
-                store.g.cas_counter.store(state.cas.max(found.max_cas) + gap, Ordering::Relaxed);
+                store.g.cas_counter.store(state.cas.max(found.max_cas).saturating_add(gap), Ordering::Relaxed);
+                store.g.explicit_cas_max.store(found.max_cas, Ordering::Relaxed);
                 let items = store.stats().curr_items;
                 let stats = RestartStats { ok: true, clean, items, damaged: found.damaged, expired: found.expired, seconds: 0.0 };
                 let how = if clean { "after a graceful stop" } else { "after a crash (no graceful stop)" };
@@ -423,6 +447,7 @@ impl SegStore {
                 cas_counter: Line(AtomicU64::new(0)),
                 oldest_live: AtomicU32::new(0),
                 oldest_cas: AtomicU64::new(0),
+                explicit_cas_max: AtomicU64::new(0),
                 config,
             },
         }
@@ -506,6 +531,9 @@ impl SegStore {
     /// Write a new item for `key` (value given in parts), replacing any old
     /// one; `keep` is the segment of the item it replaces.
     fn put(&self, shard: &mut Shard, key: &[u8], hash: u64, spec: &Spec, parts: &[&[u8]], keep: Option<u32>, now: RelTime) -> bool {
+        if self.g.file.is_some() && spec.cas <= self.g.explicit_cas_max.load(Ordering::Relaxed) {
+            self.retire_not_older(shard, key, hash, spec.cas);
+        }
         let Some((loc, value_at, len)) = shard.alloc(&self.g, &self.shards, spec, key, Class::Small, keep, now) else {
             return false;
         };
@@ -519,6 +547,20 @@ impl SegStore {
         shard.write_check(loc);
         shard.link(&self.g, key, hash, loc, len);
         true
+    }
+
+    /// Memory file: recovery keeps the copy of a key with the higher CAS
+    /// when a crash left two live. Before writing a copy numbered `cas`
+    /// (an explicit `E`, possibly lower than the current one), unlink a
+    /// current copy numbered at or above it: a crash between the two writes
+    /// then loses the key instead of bringing the old value back.
+    fn retire_not_older(&self, shard: &mut Shard, key: &[u8], hash: u64, cas: u64) {
+        if let Some((slot, loc, h)) = shard.find(key, hash) {
+            let old_cas = h.cas(shard.item(loc), shard.seg(loc).cas_base);
+            if old_cas >= cas {
+                shard.unlink(&self.g, slot, loc, &h, Gone::Replaced);
+            }
+        }
     }
 
     fn new_spec(key: &[u8], value_len: usize, flags: u32, exptime: RelTime, bits: u8, cas: u64, now: RelTime) -> Spec {
@@ -592,7 +634,7 @@ impl Engine for SegStore {
             Some(found) => (found, false),
             None => {
                 let Some(ttl) = opts.vivify else { return false };
-                let spec = Self::new_spec(key, 0, 0, ttl, 0, self.g.next_cas(), now);
+                let spec = Self::new_spec(key, 0, 0, ttl, 0, self.g.assign_cas(opts.vivify_cas), now);
                 if !self.put(shard, key, hash, &spec, &[], None, now) {
                     return false;
                 }
@@ -697,7 +739,7 @@ impl Engine for SegStore {
             _ => [req.value, &[]],
         };
         let value_len = parts[0].len() + parts[1].len();
-        let cas = self.g.next_cas();
+        let cas = self.g.assign_cas(req.new_cas);
         let spec = Self::new_spec(key, value_len, flags, exptime, bits, cas, now);
         let keep = old_meta.map(|(_, loc, _)| loc.seg);
         let stored = self.put(shard, key, hash, &spec, &parts, keep, now);
@@ -713,7 +755,7 @@ impl Engine for SegStore {
             return StoreResult::OutOfMemory;
         }
         shard.counters.total_items += 1;
-        StoreResult::Stored { cas: self.g.shown_cas(cas) }
+        StoreResult::Stored { cas: self.g.shown_cas(cas), value_len }
     }
 
     fn delta(&self, req: &DeltaRequest<'_>, now: RelTime) -> DeltaResult {
@@ -724,7 +766,7 @@ impl Engine for SegStore {
         let Some(found) = self.live(shard, key, hash, now) else {
             let Some(ttl) = req.vivify else { return DeltaResult::NotFound };
             let value = req.initial.to_string();
-            let cas = self.g.next_cas();
+            let cas = self.g.assign_cas(req.new_cas);
             let spec = Self::new_spec(key, value.len(), 0, ttl, 0, cas, now);
             if !self.put(shard, key, hash, &spec, &[value.as_bytes()], None, now) {
                 return DeltaResult::NotStored;
@@ -748,7 +790,12 @@ impl Engine for SegStore {
         };
         let mut data = Vec::new();
         counter_bytes(value, if req.in_place { h.value_len } else { 0 }, &mut data);
-        let cas = self.g.next_cas();
+        // memcached numbers the update from the counter, then overwrites
+        // the CAS with `E`.
+        let mut cas = self.g.next_cas();
+        if req.new_cas.is_some() {
+            cas = self.g.assign_cas(req.new_cas);
+        }
         let ok = if req.in_place && data.len() == h.value_len {
             // In place, as memcached does: same length, new CAS, bumped.
             let change = Change { value: Some(&data), cas: Some(cas), access: Some(now), exptime: req.touch, ..Change::default() };
@@ -780,10 +827,28 @@ impl Engine for SegStore {
         if req.cas.is_some_and(|cas| cas != meta.cas) {
             return DeleteResult::Exists;
         }
+        let mut found = found;
+        if let Some(empty) = req.empty {
+            // memcached stores a fresh empty item under the key, keeping the
+            // old CAS unless `E` gives one.
+            let cas = match req.new_cas {
+                Some(_) => self.g.assign_cas(req.new_cas),
+                None => h.cas(shard.item(loc), shard.seg(loc).cas_base),
+            };
+            let spec = Self::new_spec(req.key, 0, empty.flags, empty.exptime, 0, cas, now);
+            if !self.put(shard, req.key, hash, &spec, &[], Some(loc.seg), now) {
+                return DeleteResult::NotStored;
+            }
+            shard.counters.total_items += 1;
+            if !req.invalidate {
+                return DeleteResult::Deleted;
+            }
+            found = shard.find(req.key, hash).expect("just linked");
+        }
         if req.invalidate {
             let change = Change {
                 exptime: req.touch,
-                cas: Some(self.g.next_cas()),
+                cas: Some(self.g.assign_cas(req.new_cas)),
                 set: STALE,
                 clear: TOKEN_SENT,
                 ..Change::default()
