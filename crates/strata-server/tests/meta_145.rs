@@ -227,3 +227,29 @@ fn binary_version_is_digits_only() {
     let reply = exchange_bytes(Settings { threads: 1, ..Settings::default() }, &req);
     assert_eq!(&reply[24..], b"1.6.45");
 }
+
+#[test]
+fn binary_stat_detail_answers_as_memcached() {
+    let stat = |key: &[u8]| {
+        let mut req = vec![0u8; 24];
+        req[0] = 0x80;
+        req[1] = 0x10;
+        req[2..4].copy_from_slice(&(key.len() as u16).to_be_bytes());
+        req[8..12].copy_from_slice(&(key.len() as u32).to_be_bytes());
+        req.extend_from_slice(key);
+        exchange_bytes(Settings { threads: 1, ..Settings::default() }, &req)
+    };
+    // on/off: the empty terminating stat, status 0.
+    for key in [&b"detail on"[..], b"detail off"] {
+        let reply = stat(key);
+        assert_eq!(reply.len(), 24, "{key:?}");
+        assert_eq!(&reply[6..8], &[0, 0]);
+    }
+    // dump: one stat "detailed" with the text dump, then the terminator.
+    let reply = stat(b"detail dump");
+    assert_eq!(&reply[24..24 + 8], b"detailed");
+    assert_eq!(&reply[32..37], b"END\r\n");
+    assert_eq!(reply.len(), 37 + 24);
+    // Anything else: key not found (status 1).
+    assert_eq!(&stat(b"detail x")[6..8], &[0, 1]);
+}
