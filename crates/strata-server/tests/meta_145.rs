@@ -161,6 +161,11 @@ fn meta_flag_errors() {
     check("ms f 1 F4294967296\r\nx\r\nmg f f\r\n", "CLIENT_ERROR bad command line format\r\nEN\r\n");
     check("ms f +1 T+5\r\nx\r\n", "CLIENT_ERROR bad command line format\r\nCLIENT_ERROR bad command line format\r\n");
     check("ma n D+1\r\n", "CLIENT_ERROR invalid or duplicate flag\r\n");
+    // An over-long opaque on ms is found after the size check.
+    let opaque = format!("O{}", "o".repeat(40));
+    check(&format!("ms k 2 {opaque}\r\nab\r\nmn\r\n"), "CLIENT_ERROR opaque token too long\r\nMN\r\n");
+    let big = "a".repeat(1 << 20);
+    check(&format!("ms k {} {opaque}\r\n{big}\r\nmn\r\n", big.len()), "SERVER_ERROR object too large for cache\r\nMN\r\n");
     // x is accepted (and ignored) on every meta command.
     check("ms k 2 x\r\nab\r\nmg k x v\r\n", "HD\r\nVA 2\r\nab\r\n");
     // 20 tokens are allowed, 21 are too many (ms swallows its block).

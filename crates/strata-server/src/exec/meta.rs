@@ -187,10 +187,16 @@ impl<'a> Executor<'a> {
         }
     }
 
-    /// The header check for `ms`: too large is refused before the data.
+    /// The header check for `ms`: too large is refused before the data,
+    /// then (1.6.45: after the item was allocated) an over-long opaque.
     pub fn admit_meta_value(&self, req: &MetaRequest<'_>, value_len: usize) -> Admission {
         let flags = req.flags.client_flags.unwrap_or(0);
-        self.admit_value(req.key.bytes(), flags, value_len, true)
+        match self.admit_value(req.key.bytes(), flags, value_len, true) {
+            Admission::Accept if req.opaque_too_long() => {
+                Admission::Refuse { reply: "CLIENT_ERROR opaque token too long", noreply: false }
+            }
+            admission => admission,
+        }
     }
 
     pub fn meta_set(&self, req: &MetaRequest<'_>, data: &[u8], out: &mut Vec<u8>) {
