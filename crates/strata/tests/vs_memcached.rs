@@ -20,7 +20,8 @@
 //! the inputs 1.6.45 answers differently (new meta flags `E`, `x`, `s` on
 //! ms, `N` with ms append/prepend, `q` on a vivifying ma, `MEE`, meta `F`
 //! above 32 bits, flag errors on md, `me <key> b` without a further token,
-//! short lines, known commands with too few or extra tokens), gives a
+//! short lines, known commands with too few or extra tokens, an over-long
+//! opaque on an ms too large to store), gives a
 //! storage command refused from its header a value that is a silent command
 //! (1.6.18 reads it as a command, 1.6.45 swallows it), and the comparison
 //! reads `me`'s `exp=` with its 1.6.18 sign flipped and the over-long-key
@@ -279,6 +280,10 @@ impl Gen {
                 let mut flags = self.meta_flags(&["c", "k", "O", "q", "T", "F", "I", "C", "M", "b", "N", "Z"], 5);
                 if flags.contains(" MA") || flags.contains(" MP") {
                     flags = drop_flag(&flags, 'N');
+                }
+                // 1.6.45 checks the size before an over-long opaque.
+                if value.len() > ITEM_SIZE_MAX - 1024 {
+                    flags = flags.replace("Oo123456789012345678901234567890123", "Oopaque");
                 }
                 out.extend_from_slice(format!("ms {key} {}{b}{flags}\r\n", value.len()).as_bytes());
                 out.extend_from_slice(&value);
