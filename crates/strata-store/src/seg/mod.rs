@@ -328,9 +328,11 @@ impl SegStore {
             Opened::Existing { clean, state } => {
                 store.g.oldest_live.store(state.oldest_live, Ordering::Relaxed);
                 store.g.oldest_cas.store(state.oldest_cas, Ordering::Relaxed);
-                let found = store.recover(now);
+                // The counter is saved every second: a CAS far above it was
+                // given explicitly (meta `E`) and does not move it on.
+                let found = store.recover(now, state.cas.saturating_add(CAS_GAP_AFTER_CRASH));
                 let gap = if clean { 0 } else { CAS_GAP_AFTER_CRASH };
-                store.g.cas_counter.store(state.cas.max(found.max_cas).saturating_add(gap), Ordering::Relaxed);
+                store.g.cas_counter.store(state.cas.max(found.max_counter_cas).saturating_add(gap), Ordering::Relaxed);
                 store.g.explicit_cas_max.store(found.max_cas, Ordering::Relaxed);
                 let items = store.stats().curr_items;
                 let stats = RestartStats { ok: true, clean, items, damaged: found.damaged, expired: found.expired, seconds: 0.0 };
@@ -352,10 +354,10 @@ impl SegStore {
 
     /// Recovery: every segment the file's directory lists, in the order they
     /// were written, goes back to its shard (`Shard::recover_segment`).
-    fn recover(&mut self, now: RelTime) -> Recovered {
+    fn recover(&mut self, now: RelTime, counter_ceiling: u64) -> Recovered {
         let file = self.g.file.as_ref().expect("memory file");
         let entries = file.entries();
-        let mut found = Recovered::default();
+        let mut found = Recovered { counter_ceiling, ..Recovered::default() };
         let mut segments = Vec::new();
         for e in &entries {
             let header = file.map_entry(e).and_then(|buf| Some((file.read_segment_header(&buf, e.seq)?, buf)));
@@ -392,7 +394,7 @@ impl SegStore {
                 .into_iter()
                 .map(|jobs| {
                     scope.spawn(move || {
-                        let mut found = Recovered::default();
+                        let mut found = Recovered { counter_ceiling, ..Recovered::default() };
                         for (i, segs) in jobs {
                             let mut shard = lock(&shards[i]);
                             shard.reserve_for(g, &segs.iter().map(|(_, b)| b).collect::<Vec<_>>());
