@@ -201,12 +201,10 @@ fn storage(t: Tokens<'_>, verb: StoreVerb) -> Command<'_> {
         return refuse;
     };
     let cas = if verb == StoreVerb::Cas {
-        match t.get(5) {
-            token if token.is_empty() => return refuse,
-            token => match strict_u64(token) {
-                Some(v) => v,
-                None => return refuse,
-            },
+        // A missing token is not 0 (mcmc refuses an index past the end).
+        match Some(t.get(5)).filter(|token| !token.is_empty()).and_then(strict_u64) {
+            Some(v) => v,
+            None => return refuse,
         }
     } else {
         0

@@ -402,9 +402,8 @@ impl Engine for MapStore {
             let new_item = Item { value: data, meta };
             // memcached numbers the new item from the counter, then
             // overwrites the CAS with `E`.
-            let explicit = req.new_cas.map(|cas| {
+            let explicit = req.new_cas.inspect(|_| {
                 self.next_cas();
-                cas
             });
             match self.link_with(&mut shard, req.key, new_item, explicit, now) {
                 Ok(cas) => cas,
