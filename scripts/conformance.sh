@@ -17,13 +17,33 @@ for _ in $(seq 100); do
     sleep 0.05
 done
 
+# memccapable's "ascii delete" tests send `delete a b c d e` and expect an
+# error: memcached 1.6.45, whose protocol Strata speaks, ignores the extra
+# tokens (memccapable fails there against 1.6.45 itself; docs/COMPATIBILITY.md).
+# Those two tests may fail, and only at that request.
+expected_ascii='^ascii delete( noreply)? +\[FAIL\]'
 failed=0
 for suite in -a -b; do
     out=$(timeout 300 memccapable -h 127.0.0.1 -p "$port" "$suite" 2>&1) || true
     passed=$(grep -c '\[pass\]' <<<"$out" || true)
-    bad=$(grep -E '\[(fail|skip)' <<<"$out" || true)
+    bad=$(grep -iE '\[(fail|skip)' <<<"$out" | grep -vE "$expected_ascii" || true)
     echo "memccapable $suite: $passed passed"
-    if [ -n "$bad" ] || ! grep -q 'All tests passed' <<<"$out"; then
+    if [ "$suite" = -a ]; then
+        for t in "ascii delete"; do
+            reply=$(printf 'delete a b c d e\r\n' | timeout 5 python3 -c "
+import socket, sys
+s = socket.create_connection(('127.0.0.1', $port)); s.sendall(sys.stdin.buffer.read()); print(s.recv(100).decode().strip())")
+            if [ "$reply" != NOT_FOUND ]; then
+                echo "memccapable -a: \"$t\": delete with extra tokens answered '$reply', not 1.6.45's NOT_FOUND"
+                failed=1
+            fi
+        done
+        # Every other test must pass: 25 of the 27.
+        [ "$passed" -ge 25 ] || failed=1
+    elif ! grep -q 'All tests passed' <<<"$out"; then
+        bad="${bad:-binary suite did not pass}"
+    fi
+    if [ -n "$bad" ]; then
         echo "$out" | tail -20
         failed=1
     fi

@@ -1,15 +1,16 @@
 //! Text and meta requests: one command line in, one typed [`Command`] out.
 //!
-//! The checks run in the order memcached 1.6's `process_command_ascii` and
-//! its `process_*_command` functions run them, because the order decides
-//! which error string a malformed line gets (a wrong token count is `ERROR`,
-//! a long key `CLIENT_ERROR bad command line format`, and so on). Errors are
+//! The checks run in the order memcached 1.6.45's `process_request` and its
+//! `process_*_command` functions run them, because the order decides which
+//! error string a malformed line gets (too few tokens for a known command
+//! is `CLIENT_ERROR bad command line format`, an unknown command `ERROR`,
+//! and so on; docs/COMPATIBILITY.md lists where 1.6.18 differed). Errors are
 //! [`Command::Error`] values carrying the exact reply, whether `noreply`
 //! silences it, and how many bytes of data block follow and must be
 //! swallowed to stay in step with the client.
 
 use crate::meta::{parse_meta, MetaRequest, MAX_META_TOKENS, MAX_OPAQUE_LEN};
-use crate::number::{parse_flags, parse_i32, parse_u64};
+use crate::number::{parse_flags, parse_i32, strict_i32, strict_u32, strict_u64};
 use crate::text::{KeyList, Tokens};
 
 /// memcached's `KEY_MAX_LENGTH`.
@@ -66,7 +67,9 @@ pub enum Command<'a> {
     Version,
     Verbosity { noreply: bool },
     Quit,
-    Shutdown { graceful: bool },
+    /// `shutdown [graceful]`; `valid` is false for any other mode (refused
+    /// with `CLIENT_ERROR invalid shutdown mode` once shutdown is enabled).
+    Shutdown { graceful: bool, valid: bool },
     CacheMemlimit { megabytes: u32, noreply: bool },
     /// `stats [group ...]`: the tokens after `stats`.
     Stats { args: Tokens<'a> },
@@ -94,27 +97,42 @@ fn error_noreply(reply: &'static str, noreply: bool) -> Command<'static> {
     Command::Error { reply, noreply, swallow: 0 }
 }
 
-/// Classify one command line (as returned by [`crate::text::frame_line`]).
-pub fn parse_command(line: &[u8]) -> Command<'_> {
-    let t = Tokens::split(line);
-    let n = t.ntokens();
-    let cmd = t.get(0);
-    if n < 2 || cmd.len() < 2 {
-        return error("ERROR");
+/// memcached 1.6.45's shortest request, terminator included: a shorter one
+/// (`\r\n`, `x\r\n`, `mn\n`) is `CLIENT_ERROR bad command line format`.
+pub const MIN_REQUEST_LEN: usize = 4;
+
+/// Classify one framed request: `line` as [`crate::text::frame_line`]
+/// returned it and `framed_len` the bytes it occupied with its terminator.
+pub fn parse_request(line: &[u8], framed_len: usize) -> Command<'_> {
+    if framed_len < MIN_REQUEST_LEN {
+        return error(BAD_FORMAT);
     }
-    if cmd.len() == 2 && cmd[0] == b'm' {
-        return match cmd[1] {
+    parse_command(line)
+}
+
+/// Classify one command line (as returned by [`crate::text::frame_line`]),
+/// as memcached 1.6.45's `process_request` does: the command is the bytes
+/// before the first space (a line starting with a space is no known
+/// command), and a known command with too few tokens is a format error.
+/// Tokens after the ones a command reads are ignored; `noreply` is the last
+/// token.
+pub fn parse_command(line: &[u8]) -> Command<'_> {
+    let word = &line[..crate::text::memchr(b' ', line).unwrap_or(line.len())];
+    let t = Tokens::split(line);
+    if word.len() == 2 && word[0] == b'm' {
+        return match word[1] {
             b'g' => meta_get(t),
             b's' => meta_set(t),
             b'n' => Command::MetaNoop,
             b'd' => meta_delete(t),
             b'a' => meta_arith(t),
             b'e' => meta_debug(t),
-            _ => error("ERROR"),
+            _ => unknown(t),
         };
     }
-    match cmd {
-        b"get" | b"gets" | b"gat" | b"gats" | b"bget" => retrieval(t),
+    match word {
+        b"get" | b"gets" => retrieval(t, 2),
+        b"gat" | b"gats" => retrieval(t, 3),
         b"set" => storage(t, StoreVerb::Set),
         b"add" => storage(t, StoreVerb::Add),
         b"replace" => storage(t, StoreVerb::Replace),
@@ -122,28 +140,36 @@ pub fn parse_command(line: &[u8]) -> Command<'_> {
         b"prepend" => storage(t, StoreVerb::Prepend),
         b"cas" => storage(t, StoreVerb::Cas),
         b"delete" => delete(t),
-        b"incr" | b"decr" => arith(t, cmd == b"incr"),
+        b"incr" | b"decr" => arith(t, word == b"incr"),
         b"touch" => touch(t),
         b"stats" => Command::Stats { args: t },
-        b"flush_all" => flush_all(t),
         b"version" => Command::Version,
         b"quit" => Command::Quit,
+        _ => unknown(t),
+    }
+}
+
+/// Not one of the commands `process_request` knows: memcached looks the
+/// first token (leading spaces skipped) up in its table of rarer commands.
+fn unknown(t: Tokens<'_>) -> Command<'_> {
+    match t.get(0) {
+        b"flush_all" => flush_all(t),
         b"verbosity" => verbosity(t),
         b"shutdown" => shutdown(t),
         b"cache_memlimit" => memlimit(t),
         b"lru_crawler" => Command::Admin(crate::admin::lru_crawler(&t)),
         b"lru" => Command::Admin(crate::admin::lru(&t)),
         b"slabs" => Command::Admin(crate::admin::slabs(&t)),
-        _ if t.get(t.len() - 1).starts_with(b"HTTP/") => Command::Close,
+        _ if t.len() > 1 && t.get(t.len() - 1).starts_with(b"HTTP/") => Command::Close,
         _ => error("ERROR"),
     }
 }
 
-fn retrieval(t: Tokens<'_>) -> Command<'_> {
-    if t.ntokens() < 3 {
-        return error("ERROR");
+fn retrieval(t: Tokens<'_>, min_tokens: usize) -> Command<'_> {
+    if t.len() < min_tokens {
+        return error(BAD_FORMAT);
     }
-    let touch = |gats: bool| match parse_i32(t.get(1)) {
+    let touch = |gats: bool| match strict_i32(t.get(1)) {
         Some(exptime) if gats => Ok(GetKind::Gats(exptime)),
         Some(exptime) => Ok(GetKind::Gat(exptime)),
         None => Err(error("CLIENT_ERROR invalid exptime argument")),
@@ -159,61 +185,43 @@ fn retrieval(t: Tokens<'_>) -> Command<'_> {
     Command::Get { kind, keys: KeyList::new(t, first) }
 }
 
+/// `<verb> <key> <flags> <exptime> <bytes> [<cas>] ...`: too few tokens or
+/// a bad length is refused before the data block is known (memcached then
+/// reads the block as commands); any later error swallows the block.
 fn storage(t: Tokens<'_>, verb: StoreVerb) -> Command<'_> {
-    let cas = verb == StoreVerb::Cas;
-    let n = t.ntokens();
-    let (min, max) = if cas { (7, 8) } else { (6, 7) };
-    if n != min && n != max {
-        return error("ERROR");
+    if t.len() < 5 {
+        return error(BAD_FORMAT);
     }
+    let vlen = match strict_i32(t.get(4)) {
+        Some(v) if (0..=i32::MAX - 2).contains(&v) => v as usize,
+        _ => return error(BAD_FORMAT),
+    };
     let noreply = t.noreply();
+    let refuse = Command::Error { reply: BAD_FORMAT, noreply, swallow: vlen + 2 };
     let key = t.get(1);
     if key.len() > KEY_MAX_LENGTH {
-        return error_noreply(BAD_FORMAT, noreply);
+        return refuse;
     }
-    let (Some(flags), Some(exptime), Some(vlen)) = (parse_flags(t.get(2)), parse_i32(t.get(3)), parse_i32(t.get(4)))
-    else {
-        return error_noreply(BAD_FORMAT, noreply);
+    let (Some(flags), Some(exptime)) = (parse_flags(t.get(2)), parse_i32(t.get(3))) else {
+        return refuse;
     };
-    let cas_value = if cas {
-        match parse_u64(t.get(5)) {
+    let cas = if verb == StoreVerb::Cas {
+        // A missing token is not 0 (mcmc refuses an index past the end).
+        match Some(t.get(5)).filter(|token| !token.is_empty()).and_then(strict_u64) {
             Some(v) => v,
-            None => return error_noreply(BAD_FORMAT, noreply),
+            None => return refuse,
         }
     } else {
         0
     };
-    if vlen < 0 || vlen > i32::MAX - 2 {
-        return error_noreply(BAD_FORMAT, noreply);
-    }
-    Command::Store(StoreCommand {
-        verb,
-        key,
-        flags,
-        exptime,
-        value_len: vlen as usize,
-        cas: cas_value,
-        noreply,
-    })
+    Command::Store(StoreCommand { verb, key, flags, exptime, value_len: vlen, cas, noreply })
 }
 
 fn delete(t: Tokens<'_>) -> Command<'_> {
-    let n = t.ntokens();
-    if !(3..=5).contains(&n) {
-        return error("ERROR");
+    if t.len() < 2 {
+        return error(BAD_FORMAT);
     }
-    let mut noreply = false;
-    if n > 3 {
-        let hold_is_zero = t.get(2) == b"0";
-        noreply = t.noreply();
-        let valid = (n == 4 && (hold_is_zero || noreply)) || (n == 5 && hold_is_zero && noreply);
-        if !valid {
-            return error_noreply(
-                "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]",
-                noreply,
-            );
-        }
-    }
+    let noreply = t.noreply();
     let key = t.get(1);
     if key.len() > KEY_MAX_LENGTH {
         return error_noreply(BAD_FORMAT, noreply);
@@ -221,12 +229,11 @@ fn delete(t: Tokens<'_>) -> Command<'_> {
     Command::Delete { key, noreply }
 }
 
-/// The start `incr`, `decr` and `touch` share: 3 or 4 tokens after the
-/// command (the last may be `noreply`), then the key length.
+/// The start `incr`, `decr` and `touch` share: a key and an argument
+/// (more tokens are ignored, the last may be `noreply`), then the key length.
 fn keyed<'a>(t: &Tokens<'a>) -> Result<(&'a [u8], bool), Command<'static>> {
-    let n = t.ntokens();
-    if n != 4 && n != 5 {
-        return Err(error("ERROR"));
+    if t.len() < 3 {
+        return Err(error(BAD_FORMAT));
     }
     let noreply = t.noreply();
     let key = t.get(1);
@@ -241,7 +248,7 @@ fn arith(t: Tokens<'_>, incr: bool) -> Command<'_> {
         Ok(keyed) => keyed,
         Err(e) => return e,
     };
-    match parse_u64(t.get(2)) {
+    match strict_u64(t.get(2)) {
         Some(delta) => Command::Arith { incr, key, delta, noreply },
         None => error_noreply("CLIENT_ERROR invalid numeric delta argument", noreply),
     }
@@ -252,70 +259,72 @@ fn touch(t: Tokens<'_>) -> Command<'_> {
         Ok(keyed) => keyed,
         Err(e) => return e,
     };
-    match parse_i32(t.get(2)) {
+    match strict_i32(t.get(2)) {
         Some(exptime) => Command::Touch { key, exptime, noreply },
         None => error_noreply("CLIENT_ERROR invalid exptime argument", noreply),
     }
 }
 
 fn flush_all(t: Tokens<'_>) -> Command<'_> {
-    let n = t.ntokens();
-    if !(2..=4).contains(&n) {
-        return error("ERROR");
-    }
     let noreply = t.noreply();
     let mut delay = 0;
-    if n != if noreply { 3 } else { 2 } {
-        match parse_i32(t.get(1)) {
-            Some(v) => delay = v,
-            None => return error_noreply("CLIENT_ERROR invalid exptime argument", noreply),
+    if t.len() != if noreply { 2 } else { 1 } {
+        match strict_i32(t.get(1)) {
+            Some(v) if !t.get(1).is_empty() => delay = v,
+            _ => return error_noreply("CLIENT_ERROR invalid exptime argument", noreply),
         }
     }
     Command::FlushAll { delay, noreply }
 }
 
 fn verbosity(t: Tokens<'_>) -> Command<'_> {
-    let n = t.ntokens();
-    if n != 3 && n != 4 {
-        return error("ERROR");
-    }
     let noreply = t.noreply();
-    match parse_flags(t.get(1)) {
-        Some(_) => Command::Verbosity { noreply },
-        None => error_noreply(BAD_FORMAT, noreply),
+    match strict_u32(t.get(1)) {
+        Some(_) if t.len() > 1 => Command::Verbosity { noreply },
+        _ => error_noreply(BAD_FORMAT, noreply),
     }
 }
 
 fn shutdown(t: Tokens<'_>) -> Command<'_> {
-    match (t.ntokens(), t.get(1)) {
-        (2, _) => Command::Shutdown { graceful: false },
-        (3, b"graceful") => Command::Shutdown { graceful: true },
-        _ => error("CLIENT_ERROR invalid shutdown mode"),
+    match (t.len(), t.get(1)) {
+        (1, _) => Command::Shutdown { graceful: false, valid: true },
+        (2, b"graceful") => Command::Shutdown { graceful: true, valid: true },
+        // memcached refuses a disabled shutdown before it reads the mode.
+        _ => Command::Shutdown { graceful: false, valid: false },
     }
 }
 
 fn memlimit(t: Tokens<'_>) -> Command<'_> {
-    let n = t.ntokens();
-    if n != 3 && n != 4 {
-        return error("ERROR");
-    }
     let noreply = t.noreply();
-    match parse_flags(t.get(1)) {
-        Some(megabytes) => Command::CacheMemlimit { megabytes, noreply },
-        None => error_noreply("ERROR", noreply),
+    match strict_u32(t.get(1)) {
+        Some(megabytes) if t.len() > 1 => Command::CacheMemlimit { megabytes, noreply },
+        _ => error_noreply("ERROR", noreply),
     }
 }
 
+/// The tokenizer 1.6.45 runs on a meta command: every flag token (from
+/// `first`, among the first 23 tokens) must start with a letter
+/// (`A`..`z`) or a digit, else the line is a format error.
+fn meta_tokens_ok(t: &Tokens<'_>, first: usize) -> bool {
+    t.as_slice().iter().skip(first).all(|tok| matches!(tok[0], 65..=122) || tok[0].is_ascii_digit())
+}
+
 /// The checks every meta command with a key starts with.
-fn meta_preamble(t: &Tokens<'_>, too_many: &'static str) -> Result<(), Command<'static>> {
-    if t.ntokens() < 3 {
-        return Err(error("ERROR"));
-    }
-    if t.get(1).len() > KEY_MAX_LENGTH {
+fn meta_preamble(t: &Tokens<'_>) -> Result<(), Command<'static>> {
+    if t.len() < 2 || !meta_tokens_ok(t, 2) {
         return Err(error(BAD_FORMAT));
     }
-    if t.ntokens() > MAX_META_TOKENS {
-        return Err(error(too_many));
+    Ok(())
+}
+
+/// `_meta_flag_preparse`'s own checks before the flags: key length, then
+/// the token count.
+fn meta_limits(t: &Tokens<'_>) -> Result<(), &'static str> {
+    if t.get(1).len() > KEY_MAX_LENGTH {
+        return Err(BAD_FORMAT);
+    }
+    if t.len() > MAX_META_TOKENS {
+        return Err("CLIENT_ERROR options flags are too long");
     }
     Ok(())
 }
@@ -325,8 +334,11 @@ fn opaque_ok(req: &MetaRequest<'_>) -> bool {
 }
 
 fn meta_get(t: Tokens<'_>) -> Command<'_> {
-    if let Err(e) = meta_preamble(&t, "CLIENT_ERROR options flags are too long") {
+    if let Err(e) = meta_preamble(&t) {
         return e;
+    }
+    if let Err(msg) = meta_limits(&t) {
+        return error(msg);
     }
     // An over-long opaque is refused by the executor: memcached finds it
     // only after the read (and any T/N before it) took effect.
@@ -337,22 +349,18 @@ fn meta_get(t: Tokens<'_>) -> Command<'_> {
 }
 
 fn meta_set(t: Tokens<'_>) -> Command<'_> {
-    if t.ntokens() < 3 {
-        return error("ERROR");
-    }
-    if t.get(1).len() > KEY_MAX_LENGTH || t.ntokens() == 3 {
+    if t.len() < 3 || !meta_tokens_ok(&t, 3) {
         return error(BAD_FORMAT);
     }
-    if t.ntokens() > MAX_META_TOKENS {
-        return error("CLIENT_ERROR options flags too long");
-    }
-    let vlen = match parse_i32(t.get(2)) {
+    let vlen = match strict_i32(t.get(2)) {
         Some(v) if (0..=i32::MAX - 2).contains(&v) => v as usize,
-        Some(_) => return error(BAD_FORMAT), // memcached: a negative length is a format error
-        None => return error(BAD_FORMAT),
+        _ => return error(BAD_FORMAT),
     };
     let swallow = vlen + 2;
     let refuse = |reply: &'static str| Command::Error { reply, noreply: false, swallow };
+    if let Err(msg) = meta_limits(&t) {
+        return refuse(msg);
+    }
     let req = match parse_meta(&t, 3) {
         Ok(req) => req,
         Err(msg) => return refuse(msg.unwrap_or(BAD_FORMAT)),
@@ -360,26 +368,31 @@ fn meta_set(t: Tokens<'_>) -> Command<'_> {
     if !matches!(req.flags.mode, None | Some(b'E' | b'A' | b'P' | b'R' | b'S')) {
         return refuse("CLIENT_ERROR invalid mode for ms M token");
     }
-    if !opaque_ok(&req) {
-        return refuse("CLIENT_ERROR opaque token too long");
-    }
+    // An over-long opaque is refused at admission, after the size check
+    // (memcached 1.6.45 allocates the item first).
     Command::MetaSet { req, value_len: vlen }
 }
 
 fn meta_delete(t: Tokens<'_>) -> Command<'_> {
-    if let Err(e) = meta_preamble(&t, "CLIENT_ERROR options flags too long") {
+    if let Err(e) = meta_preamble(&t) {
         return e;
+    }
+    if let Err(msg) = meta_limits(&t) {
+        return error(msg);
     }
     match parse_meta(&t, 2) {
         Ok(req) if !opaque_ok(&req) => error("CLIENT_ERROR opaque token too long"),
         Ok(req) => Command::MetaDelete(req),
-        Err(_) => error("CLIENT_ERROR invalid or duplicate flag"),
+        Err(msg) => error(msg.unwrap_or(BAD_FORMAT)),
     }
 }
 
 fn meta_arith(t: Tokens<'_>) -> Command<'_> {
-    if let Err(e) = meta_preamble(&t, "CLIENT_ERROR options flags too long") {
+    if let Err(e) = meta_preamble(&t) {
         return e;
+    }
+    if meta_limits(&t).is_err() {
+        return error("CLIENT_ERROR invalid or duplicate flag");
     }
     match parse_meta(&t, 2) {
         Ok(req) if !matches!(req.flags.mode, None | Some(b'I' | b'i' | b'+' | b'D' | b'd' | b'-')) => {
@@ -390,12 +403,17 @@ fn meta_arith(t: Tokens<'_>) -> Command<'_> {
     }
 }
 
+/// `me <key> [b ...]`: 1.6.45 decodes a base64 key only when another token
+/// follows the `b` (its check counts tokens as if the terminator were one).
 fn meta_debug(t: Tokens<'_>) -> Command<'_> {
+    if let Err(e) = meta_preamble(&t) {
+        return e;
+    }
     let key = t.get(1);
-    if t.ntokens() < 3 || key.len() > KEY_MAX_LENGTH {
+    if key.len() > KEY_MAX_LENGTH {
         return error(BAD_FORMAT);
     }
-    Command::MetaDebug { key, base64: t.get(2) == b"b" }
+    Command::MetaDebug { key, base64: t.len() >= 4 && t.get(2) == b"b" }
 }
 
 #[cfg(test)]
@@ -413,61 +431,143 @@ mod tests {
     fn error_strings_match_memcached() {
         let long_key = "k".repeat(251);
         let table: &[(&str, &str)] = &[
-            ("", "ERROR"),
-            ("\r", "ERROR"),
             ("x", "ERROR"),
             ("GET k", "ERROR"),
-            ("get", "ERROR"),
-            ("set k 0 0", "ERROR"),
+            (" get k", "ERROR"),
+            ("bogus", "ERROR"),
+            ("get", BAD_FORMAT),
+            ("gets", BAD_FORMAT),
+            ("gat 10", BAD_FORMAT),
+            ("gats", BAD_FORMAT),
+            ("set k 0 0", BAD_FORMAT),
             ("set k 0 0 abc", BAD_FORMAT),
             ("set k 0 0 -1", BAD_FORMAT),
+            ("set k 0 0 +1", BAD_FORMAT),
             ("set k -1 0 1", BAD_FORMAT),
-            ("cas k 0 0 1", "ERROR"),
+            ("cas k 0 0 1", BAD_FORMAT),
             ("cas k 0 0 1 x", BAD_FORMAT),
-            ("delete k 1", "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]"),
-            ("delete k x y z", "ERROR"),
+            ("cas k 0 0 1 +1", BAD_FORMAT),
+            ("delete", BAD_FORMAT),
             ("incr k abc", "CLIENT_ERROR invalid numeric delta argument"),
-            ("incr k", "ERROR"),
+            ("incr k +1", "CLIENT_ERROR invalid numeric delta argument"),
+            ("incr k -0", "CLIENT_ERROR invalid numeric delta argument"),
+            ("incr k", BAD_FORMAT),
+            ("decr k", BAD_FORMAT),
+            ("touch k", BAD_FORMAT),
             ("touch k abc", "CLIENT_ERROR invalid exptime argument"),
+            ("touch k +9", "CLIENT_ERROR invalid exptime argument"),
             ("gat abc k", "CLIENT_ERROR invalid exptime argument"),
+            ("gat +5 k", "CLIENT_ERROR invalid exptime argument"),
             ("flush_all abc", "CLIENT_ERROR invalid exptime argument"),
-            ("verbosity", "ERROR"),
+            ("verbosity", BAD_FORMAT),
+            ("verbosity x", BAD_FORMAT),
+            ("verbosity -1", BAD_FORMAT),
+            ("cache_memlimit", "ERROR"),
             ("cache_memlimit abc", "ERROR"),
-            ("shutdown now", "CLIENT_ERROR invalid shutdown mode"),
-            ("mg", "ERROR"),
+            ("mg", BAD_FORMAT),
+            ("md", BAD_FORMAT),
+            ("ma", BAD_FORMAT),
+            ("me", BAD_FORMAT),
             ("mz k", "ERROR"),
             ("ms k", BAD_FORMAT),
             ("ms k abc", BAD_FORMAT),
             ("ms k -1", BAD_FORMAT),
+            ("ms k +1", BAD_FORMAT),
+            ("ms k 1 !", BAD_FORMAT),
+            ("mg k !", BAD_FORMAT),
+            ("mg k v !", BAD_FORMAT),
+            ("me k !", BAD_FORMAT),
             ("ms k 2 MX", "CLIENT_ERROR invalid mode for ms M token"),
-            ("ms k 2 MEE", "CLIENT_ERROR incorrect length for M token"),
+            ("ms k 2 M", "CLIENT_ERROR invalid mode for ms M token"),
             ("ms k 1 Z", "CLIENT_ERROR invalid flag"),
+            ("ms k 1 F4294967296", BAD_FORMAT),
+            ("ms k 1 Ex", "CLIENT_ERROR bad token in command line format"),
             ("mg k v v", "CLIENT_ERROR duplicate flag"),
             ("mg k F", BAD_FORMAT),
             ("mg k R", "CLIENT_ERROR bad token in command line format"),
-            ("mg a b c d e f g h i j k l m n o p q r s", "CLIENT_ERROR options flags are too long"),
+            ("mg k E", "CLIENT_ERROR bad token in command line format"),
+            ("mg a b c d e f g h i j k l m n o p q r s t", "CLIENT_ERROR options flags are too long"),
+            ("mg a b c d e f g h i j k l m n o p q r s", "CLIENT_ERROR invalid flag"),
             ("mg a b c d e f g h i j k l m n o p q", "CLIENT_ERROR invalid flag"),
             ("md k Oaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "CLIENT_ERROR opaque token too long"),
+            ("md k q q", "CLIENT_ERROR duplicate flag"),
+            ("md k Z", "CLIENT_ERROR invalid flag"),
+            ("md k Ex", "CLIENT_ERROR bad token in command line format"),
             ("ma k Q", "CLIENT_ERROR invalid or duplicate flag"),
             ("ma k D", "CLIENT_ERROR invalid or duplicate flag"),
+            ("ma k Ex", "CLIENT_ERROR invalid or duplicate flag"),
             ("ma k MZ", "CLIENT_ERROR invalid mode for ma M token"),
-            ("me", BAD_FORMAT),
+            ("ma k M", "CLIENT_ERROR invalid mode for ma M token"),
         ];
         for (line, want) in table {
             assert_eq!(reply(line.as_bytes()), *want, "line {line:?}");
         }
-        for cmd in ["set K 0 0 1", "delete K", "incr K 1", "touch K 1", "mg K v", "ms K 1", "md K", "ma K"] {
+        for cmd in ["set K 0 0 1", "delete K", "incr K 1", "touch K 1", "mg K v", "ms K 1", "md K", "me K"] {
             let line = cmd.replace('K', &long_key);
             assert_eq!(reply(line.as_bytes()), BAD_FORMAT, "{cmd} with a 251-byte key");
         }
+        let line = format!("ma {long_key}");
+        assert_eq!(reply(line.as_bytes()), "CLIENT_ERROR invalid or duplicate flag");
+    }
+
+    #[test]
+    fn short_requests_are_format_errors() {
+        for (framed, line) in [(&b"\r\n"[..], &b"\r"[..]), (b"\n", b""), (b"x\r\n", b"x"), (b"mn\n", b"mn"), (b"ab\n", b"ab"), (b" \r\n", b" ")] {
+            match parse_request(line, framed.len()) {
+                Command::Error { reply, noreply: false, swallow: 0 } => assert_eq!(reply, BAD_FORMAT, "{framed:?}"),
+                other => panic!("{framed:?}: {other:?}"),
+            }
+        }
+        assert!(matches!(parse_request(b"mn", 4), Command::MetaNoop));
+        assert!(matches!(parse_request(b"ab", 4), Command::Error { reply: "ERROR", .. }));
+    }
+
+    #[test]
+    fn extra_tokens_are_ignored() {
+        assert!(matches!(parse_command(b"delete k 10"), Command::Delete { key: b"k", noreply: false }));
+        assert!(matches!(parse_command(b"delete k 0 noreply"), Command::Delete { key: b"k", noreply: true }));
+        assert!(matches!(parse_command(b"delete k a b c"), Command::Delete { key: b"k", noreply: false }));
+        assert!(matches!(parse_command(b"incr k 1 2 3"), Command::Arith { delta: 1, noreply: false, .. }));
+        assert!(matches!(parse_command(b"touch k 5 x noreply"), Command::Touch { exptime: 5, noreply: true, .. }));
+        assert!(matches!(parse_command(b"verbosity 1 2 3"), Command::Verbosity { noreply: false }));
+        assert!(matches!(parse_command(b"flush_all 1 2 3"), Command::FlushAll { delay: 1, noreply: false }));
+        assert!(matches!(parse_command(b" flush_all"), Command::FlushAll { delay: 0, .. }));
+        assert!(matches!(parse_command(b"cache_memlimit 100 200"), Command::CacheMemlimit { megabytes: 100, .. }));
+        match parse_command(b"set k 0 0 1 2 3") {
+            Command::Store(s) => assert_eq!((s.value_len, s.noreply), (1, false)),
+            other => panic!("{other:?}"),
+        }
+        match parse_command(b"set k 0 0 1 noreply 2") {
+            Command::Store(s) => assert!(!s.noreply, "noreply is only the last token"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(parse_command(b"shutdown"), Command::Shutdown { graceful: false, valid: true }));
+        assert!(matches!(parse_command(b"shutdown graceful"), Command::Shutdown { graceful: true, valid: true }));
+        assert!(matches!(parse_command(b"shutdown now"), Command::Shutdown { valid: false, .. }));
     }
 
     #[test]
     fn noreply_and_swallow() {
+        // A bad length is refused before noreply or the block are known.
         match parse_command(b"set k 0 0 abc noreply") {
-            Command::Error { noreply: true, swallow: 0, .. } => {}
+            Command::Error { noreply: false, swallow: 0, .. } => {}
             other => panic!("{other:?}"),
         }
+        // Any later error swallows the block, silently with noreply.
+        match parse_command(b"set k x 0 5 noreply") {
+            Command::Error { noreply: true, swallow: 7, .. } => {}
+            other => panic!("{other:?}"),
+        }
+        match parse_command(b"cas k 0 0 6") {
+            Command::Error { reply: BAD_FORMAT, swallow: 8, .. } => {}
+            other => panic!("{other:?}"),
+        }
+        match parse_command(b"ms k 1 c f h k s t O1 q u T1 N1 R1 E1 x P L I b") {
+            Command::Error { reply: "CLIENT_ERROR options flags are too long", swallow: 3, .. } => {}
+            other => panic!("{other:?}"),
+        }
+        let long_ms = format!("ms {} 1", "k".repeat(251));
+        assert!(matches!(parse_command(long_ms.as_bytes()), Command::Error { reply: BAD_FORMAT, swallow: 3, .. }));
         match parse_command(b"ms k 5 Z") {
             Command::Error { swallow: 7, .. } => {}
             other => panic!("{other:?}"),

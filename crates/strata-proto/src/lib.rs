@@ -20,7 +20,7 @@ pub mod number;
 pub mod text;
 pub mod udp;
 
-pub use command::{parse_command, Command, GetKind, StoreCommand, StoreVerb, KEY_MAX_LENGTH};
+pub use command::{parse_command, parse_request, Command, GetKind, StoreCommand, StoreVerb, KEY_MAX_LENGTH};
 pub use meta::{MetaFlags, MetaKey, MetaRequest};
 pub use text::{frame_line, Frame, KeyList, Tokens};
 
@@ -34,7 +34,7 @@ pub fn fuzz_text(data: &[u8]) {
             Frame::Partial | Frame::Close => return,
             Frame::Line { line, consumed } => {
                 assert!(consumed <= rest.len() && line.len() < consumed);
-                let skip = match parse_command(line) {
+                let skip = match command::parse_request(line, consumed) {
                     Command::Store(s) => s.value_len.saturating_add(2),
                     Command::MetaSet { value_len, req } => {
                         assert!(req.key.bytes().len() <= KEY_MAX_LENGTH);

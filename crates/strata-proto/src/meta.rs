@@ -1,4 +1,4 @@
-//! Meta command flags (`mg ms md ma me`), parsed as memcached 1.6's
+//! Meta command flags (`mg ms md ma me`), parsed as memcached 1.6.45's
 //! `_meta_flag_preparse` does.
 //!
 //! Each flag is one character, optionally followed by a token (`T30`,
@@ -8,12 +8,18 @@
 //! wins, as in memcached. The flags are kept in request order ([`MetaRequest::order`])
 //! because replies echo them in that order and some (`t` before or after `T`)
 //! mean different things depending on it.
+//!
+//! Numbers go through 1.6.45's strict parsers ([`crate::number::strict_u64`]
+//! and friends: digits only), a flag's argument must not be empty, and `M`
+//! takes the byte after it as the mode whatever follows. 1.6.45 added `E`
+//! (set the new CAS) and `x` (md: empty the value instead of removing).
 
 use crate::base64;
-use crate::number::{parse_flags, parse_i32, parse_u64};
+use crate::number::{strict_i32, strict_u32, strict_u64};
 use crate::text::Tokens;
 
-/// memcached's `MFLAG_MAX_OPT_LENGTH`: more tokens than this is an error.
+/// memcached's `MFLAG_MAX_OPT_LENGTH`: more tokens than this (command and
+/// key included) is an error.
 pub const MAX_META_TOKENS: usize = 20;
 /// memcached's `MFLAG_MAX_OPAQUE_LENGTH` (the token, including the 'O').
 pub const MAX_OPAQUE_LEN: usize = 32;
@@ -78,6 +84,11 @@ pub struct MetaFlags {
     pub mode: Option<u8>,
     pub initial: Option<u64>,
     pub delta: Option<u64>,
+    /// `E<cas>`: the CAS the stored, created or invalidated item gets,
+    /// instead of the next from the counter.
+    pub explicit_cas: Option<u64>,
+    /// `x` (md): replace the item with an empty one instead of removing it.
+    pub remove_value: bool,
 }
 
 /// One meta request after flag parsing.
@@ -142,7 +153,8 @@ pub fn parse_meta<'a>(tokens: &Tokens<'a>, first: usize) -> Result<MetaRequest<'
             return Err(Some("CLIENT_ERROR duplicate flag"));
         }
         seen[usize::from(flag)] = true;
-        let arg = &token[1..];
+        // mcmc's flag arguments: at least one byte after the flag.
+        let arg = Some(&token[1..]).filter(|a| !a.is_empty());
         let f = &mut req.flags;
         let bad_token = Some("CLIENT_ERROR bad token in command line format");
         match flag {
@@ -152,15 +164,15 @@ pub fn parse_meta<'a>(tokens: &Tokens<'a>, first: usize) -> Result<MetaRequest<'
                     failed = Some(Some("CLIENT_ERROR error decoding key"));
                 }
             }
-            b'N' => match parse_i32(arg) {
+            b'N' => match arg.and_then(strict_i32) {
                 Some(v) => f.vivify_ttl = Some(v),
                 None => failed = Some(bad_token),
             },
-            b'T' => match parse_i32(arg) {
+            b'T' => match arg.and_then(strict_i32) {
                 Some(v) => f.new_ttl = Some(v),
                 None => failed = Some(bad_token),
             },
-            b'R' => match parse_i32(arg) {
+            b'R' => match arg.and_then(strict_i32) {
                 Some(v) => f.recache_ttl = Some(v),
                 None => failed = Some(bad_token),
             },
@@ -169,26 +181,27 @@ pub fn parse_meta<'a>(tokens: &Tokens<'a>, first: usize) -> Result<MetaRequest<'
             b'v' => f.value = true,
             b'u' => f.no_update = true,
             b'q' => f.quiet = true,
-            b'F' => match parse_flags(arg) {
+            b'x' => f.remove_value = true,
+            b'F' => match arg.and_then(strict_u32) {
                 Some(v) => f.client_flags = Some(v),
                 None => failed = Some(failed.unwrap_or(None)),
             },
-            b'C' => match parse_u64(arg) {
+            b'C' => match arg.and_then(strict_u64) {
                 Some(v) => f.compare_cas = Some(v),
                 None => failed = Some(bad_token),
             },
-            b'M' => {
-                if token.len() != 2 {
-                    failed = Some(Some("CLIENT_ERROR incorrect length for M token"));
-                } else {
-                    f.mode = Some(token[1]);
-                }
-            }
-            b'J' => match parse_u64(arg) {
+            b'E' => match arg.and_then(strict_u64) {
+                Some(v) => f.explicit_cas = Some(v),
+                None => failed = Some(bad_token),
+            },
+            // The byte after `M` is the mode, whatever follows it; a bare
+            // `M` reads the separator, which no command accepts.
+            b'M' => f.mode = Some(token.get(1).copied().unwrap_or(b' ')),
+            b'J' => match arg.and_then(strict_u64) {
                 Some(v) => f.initial = Some(v),
                 None => failed = Some(Some("CLIENT_ERROR invalid numeric initial value")),
             },
-            b'D' => match parse_u64(arg) {
+            b'D' => match arg.and_then(strict_u64) {
                 Some(v) => f.delta = Some(v),
                 None => failed = Some(Some("CLIENT_ERROR invalid numeric delta value")),
             },
@@ -220,13 +233,28 @@ mod tests {
         assert_eq!(req.order(), b"vtTO");
         assert_eq!(req.opaque, Some(&b"Oabc"[..]));
         assert_eq!(parse(b"mg k v v", 2).unwrap_err(), Some("CLIENT_ERROR duplicate flag"));
-        assert_eq!(parse(b"mg k x", 2).unwrap_err(), Some("CLIENT_ERROR invalid flag"));
+        assert_eq!(parse(b"mg k Z", 2).unwrap_err(), Some("CLIENT_ERROR invalid flag"));
         assert_eq!(parse(b"mg k Nabc", 2).unwrap_err(), Some("CLIENT_ERROR bad token in command line format"));
+        assert_eq!(parse(b"mg k N+5", 2).unwrap_err(), Some("CLIENT_ERROR bad token in command line format"));
         assert_eq!(parse(b"mg k F", 2).unwrap_err(), None);
-        assert_eq!(parse(b"ms k 2 MEE", 3).unwrap_err(), Some("CLIENT_ERROR incorrect length for M token"));
+        assert_eq!(parse(b"ms k 1 F4294967296", 3).unwrap_err(), None);
+        assert_eq!(parse(b"ms k 2 MEE", 3).unwrap().flags.mode, Some(b'E'));
+        assert_eq!(parse(b"ms k 2 M", 3).unwrap().flags.mode, Some(b' '));
         assert_eq!(parse(b"mg a k b", 2).unwrap_err(), Some("CLIENT_ERROR error decoding key"));
         let req = parse(b"mg YWJj b k", 2).unwrap();
         assert_eq!(req.key.bytes(), b"abc");
         assert_eq!(req.key.raw(), b"YWJj");
+    }
+
+    #[test]
+    fn explicit_cas_and_remove_value() {
+        let req = parse(b"md k x I E123 q", 2).unwrap();
+        assert!(req.flags.remove_value && req.flags.invalidate && req.flags.quiet);
+        assert_eq!(req.flags.explicit_cas, Some(123));
+        assert_eq!(req.order(), b"xIEq");
+        assert_eq!(parse(b"ms k 1 E18446744073709551615", 3).unwrap().flags.explicit_cas, Some(u64::MAX));
+        for bad in [&b"mg k E"[..], b"mg k Ex", b"mg k E-1", b"mg k E18446744073709551616", b"mg k E+1"] {
+            assert_eq!(parse(bad, 2).unwrap_err(), Some("CLIENT_ERROR bad token in command line format"), "{bad:?}");
+        }
     }
 }

@@ -67,6 +67,45 @@ pub fn parse_i32(token: &[u8]) -> Option<i32> {
     i32::try_from(value).ok()
 }
 
+/// memcached 1.6.45's strict token parsers (`mcmc_toktou32`, `mcmc_toktou64`,
+/// `mcmc_tokto32`), which most tokens go through since its parser rewrite:
+/// digits only (no white space, no '+'; the signed one takes a leading '-'),
+/// at most 11 (32-bit) or 22 (64-bit) bytes, and no overflow. An empty token
+/// is 0, as there; callers pass only non-empty tokens or flag arguments they
+/// checked.
+pub fn strict_u64(token: &[u8]) -> Option<u64> {
+    if token.len() > 22 {
+        return None;
+    }
+    token.iter().try_fold(0u64, |sum, &b| {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        sum.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+    })
+}
+
+/// `mcmc_toktou32`: as [`strict_u64`], 32 bits.
+pub fn strict_u32(token: &[u8]) -> Option<u32> {
+    if token.len() > 11 {
+        return None;
+    }
+    strict_u64(token).and_then(|v| u32::try_from(v).ok())
+}
+
+/// `mcmc_tokto32`: an optional '-', then digits ("-" alone is 0).
+pub fn strict_i32(token: &[u8]) -> Option<i32> {
+    if token.len() > 11 {
+        return None;
+    }
+    let (negative, digits) = match token.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, token),
+    };
+    let magnitude = i64::try_from(strict_u64(digits)?).ok()?;
+    i32::try_from(if negative { -magnitude } else { magnitude }).ok()
+}
+
 /// Append the decimal form of `value`.
 #[inline]
 pub fn push_u64(out: &mut Vec<u8>, value: u64) {
@@ -125,6 +164,23 @@ mod tests {
         assert_eq!(parse_i32(b"2147483648"), None);
         assert_eq!(parse_i32(b"-2147483648"), Some(i32::MIN));
         assert_eq!(parse_i32(b"abc"), None);
+    }
+
+    #[test]
+    fn strict_parsers_follow_mcmc() {
+        assert_eq!(strict_u64(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(strict_u64(b"18446744073709551616"), None);
+        assert_eq!(strict_u64(b"+5"), None);
+        assert_eq!(strict_u64(b"-0"), None);
+        assert_eq!(strict_u64(b" 5"), None);
+        assert_eq!(strict_u64(b"007"), Some(7));
+        assert_eq!(strict_u32(b"4294967295"), Some(u32::MAX));
+        assert_eq!(strict_u32(b"4294967296"), None);
+        assert_eq!(strict_i32(b"-1"), Some(-1));
+        assert_eq!(strict_i32(b"-2147483648"), Some(i32::MIN));
+        assert_eq!(strict_i32(b"2147483648"), None);
+        assert_eq!(strict_i32(b"+1"), None);
+        assert_eq!(strict_i32(b"-"), Some(0));
     }
 
     #[test]

@@ -32,7 +32,7 @@ proptest! {
     }
 
     #[test]
-    fn mutated_corpus_never_panics(index in 0usize..12, flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8)) {
+    fn mutated_corpus_never_panics(index in 0usize..64, flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8)) {
         let corpus = corpus();
         let mut input = corpus[index % corpus.len()].clone();
         for (at, byte) in flips {

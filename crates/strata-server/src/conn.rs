@@ -17,7 +17,7 @@
 //! read its replies stops being read from.
 
 use strata_proto::binary::{self, Opcode, Verdict};
-use strata_proto::{frame_line, parse_command, Command, Frame};
+use strata_proto::{frame_line, parse_request, Command, Frame};
 
 use crate::auth;
 use crate::exec::{Admission, Executor, Flow};
@@ -206,7 +206,7 @@ pub(crate) fn text_step(buf: &[u8], exec: &Executor<'_>, out: &mut Vec<u8>, unau
             }
         }
     };
-    match parse_command(line) {
+    match parse_request(line, consumed) {
         Command::Store(cmd) => {
             let remove = cmd.verb == strata_proto::StoreVerb::Set;
             let admission = exec.admit_value(cmd.key, cmd.flags, cmd.value_len, remove);
@@ -245,7 +245,7 @@ fn text_login_step(
         *unauthenticated = false;
         return Step::Done { advance: 0, swallow: 0, stop: None };
     };
-    let cmd = match parse_command(line) {
+    let cmd = match parse_request(line, consumed) {
         Command::Store(cmd) if cmd.verb == strata_proto::StoreVerb::Set => cmd,
         Command::Close => return Step::Stop(Progress::Close),
         _ => {

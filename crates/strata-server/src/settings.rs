@@ -192,6 +192,11 @@ impl Default for Settings {
     }
 }
 
-/// The version string `version` and `stats` report: memcached's protocol
-/// level, then ours.
-pub const VERSION: &str = concat!("1.6.18-strata-", env!("CARGO_PKG_VERSION"));
+/// The version `version` and `stats` report: the memcached release whose
+/// protocol Strata speaks, digits only as memcached prints it (clients parse
+/// it as a version number). What Strata itself is goes in
+/// [`STRATA_VERSION`] (`STAT strata_version`).
+pub const VERSION: &str = "1.6.45";
+
+/// Strata's own release, reported as `STAT strata_version`.
+pub const STRATA_VERSION: &str = env!("CARGO_PKG_VERSION");

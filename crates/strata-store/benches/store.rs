@@ -44,6 +44,7 @@ fn set(store: &SegStore, i: u64) {
         invalidate: false,
         vivify_ttl: None,
         key_binary: false,
+        new_cas: None,
     };
     store.store(&req, NOW);
 }

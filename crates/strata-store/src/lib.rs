@@ -93,11 +93,16 @@ pub struct StoreRequest<'a> {
     /// Append/Prepend on a miss creates the item with this TTL (meta `ms MA N`).
     pub vivify_ttl: Option<RelTime>,
     pub key_binary: bool,
+    /// Meta `E<cas>`: the stored item gets this CAS instead of the next one
+    /// from the counter (which then does not move). Ignored with `-C`.
+    pub new_cas: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoreResult {
-    Stored { cas: u64 },
+    /// Stored; the item's CAS and its value's length (after append or
+    /// prepend, the joined value's: meta `s`).
+    Stored { cas: u64, value_len: usize },
     NotStored,
     Exists,
     NotFound,
@@ -123,6 +128,8 @@ pub struct GetOptions {
     /// A debugging read (`me`), not a client's fetch: no per-class hit is
     /// counted, as memcached's `me` counts none.
     pub uncounted: bool,
+    /// Meta `E<cas>` with `N`: the CAS of an item `vivify` creates.
+    pub vivify_cas: Option<u64>,
 }
 
 /// What the visitor of a read asks the store to do, atomically with the read.
@@ -157,6 +164,9 @@ pub struct DeltaRequest<'a> {
     /// that references it is unsent it allocates a fresh item (exact digits,
     /// not fetched). The caller knows which; false forces the fresh item.
     pub in_place: bool,
+    /// Meta `E<cas>`: the CAS of the updated or created counter. Updating
+    /// still takes a number from the counter first, as memcached does.
+    pub new_cas: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,6 +193,19 @@ pub struct DeleteRequest<'a> {
     pub invalidate: bool,
     /// Meta `T` with `I`: new TTL for the stale item.
     pub touch: Option<RelTime>,
+    /// Meta `x`: instead of removing the item, replace it with an empty one
+    /// with these flags and TTL, keeping its CAS (or `new_cas`); with
+    /// `invalidate` that item is then marked stale.
+    pub empty: Option<EmptyItem>,
+    /// Meta `E<cas>`: the CAS the invalidated or emptied item gets.
+    pub new_cas: Option<u64>,
+}
+
+/// The empty item `md ... x` leaves in place of the value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EmptyItem {
+    pub flags: u32,
+    pub exptime: RelTime,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -190,6 +213,8 @@ pub enum DeleteResult {
     Deleted,
     NotFound,
     Exists,
+    /// `empty` was asked and the empty item could not be stored (meta `NS`).
+    NotStored,
 }
 
 /// Engine-wide counters, with memcached's stat names in the comments.

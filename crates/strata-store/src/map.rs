@@ -131,7 +131,10 @@ impl MapStore {
             return false;
         }
         let oldest_cas = self.oldest_cas.load(Ordering::Relaxed);
-        meta.last_access <= oldest_live || (oldest_cas != 0 && meta.cas != 0 && meta.cas < oldest_cas)
+        // The CAS decides only within the flush's own second: an item stored
+        // later with an explicit lower CAS (meta `E`) is not flushed.
+        meta.last_access <= oldest_live
+            || (oldest_cas != 0 && meta.cas != 0 && meta.cas < oldest_cas && meta.last_access <= oldest_live.saturating_add(1))
     }
 
     fn is_live(&self, meta: &ItemMeta, now: RelTime) -> bool {
@@ -197,8 +200,18 @@ impl MapStore {
         }
     }
 
+    /// The CAS a new item gets: `explicit` (meta `E`) unless CAS is
+    /// disabled, else the next from the counter.
+    fn assign_cas(&self, explicit: Option<u64>) -> u64 {
+        match explicit {
+            Some(cas) if !self.config.cas_disabled => cas,
+            _ => self.next_cas(),
+        }
+    }
+
     /// Link a new item, replacing any old one; evicts to stay under `-m`.
-    fn link(&self, shard: &mut Shard, key: &[u8], mut item: Item, now: RelTime) -> Result<u64, StoreResult> {
+    /// `cas`: an explicit CAS (meta `E`) instead of the counter's next.
+    fn link_with(&self, shard: &mut Shard, key: &[u8], mut item: Item, cas: Option<u64>, now: RelTime) -> Result<u64, StoreResult> {
         let size = self.item_size(key.len(), &item);
         let old_size = shard.items.get(key).map(|old| self.item_size(key.len(), old)).unwrap_or(0);
         let limit = self.memory_limit_bytes.load(Ordering::Relaxed);
@@ -210,7 +223,7 @@ impl MapStore {
                 break;
             }
         }
-        item.meta.cas = self.next_cas();
+        item.meta.cas = self.assign_cas(cas);
         item.meta.last_access = now;
         let cas = item.meta.cas;
         self.remove(shard, key);
@@ -278,7 +291,7 @@ impl Engine for MapStore {
                 return false;
             }
             let item = Item { value: Vec::new(), meta: ItemMeta::default() };
-            if self.link(&mut shard, key, item, now).is_err() {
+            if self.link_with(&mut shard, key, item, opts.vivify_cas, now).is_err() {
                 return false;
             }
             created = true;
@@ -369,8 +382,9 @@ impl Engine for MapStore {
                 Item { value, meta }
             }
         };
-        match self.link(&mut shard, req.key, item, now) {
-            Ok(cas) => StoreResult::Stored { cas },
+        let value_len = item.value.len();
+        match self.link_with(&mut shard, req.key, item, req.new_cas, now) {
+            Ok(cas) => StoreResult::Stored { cas, value_len },
             Err(refused) => {
                 // memcached drops the old value of a failed set.
                 if req.mode == StoreMode::Set {
@@ -387,7 +401,7 @@ impl Engine for MapStore {
             let Some(ttl) = req.vivify else { return DeltaResult::NotFound };
             let value = req.initial.to_string().into_bytes();
             let item = Item { value, meta: ItemMeta { exptime: ttl, ..ItemMeta::default() } };
-            return match self.link(&mut shard, req.key, item, now) {
+            return match self.link_with(&mut shard, req.key, item, req.new_cas, now) {
                 Ok(cas) => DeltaResult::Ok { value: req.initial, cas, exptime: 0, created: true },
                 Err(_) => DeltaResult::NotStored,
             };
@@ -411,6 +425,9 @@ impl Engine for MapStore {
             // In place, as memcached does: same length, new CAS, bumped.
             item.value = data;
             item.meta.cas = self.next_cas();
+            if let Some(cas) = req.new_cas.filter(|_| !self.config.cas_disabled) {
+                item.meta.cas = cas;
+            }
             item.meta.last_access = now;
             if let Some(ttl) = req.touch {
                 item.meta.exptime = ttl;
@@ -423,7 +440,12 @@ impl Engine for MapStore {
             // stored counter keeps its TTL.
             let meta = ItemMeta { flags: item.meta.flags, exptime: item.meta.exptime, ..ItemMeta::default() };
             let new_item = Item { value: data, meta };
-            match self.link(&mut shard, req.key, new_item, now) {
+            // memcached numbers the new item from the counter, then
+            // overwrites the CAS with `E`.
+            let explicit = req.new_cas.inspect(|_| {
+                self.next_cas();
+            });
+            match self.link_with(&mut shard, req.key, new_item, explicit, now) {
                 Ok(cas) => cas,
                 Err(_) => return DeltaResult::OutOfMemory,
             }
@@ -437,13 +459,26 @@ impl Engine for MapStore {
         if req.cas.is_some_and(|cas| cas != item.meta.cas) {
             return DeleteResult::Exists;
         }
+        if let Some(empty) = req.empty {
+            // memcached stores a fresh empty item under the key, with the
+            // old CAS unless `E` gives one.
+            let meta = ItemMeta { flags: empty.flags, exptime: empty.exptime, ..ItemMeta::default() };
+            let cas = req.new_cas.unwrap_or(item.meta.cas);
+            if self.link_with(&mut shard, req.key, Item { value: Vec::new(), meta }, Some(cas), now).is_err() {
+                return DeleteResult::NotStored;
+            }
+            if !req.invalidate {
+                return DeleteResult::Deleted;
+            }
+        }
+        let Some(item) = shard.items.get_mut(req.key) else { return DeleteResult::Deleted };
         if req.invalidate {
             if let Some(ttl) = req.touch {
                 item.meta.exptime = ttl;
             }
             item.meta.stale = true;
             item.meta.token_sent = false;
-            item.meta.cas = self.next_cas();
+            item.meta.cas = self.assign_cas(req.new_cas);
             return DeleteResult::Deleted;
         }
         self.remove(&mut shard, req.key);
@@ -535,6 +570,7 @@ mod tests {
             invalidate: false,
             vivify_ttl: None,
             key_binary: false,
+            new_cas: None,
         };
         store.store(&req, 100)
     }
@@ -543,13 +579,13 @@ mod tests {
     fn store_modes_follow_memcached() {
         let store = MapStore::new(EngineConfig::default());
         assert_eq!(set(&store, b"k", b"v", StoreMode::Replace, 0), StoreResult::NotStored);
-        assert_eq!(set(&store, b"k", b"v", StoreMode::Add, 0), StoreResult::Stored { cas: 1 });
+        assert_eq!(set(&store, b"k", b"v", StoreMode::Add, 0), StoreResult::Stored { cas: 1, value_len: 1 });
         assert_eq!(set(&store, b"k", b"w", StoreMode::Add, 0), StoreResult::NotStored);
-        assert_eq!(set(&store, b"k", b"x", StoreMode::Append, 0), StoreResult::Stored { cas: 2 });
-        assert_eq!(set(&store, b"k", b"<", StoreMode::Prepend, 0), StoreResult::Stored { cas: 3 });
+        assert_eq!(set(&store, b"k", b"x", StoreMode::Append, 0), StoreResult::Stored { cas: 2, value_len: 2 });
+        assert_eq!(set(&store, b"k", b"<", StoreMode::Prepend, 0), StoreResult::Stored { cas: 3, value_len: 3 });
         assert_eq!(get(&store, b"k", 100).unwrap().0, b"<vx");
         assert_eq!(set(&store, b"k", b"y", StoreMode::Cas, 2), StoreResult::Exists);
-        assert_eq!(set(&store, b"k", b"y", StoreMode::Cas, 3), StoreResult::Stored { cas: 4 });
+        assert_eq!(set(&store, b"k", b"y", StoreMode::Cas, 3), StoreResult::Stored { cas: 4, value_len: 1 });
         assert_eq!(set(&store, b"nope", b"y", StoreMode::Cas, 3), StoreResult::NotFound);
     }
 
@@ -566,6 +602,7 @@ mod tests {
             initial: 0,
             touch: None,
             in_place: true,
+            new_cas: None,
         };
         assert!(matches!(store.delta(&req, 100), DeltaResult::Ok { value: 99, .. }));
         assert_eq!(get(&store, b"n", 100).unwrap().0, b"99 ");

@@ -21,6 +21,7 @@ fn set(store: &SegStore, key: &[u8], len: usize, mode: StoreMode, cas: u64) -> S
         invalidate: false,
         vivify_ttl: None,
         key_binary: false,
+        new_cas: None,
     };
     store.store(&req, NOW)
 }
@@ -49,7 +50,7 @@ fn requests_count_in_the_class_of_the_item_they_hit() {
     assert!(get(&store, b"s", GetOptions { uncounted: true, ..GetOptions::default() }), "me does not");
     assert!(get(&store, b"b", GetOptions { touch: Some(0), ..GetOptions::default() }));
     assert!(store.touch(b"b", 0, NOW));
-    let incr = DeltaRequest { key: b"s", mode: DeltaMode::Incr, delta: 1, cas: 0, vivify: None, initial: 0, touch: None, in_place: true };
+    let incr = DeltaRequest { key: b"s", mode: DeltaMode::Incr, delta: 1, cas: 0, vivify: None, initial: 0, touch: None, new_cas: None, in_place: true };
     store.delta(&incr, NOW);
     store.delta(&DeltaRequest { mode: DeltaMode::Decr, ..incr }, NOW);
     assert_eq!(set(&store, b"b", 5000, StoreMode::Cas, 12345), StoreResult::Exists);

@@ -10,20 +10,22 @@
 //! later delayed `flush_all` moves the epoch forward), and the model then
 //! forgets it too; after that, every reply (values, flags, CAS, TTL,
 //! fetched/stale/token marks, last access) must be identical. The store's
-//! integrity walk runs after every step.
+//! integrity walk runs after every step. Explicit CAS numbers (meta `E`:
+//! below, near and far above the counter) and `md x` (replace the item with
+//! an empty one) are among the operations.
 
 use proptest::prelude::*;
 use strata_store::{
-    memcached_item_size, DeleteRequest, DeltaMode, DeltaRequest, Engine, EngineConfig, GetAction, GetOptions, ItemMeta,
-    MapStore, RelTime, SegStore, SlabClasses, StoreMode, StoreRequest,
+    memcached_item_size, DeleteRequest, DeltaMode, DeltaRequest, EmptyItem, Engine, EngineConfig, GetAction, GetOptions,
+    ItemMeta, MapStore, RelTime, SegStore, SlabClasses, StoreMode, StoreRequest,
 };
 
 #[derive(Clone, Debug)]
 enum Op {
-    Get { key: u8, touch: Option<u8>, no_bump: bool, vivify: Option<u8>, token: bool },
-    Store { key: u8, mode: u8, len: u16, flags: u32, ttl: u8, cas: u8, invalidate: bool, vivify: Option<u8> },
-    Delta { key: u8, incr: bool, delta: u64, in_place: bool, touch: Option<u8>, vivify: Option<u8>, cas: u8 },
-    Delete { key: u8, cas: u8, invalidate: bool, touch: Option<u8> },
+    Get { key: u8, touch: Option<u8>, no_bump: bool, vivify: Option<u8>, token: bool, new_cas: Option<u8> },
+    Store { key: u8, mode: u8, len: u16, flags: u32, ttl: u8, cas: u8, invalidate: bool, vivify: Option<u8>, new_cas: Option<u8> },
+    Delta { key: u8, incr: bool, delta: u64, in_place: bool, touch: Option<u8>, vivify: Option<u8>, cas: u8, new_cas: Option<u8> },
+    Delete { key: u8, cas: u8, invalidate: bool, touch: Option<u8>, empty: Option<(u32, u8)>, new_cas: Option<u8> },
     Touch { key: u8, ttl: u8 },
     Flush { delay: u8 },
     Tick { seconds: u8 },
@@ -34,18 +36,32 @@ fn op(keys: u8, heavy: bool) -> impl Strategy<Value = Op> {
     let key = 0u8..keys;
     let ttl = prop_oneof![Just(0u8), 1u8..20];
     prop_oneof![
-        6 => (key.clone(), proptest::option::weighted(0.2, ttl.clone()), any::<bool>(), proptest::option::weighted(0.1, ttl.clone()), any::<bool>())
-            .prop_map(|(key, touch, no_bump, vivify, token)| Op::Get { key, touch, no_bump, vivify, token }),
-        store_weight => (key.clone(), 0u8..6, prop_oneof![0u16..40, 0u16..3000, 10_000u16..20_000], prop_oneof![Just(0u32), any::<u32>()], ttl.clone(), 0u8..3, any::<bool>(), proptest::option::weighted(0.2, ttl.clone()))
-            .prop_map(|(key, mode, len, flags, ttl, cas, invalidate, vivify)| Op::Store { key, mode, len, flags, ttl, cas, invalidate, vivify }),
-        2 => (key.clone(), any::<bool>(), prop_oneof![0u64..1000, Just(u64::MAX)], any::<bool>(), proptest::option::weighted(0.2, ttl.clone()), proptest::option::weighted(0.2, ttl.clone()), 0u8..3)
-            .prop_map(|(key, incr, delta, in_place, touch, vivify, cas)| Op::Delta { key, incr, delta, in_place, touch, vivify, cas }),
-        2 => (key.clone(), 0u8..3, any::<bool>(), proptest::option::weighted(0.3, ttl.clone()))
-            .prop_map(|(key, cas, invalidate, touch)| Op::Delete { key, cas, invalidate, touch }),
+        6 => (key.clone(), proptest::option::weighted(0.2, ttl.clone()), any::<bool>(), proptest::option::weighted(0.1, ttl.clone()), any::<bool>(), explicit())
+            .prop_map(|(key, touch, no_bump, vivify, token, new_cas)| Op::Get { key, touch, no_bump, vivify, token, new_cas }),
+        store_weight => (key.clone(), 0u8..6, prop_oneof![0u16..40, 0u16..3000, 10_000u16..20_000], prop_oneof![Just(0u32), any::<u32>()], ttl.clone(), 0u8..3, any::<bool>(), proptest::option::weighted(0.2, ttl.clone()), explicit())
+            .prop_map(|(key, mode, len, flags, ttl, cas, invalidate, vivify, new_cas)| Op::Store { key, mode, len, flags, ttl, cas, invalidate, vivify, new_cas }),
+        2 => (key.clone(), any::<bool>(), prop_oneof![0u64..1000, Just(u64::MAX)], any::<bool>(), proptest::option::weighted(0.2, ttl.clone()), proptest::option::weighted(0.2, ttl.clone()), 0u8..3, explicit())
+            .prop_map(|(key, incr, delta, in_place, touch, vivify, cas, new_cas)| Op::Delta { key, incr, delta, in_place, touch, vivify, cas, new_cas }),
+        2 => (key.clone(), 0u8..3, any::<bool>(), proptest::option::weighted(0.3, ttl.clone()), proptest::option::weighted(0.3, (prop_oneof![Just(0u32), any::<u32>()], ttl.clone())), explicit())
+            .prop_map(|(key, cas, invalidate, touch, empty, new_cas)| Op::Delete { key, cas, invalidate, touch, empty, new_cas }),
         1 => (key, ttl).prop_map(|(key, ttl)| Op::Touch { key, ttl }),
         flush_weight => prop_oneof![Just(0u8), 1u8..5].prop_map(|delay| Op::Flush { delay }),
         2 => (0u8..4).prop_map(|seconds| Op::Tick { seconds }),
     ]
+}
+
+/// Meta `E`, now and then.
+fn explicit() -> impl Strategy<Value = Option<u8>> {
+    proptest::option::weighted(0.15, any::<u8>())
+}
+
+/// An explicit CAS: below the counter, near it, or far above it.
+fn explicit_cas(e: u8) -> u64 {
+    match e % 3 {
+        0 => 1 + u64::from(e),
+        1 => 300 + u64::from(e),
+        _ => (1 << 40) + u64::from(e),
+    }
 }
 
 fn key_of(k: u8) -> Vec<u8> {
@@ -123,11 +139,17 @@ fn ttl_at(ttl: u8, now: RelTime) -> RelTime {
 
 fn apply(store: &dyn Engine, op: &Op, step: usize, now: RelTime) -> String {
     match *op {
-        Op::Get { key, touch, no_bump, vivify, token } => {
-            let opts = GetOptions { touch: touch.map(|t| ttl_at(t, now)), no_bump, vivify: vivify.map(|t| ttl_at(t, now)), ..GetOptions::default() };
+        Op::Get { key, touch, no_bump, vivify, token, new_cas } => {
+            let opts = GetOptions {
+                touch: touch.map(|t| ttl_at(t, now)),
+                no_bump,
+                vivify: vivify.map(|t| ttl_at(t, now)),
+                vivify_cas: new_cas.map(explicit_cas),
+                ..GetOptions::default()
+            };
             format!("{:?}", read(store, &key_of(key), opts, token, now))
         }
-        Op::Store { key, mode, len, flags, ttl, cas, invalidate, vivify } => {
+        Op::Store { key, mode, len, flags, ttl, cas, invalidate, vivify, new_cas } => {
             let k = key_of(key);
             let mode = [StoreMode::Set, StoreMode::Add, StoreMode::Replace, StoreMode::Append, StoreMode::Prepend, StoreMode::Cas][usize::from(mode)];
             let value = value_of(key, len, step);
@@ -141,10 +163,11 @@ fn apply(store: &dyn Engine, op: &Op, step: usize, now: RelTime) -> String {
                 invalidate,
                 vivify_ttl: vivify.map(|t| ttl_at(t, now)),
                 key_binary: key % 3 == 0,
+                new_cas: new_cas.map(explicit_cas),
             };
             format!("{:?}", store.store(&req, now))
         }
-        Op::Delta { key, incr, delta, in_place, touch, vivify, cas } => {
+        Op::Delta { key, incr, delta, in_place, touch, vivify, cas, new_cas } => {
             let k = key_of(key);
             let req = DeltaRequest {
                 key: &k,
@@ -155,13 +178,21 @@ fn apply(store: &dyn Engine, op: &Op, step: usize, now: RelTime) -> String {
                 initial: u64::from(key) * 3,
                 touch: touch.map(|t| ttl_at(t, now)),
                 in_place,
+                new_cas: new_cas.map(explicit_cas),
             };
             format!("{:?}", store.delta(&req, now))
         }
-        Op::Delete { key, cas, invalidate, touch } => {
+        Op::Delete { key, cas, invalidate, touch, empty, new_cas } => {
             let k = key_of(key);
             let cas = if cas == 0 { None } else { Some(cas_for(store, &k, cas, now)) };
-            let req = DeleteRequest { key: &k, cas, invalidate, touch: touch.map(|t| ttl_at(t, now)) };
+            let req = DeleteRequest {
+                key: &k,
+                cas,
+                invalidate,
+                touch: touch.map(|t| ttl_at(t, now)),
+                empty: empty.map(|(flags, ttl)| EmptyItem { flags, exptime: ttl_at(ttl, now) }),
+                new_cas: new_cas.map(explicit_cas),
+            };
             format!("{:?}", store.delete(&req, now))
         }
         Op::Touch { key, ttl } => format!("{}", store.touch(&key_of(key), ttl_at(ttl, now), now)),
@@ -239,7 +270,9 @@ fn run_with(ops: &[Op], memory_bytes: u64, cas_disabled: bool, file: Option<&std
             }
             if s.is_none() && m.is_some() {
                 let (meta, _) = model.probe(&k).expect("model has it");
-                let flushed = flushes.iter().any(|&(live, cas)| meta.last_access <= live || (cas != 0 && meta.cas < cas));
+                let flushed = flushes
+                    .iter()
+                    .any(|&(live, cas)| meta.last_access <= live || (cas != 0 && meta.cas < cas && meta.last_access <= live + 1));
                 assert!(flushed || evicted_before + seg.stats().evictions > 0, "step {step}: {op:?}: key {key} lost without an eviction");
                 model.delete(&DeleteRequest { key: &k, ..DeleteRequest::default() }, now);
             } else {

@@ -53,9 +53,9 @@ fn now(store: &SegStore) -> RelTime {
 }
 
 fn set(store: &SegStore, key: &[u8], value: &[u8], flags: u32, exptime: RelTime) -> u64 {
-    let req = StoreRequest { key, value, flags, exptime, mode: StoreMode::Set, cas: 0, invalidate: false, vivify_ttl: None, key_binary: false };
+    let req = StoreRequest { key, value, flags, exptime, mode: StoreMode::Set, cas: 0, invalidate: false, vivify_ttl: None, key_binary: false, new_cas: None };
     match store.store(&req, now(store)) {
-        StoreResult::Stored { cas } => cas,
+        StoreResult::Stored { cas, .. } => cas,
         other => panic!("set {}: {other:?}", String::from_utf8_lossy(key)),
     }
 }
@@ -103,11 +103,11 @@ fn load(store: &SegStore, n: usize) -> HashMap<Vec<u8>, (Vec<u8>, u32, u64)> {
     }
     for i in (0..n).step_by(7) {
         let key = format!("key:{i}").into_bytes();
-        store.delete(&DeleteRequest { key: &key, cas: None, invalidate: false, touch: None }, now(store));
+        store.delete(&DeleteRequest { key: &key, ..DeleteRequest::default() }, now(store));
         expect.remove(&key);
     }
     set(store, b"counter", b"10", 0, 0);
-    let req = DeltaRequest { key: b"counter", delta: 5, mode: DeltaMode::Incr, cas: 0, initial: 0, vivify: None, touch: None, in_place: true };
+    let req = DeltaRequest { key: b"counter", delta: 5, mode: DeltaMode::Incr, cas: 0, initial: 0, vivify: None, touch: None, in_place: true, new_cas: None };
     store.delta(&req, now(store));
     let (value, flags, cas) = read(store, b"counter").unwrap();
     assert_eq!(value, b"15");
@@ -274,4 +274,55 @@ fn a_file_in_use_is_refused() {
     let (_store, _) = open(&file.0, 8);
     let err = SegStore::open_file(config(8), &file.0, false).err().expect("second opener refused");
     assert!(err.to_string().contains("in use"), "{err}");
+}
+
+/// Meta `E`: items numbered explicitly, below the counter, far above it and
+/// at `u64::MAX`, come back as stored after a crash and after a graceful
+/// stop; the newest value of a key wins even when its CAS is the lowest,
+/// and the counter after a restart stays usable.
+#[test]
+fn explicit_cas_items_come_back_as_stored() {
+    let file = TempFile::new("explicit-cas");
+    let store_e = |store: &SegStore, key: &[u8], value: &[u8], cas: u64| {
+        let req = StoreRequest {
+            key,
+            value,
+            flags: 0,
+            exptime: 0,
+            mode: StoreMode::Set,
+            cas: 0,
+            invalidate: false,
+            vivify_ttl: None,
+            key_binary: false,
+            new_cas: Some(cas),
+        };
+        assert!(matches!(store.store(&req, now(store)), StoreResult::Stored { cas: got, .. } if got == cas));
+    };
+    {
+        let (store, _) = open(&file.0, 8);
+        for round in 0..5u8 {
+            set(&store, b"low", &[b'a' + round], 0, 0);
+        }
+        store_e(&store, b"low", b"newest", 1);
+        store_e(&store, b"high", b"h", 1 << 50);
+        set(&store, b"high", b"after-high", 0, 0);
+        store_e(&store, b"max", b"m", u64::MAX);
+        // A crash: dropped without close.
+    }
+    for graceful in [false, true] {
+        let (store, _) = open(&file.0, 8);
+        assert_eq!(read(&store, b"low"), Some((b"newest".to_vec(), 0, 1)), "graceful {graceful}");
+        assert_eq!(read(&store, b"high").map(|(v, _, _)| v), Some(b"after-high".to_vec()));
+        assert_eq!(read(&store, b"max"), Some((b"m".to_vec(), 0, u64::MAX)));
+        let cas = set(&store, b"fresh", b"f", 0, 0);
+        assert!(cas != 0);
+        assert_eq!(read(&store, b"fresh").map(|(v, _, _)| v), Some(b"f".to_vec()));
+        // Rewrite "low" with a low explicit CAS again: still the newest.
+        store_e(&store, b"low", b"again", 2);
+        assert_eq!(read(&store, b"low"), Some((b"again".to_vec(), 0, 2)));
+        store_e(&store, b"low", b"newest", 1);
+        if graceful {
+            store.close().expect("graceful stop");
+        }
+    }
 }

@@ -18,7 +18,7 @@ const THREADS: usize = 4;
 const NOW: u32 = 100;
 
 fn store(engine: &SegStore, key: &[u8], value: &[u8], flags: u32, mode: StoreMode, cas: u64) -> StoreResult {
-    let req = StoreRequest { key, value, flags, exptime: 0, mode, cas, invalidate: false, vivify_ttl: None, key_binary: false };
+    let req = StoreRequest { key, value, flags, exptime: 0, mode, cas, invalidate: false, vivify_ttl: None, key_binary: false, new_cas: None };
     engine.store(&req, NOW)
 }
 
@@ -76,6 +76,7 @@ fn no_lost_updates() {
                         initial: 0,
                         touch: None,
                         in_place: round % 2 == 0,
+                        new_cas: None,
                     };
                     assert!(matches!(engine.delta(&req, NOW), DeltaResult::Ok { .. }));
                     let i = rng.below(CAS_KEYS as u64) as usize;

@@ -131,11 +131,12 @@ impl<'a> Executor<'a> {
             invalidate: false,
             vivify_ttl: None,
             key_binary: false,
+            new_cas: None,
         };
         let result = self.shared.engine.store(&store, self.now());
         self.count_store(mode, result);
         let status = match result {
-            StoreResult::Stored { cas } => {
+            StoreResult::Stored { cas, .. } => {
                 if !quiet {
                     write_response(out, code, Status::Success, opaque, cas, &[], &[], &[]);
                 }
@@ -173,6 +174,7 @@ impl<'a> Executor<'a> {
                 write_error(out, code, Status::KeyNotFound, opaque);
             }
             DeleteResult::Exists => write_error(out, code, Status::KeyExists, opaque),
+            DeleteResult::NotStored => write_error(out, code, Status::NotStored, opaque),
         }
         Flow::Continue
     }
@@ -190,6 +192,7 @@ impl<'a> Executor<'a> {
             initial: req.extra_u64(8),
             touch: None,
             in_place: true,
+            new_cas: None,
         };
         let s = self.stats;
         let status = match self.shared.engine.delta(&delta, self.now()) {

@@ -11,7 +11,7 @@ use strata_proto::command::BAD_CHUNK;
 use strata_proto::meta::MetaRequest;
 use strata_proto::number::push_u64;
 use strata_store::{
-    DeleteRequest, DeleteResult, DeltaMode, DeltaRequest, DeltaResult, GetAction, GetOptions,
+    DeleteRequest, DeleteResult, EmptyItem, DeltaMode, DeltaRequest, DeltaResult, GetAction, GetOptions,
     ItemView, RelTime, StoreMode, StoreRequest, StoreResult,
 };
 
@@ -92,6 +92,7 @@ impl<'a> Executor<'a> {
             // it after the reply loop, which a bad opaque aborts.
             no_bump: f.no_update || (bad_opaque && req.order().iter().any(|c| b"hlTNR".contains(c))),
             vivify: vivify.map(|n| created_ttl(req, ttl.unwrap_or(0), n)),
+            vivify_cas: f.explicit_cas,
             ..GetOptions::default()
         };
         let key = req.key.bytes();
@@ -101,7 +102,10 @@ impl<'a> Executor<'a> {
             }
             let mut exptime = item.meta.exptime;
             let mut won = false;
-            if f.value {
+            // 1.6.45: a `C` that matches the item's CAS means the client
+            // holds this value already; the reply is `HD` without it.
+            let value = f.value && f.compare_cas != Some(item.meta.cas);
+            if value {
                 out.extend_from_slice(b"VA ");
                 push_u64(out, item.value.len() as u64);
             } else {
@@ -159,7 +163,7 @@ impl<'a> Executor<'a> {
                 out.extend_from_slice(b" W");
             }
             out.extend_from_slice(b"\r\n");
-            if f.value {
+            if value {
                 out.extend_from_slice(item.value);
                 out.extend_from_slice(b"\r\n");
             }
@@ -184,10 +188,16 @@ impl<'a> Executor<'a> {
         }
     }
 
-    /// The header check for `ms`: too large is refused before the data.
+    /// The header check for `ms`: too large is refused before the data,
+    /// then (1.6.45: after the item was allocated) an over-long opaque.
     pub fn admit_meta_value(&self, req: &MetaRequest<'_>, value_len: usize) -> Admission {
         let flags = req.flags.client_flags.unwrap_or(0);
-        self.admit_value(req.key.bytes(), flags, value_len, true)
+        match self.admit_value(req.key.bytes(), flags, value_len, true) {
+            Admission::Accept if req.opaque_too_long() => {
+                Admission::Refuse { reply: "CLIENT_ERROR opaque token too long", noreply: false }
+            }
+            admission => admission,
+        }
     }
 
     pub fn meta_set(&self, req: &MetaRequest<'_>, data: &[u8], out: &mut Vec<u8>) {
@@ -209,9 +219,12 @@ impl<'a> Executor<'a> {
         if f.compare_cas.is_some() && matches!(mode, StoreMode::Set | StoreMode::Replace) {
             mode = StoreMode::Cas;
         }
-        // memcached 1.6.18 accepts `N` on ms but does not vivify with it:
-        // append/prepend to a missing key answers NS.
-        let vivify_ttl = None;
+        // 1.6.45: append/prepend with `N` create a missing item, with the
+        // `N` TTL.
+        let vivify_ttl = match mode {
+            StoreMode::Append | StoreMode::Prepend => self.opt_expiry(f.vivify_ttl),
+            _ => None,
+        };
         let exptime = self.opt_expiry(f.new_ttl).unwrap_or(0);
         let store = StoreRequest {
             key: req.key.bytes(),
@@ -223,27 +236,33 @@ impl<'a> Executor<'a> {
             invalidate: f.invalidate,
             vivify_ttl,
             key_binary: req.key.binary,
+            // `E0` on ms means "none" (memcached numbers the item then).
+            new_cas: f.explicit_cas.filter(|&cas| cas != 0),
         };
         let result = self.shared.engine.store(&store, self.now());
         self.count_store(mode, result);
-        let (code, cas): (&[u8], u64) = match result {
-            StoreResult::Stored { cas } if f.quiet => {
-                let _ = cas;
-                return;
-            }
-            StoreResult::Stored { cas } => (b"HD", cas),
-            StoreResult::Exists => (b"EX", 0),
-            StoreResult::NotFound => (b"NF", 0),
-            StoreResult::NotStored => (b"NS", 0),
+        // `s` is the stored value's length (joined, after append or
+        // prepend), else the request's.
+        let (code, cas, size): (&[u8], u64, usize) = match result {
+            StoreResult::Stored { .. } if f.quiet => return,
+            StoreResult::Stored { cas, value_len } => (b"HD", cas, value_len),
+            StoreResult::Exists => (b"EX", 0, value.len()),
+            StoreResult::NotFound => (b"NF", 0, value.len()),
+            StoreResult::NotStored => (b"NS", 0, value.len()),
             StoreResult::TooLarge => return reply(out, "SERVER_ERROR object too large for cache", false),
             StoreResult::OutOfMemory => return reply(out, "SERVER_ERROR out of memory storing object", false),
         };
         out.extend_from_slice(code);
-        push_flags(out, req, |flag, out| {
-            if flag == b'c' {
+        push_flags(out, req, |flag, out| match flag {
+            b'c' => {
                 out.extend_from_slice(b" c");
                 push_u64(out, cas);
             }
+            b's' => {
+                out.extend_from_slice(b" s");
+                push_u64(out, size as u64);
+            }
+            _ => {}
         });
         out.extend_from_slice(b"\r\n");
     }
@@ -251,11 +270,19 @@ impl<'a> Executor<'a> {
     pub(super) fn meta_delete(&self, req: &MetaRequest<'_>, out: &mut Vec<u8>) {
         WorkerStats::incr(&self.stats.cmd_meta);
         let f = &req.flags;
+        // `x` (1.6.45) leaves an empty item with the `F` flags and the `T`
+        // TTL (none without `T`).
+        let empty = f.remove_value.then(|| EmptyItem {
+            flags: f.client_flags.unwrap_or(0),
+            exptime: self.opt_expiry(f.new_ttl).unwrap_or(0),
+        });
         let del = DeleteRequest {
             key: req.key.bytes(),
             cas: f.compare_cas,
             invalidate: f.invalidate,
             touch: if f.invalidate { self.opt_expiry(f.new_ttl) } else { None },
+            empty,
+            new_cas: f.explicit_cas,
         };
         let code: &[u8] = match self.shared.engine.delete(&del, self.now()) {
             DeleteResult::Deleted => {
@@ -273,6 +300,7 @@ impl<'a> Executor<'a> {
                 WorkerStats::incr(&self.stats.delete_misses);
                 b"EX"
             }
+            DeleteResult::NotStored => b"NS",
         };
         out.extend_from_slice(code);
         push_echo(out, req);
@@ -294,6 +322,7 @@ impl<'a> Executor<'a> {
             initial: f.initial.unwrap_or(0),
             touch: ttl.filter(|_| req.effective_order().contains(&b'T')),
             in_place: !self.is_pinned(req.key.bytes()),
+            new_cas: f.explicit_cas,
         };
         let bad_opaque = req.opaque_too_long();
         let now = self.now();
@@ -325,7 +354,8 @@ impl<'a> Executor<'a> {
         if bad_opaque {
             return reply(out, "CLIENT_ERROR opaque token too long", false);
         }
-        if f.quiet && !created {
+        // 1.6.45 silences a created counter's reply too.
+        if f.quiet {
             return;
         }
         let mut digits = Vec::with_capacity(20);
@@ -386,9 +416,9 @@ impl<'a> Executor<'a> {
             } else {
                 out.extend_from_slice(key);
             }
-            // memcached 1.6.18 prints current_time - exptime: negative for a
-            // TTL still running. Byte-compatible, so the same.
-            let exp = if item.meta.exptime == 0 { -1 } else { i64::from(now) - i64::from(item.meta.exptime) };
+            // The seconds remaining, as memcached 1.6.45 prints them (1.6.18
+            // printed the negation): unsigned arithmetic shown signed.
+            let exp = if item.meta.exptime == 0 { -1 } else { item.meta.exptime.wrapping_sub(now) as i32 };
             let line = format!(
                 " exp={exp} la={} cas={} fetch={} cls={} size={size}\r\n",
                 now.saturating_sub(item.meta.last_access),

@@ -15,7 +15,7 @@ use std::cell::{Cell, RefCell};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use strata_proto::command::{BAD_CHUNK, BAD_FORMAT};
+use strata_proto::command::BAD_CHUNK;
 use strata_proto::number::push_u64;
 use strata_proto::{Command, GetKind, StoreCommand, StoreVerb, KEY_MAX_LENGTH};
 use strata_store::{
@@ -72,6 +72,9 @@ pub enum Admission {
     /// Reply with this line (unless silenced) and swallow the block.
     Refuse { reply: &'static str, noreply: bool },
 }
+
+/// memcached 1.6.45's reply to a multi-get with an over-long key.
+const GET_KEY_TOO_LONG: &str = "CLIENT_ERROR bad command line format\r\n";
 
 impl<'a> Executor<'a> {
     pub fn new(shared: &'a Arc<Shared>, stats: &'a WorkerStats) -> Executor<'a> {
@@ -182,9 +185,11 @@ impl<'a> Executor<'a> {
             }
             Command::Verbosity { noreply } => reply(out, "OK", noreply),
             Command::Quit => return Flow::CloseAfterWrite,
-            Command::Shutdown { graceful: _ } => {
+            Command::Shutdown { graceful: _, valid } => {
                 if !self.shared.settings.shutdown_enabled {
-                    reply(out, "ERROR: shutdown not enabled", false);
+                    reply(out, "SERVER_ERROR: shutdown not enabled", false);
+                } else if !valid {
+                    reply(out, "CLIENT_ERROR invalid shutdown mode", false);
                 } else {
                     self.shared.request_shutdown();
                     return Flow::Close;
@@ -241,7 +246,9 @@ impl<'a> Executor<'a> {
                 if let Some(marks) = self.marks {
                     marks.borrow_mut().retain(|&m| m <= unsent);
                 }
-                reply(out, BAD_FORMAT, false);
+                // 1.6.45 copies the error line, its CRLF included, and
+                // sends it with another CRLF.
+                reply(out, GET_KEY_TOO_LONG, false);
                 return;
             }
             let opts = GetOptions { touch, ..GetOptions::default() };
@@ -322,6 +329,7 @@ impl<'a> Executor<'a> {
             invalidate: false,
             vivify_ttl: None,
             key_binary: false,
+            new_cas: None,
         };
         let result = self.shared.engine.store(&req, self.now());
         self.count_store(mode, result);
@@ -374,6 +382,7 @@ impl<'a> Executor<'a> {
             initial: 0,
             touch: None,
             in_place: !self.is_pinned(key),
+            new_cas: None,
         };
         let s = self.stats;
         match self.shared.engine.delta(&req, self.now()) {

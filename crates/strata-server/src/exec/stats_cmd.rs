@@ -100,6 +100,7 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
     stat(t, "uptime", uptime);
     stat(t, "time", now_unix);
     stat(t, "version", crate::settings::VERSION);
+    stat(t, "strata_version", crate::settings::STRATA_VERSION);
     stat(t, "pointer_size", usize::BITS);
     stat(t, "rusage_user", format!("{user:.6}"));
     stat(t, "rusage_system", format!("{system:.6}"));

@@ -79,6 +79,12 @@ pub(crate) struct Globals {
     pub cas_counter: Line<AtomicU64>,
     oldest_live: AtomicU32,
     oldest_cas: AtomicU64,
+    /// Memory file only: the highest CAS given explicitly (meta `E`) or
+    /// found by recovery. A new copy numbered at or below it may not be
+    /// newer by CAS than the copy it replaces, which recovery would then
+    /// prefer; [`SegStore::put`] retires such an old copy first. Written
+    /// only by `E` requests.
+    explicit_cas_max: AtomicU64,
     /// The memory file (`-e`), if any: segment buffers are its extents.
     file: Option<MemFile>,
     /// Where a segment's first item starts (after its header in a memory file).
@@ -221,6 +227,21 @@ impl Globals {
         }
     }
 
+    /// The CAS a new or changed item gets: `explicit` (meta `E`) unless CAS
+    /// is disabled, else the next from the counter (which `E` leaves alone,
+    /// as in memcached).
+    fn assign_cas(&self, explicit: Option<u64>) -> u64 {
+        match explicit {
+            Some(cas) if !self.config.cas_disabled => {
+                if self.file.is_some() {
+                    self.explicit_cas_max.fetch_max(cas, Ordering::Relaxed);
+                }
+                cas
+            }
+            _ => self.next_cas(),
+        }
+    }
+
     /// memcached's `item_is_flushed`, on an item's last access and CAS.
     pub fn is_flushed(&self, access: RelTime, cas: u64, now: RelTime) -> bool {
         let oldest_live = self.oldest_live.load(Ordering::Relaxed);
@@ -228,7 +249,9 @@ impl Globals {
             return false;
         }
         let oldest_cas = self.oldest_cas.load(Ordering::Relaxed);
-        access <= oldest_live || (oldest_cas != 0 && cas != 0 && cas < oldest_cas)
+        // The CAS orders items only within the flush's own second (an item
+        // stored later may carry an explicit lower CAS, meta `E`).
+        access <= oldest_live || (oldest_cas != 0 && cas != 0 && cas < oldest_cas && access <= oldest_live.saturating_add(1))
     }
 }
 
@@ -324,9 +347,12 @@ impl SegStore {
             Opened::Existing { clean, state } => {
                 store.g.oldest_live.store(state.oldest_live, Ordering::Relaxed);
                 store.g.oldest_cas.store(state.oldest_cas, Ordering::Relaxed);
-                let found = store.recover(now);
+                // The counter is saved every second: a CAS far above it was
+                // given explicitly (meta `E`) and does not move it on.
+                let found = store.recover(now, state.cas.saturating_add(CAS_GAP_AFTER_CRASH));
                 let gap = if clean { 0 } else { CAS_GAP_AFTER_CRASH };
-                store.g.cas_counter.store(state.cas.max(found.max_cas) + gap, Ordering::Relaxed);
+                store.g.cas_counter.store(state.cas.max(found.max_counter_cas).saturating_add(gap), Ordering::Relaxed);
+                store.g.explicit_cas_max.store(found.max_cas, Ordering::Relaxed);
                 let items = store.stats().curr_items;
                 let stats = RestartStats { ok: true, clean, items, damaged: found.damaged, expired: found.expired, seconds: 0.0 };
                 let how = if clean { "after a graceful stop" } else { "after a crash (no graceful stop)" };
@@ -347,10 +373,10 @@ impl SegStore {
 
     /// Recovery: every segment the file's directory lists, in the order they
     /// were written, goes back to its shard (`Shard::recover_segment`).
-    fn recover(&mut self, now: RelTime) -> Recovered {
+    fn recover(&mut self, now: RelTime, counter_ceiling: u64) -> Recovered {
         let file = self.g.file.as_ref().expect("memory file");
         let entries = file.entries();
-        let mut found = Recovered::default();
+        let mut found = Recovered { counter_ceiling, ..Recovered::default() };
         let mut segments = Vec::new();
         for e in &entries {
             let header = file.map_entry(e).and_then(|buf| Some((file.read_segment_header(&buf, e.seq)?, buf)));
@@ -387,7 +413,7 @@ impl SegStore {
                 .into_iter()
                 .map(|jobs| {
                     scope.spawn(move || {
-                        let mut found = Recovered::default();
+                        let mut found = Recovered { counter_ceiling, ..Recovered::default() };
                         for (i, segs) in jobs {
                             let mut shard = lock(&shards[i]);
                             shard.reserve_for(g, &segs.iter().map(|(_, b)| b).collect::<Vec<_>>());
@@ -443,6 +469,7 @@ impl SegStore {
                 exhausted: std::sync::atomic::AtomicBool::new(false),
                 oldest_live: AtomicU32::new(0),
                 oldest_cas: AtomicU64::new(0),
+                explicit_cas_max: AtomicU64::new(0),
                 config,
             },
         }
@@ -531,6 +558,9 @@ impl SegStore {
         if no_evictions && self.g.exhausted.load(Ordering::Relaxed) {
             return false;
         }
+        if self.g.file.is_some() && spec.cas <= self.g.explicit_cas_max.load(Ordering::Relaxed) {
+            self.retire_not_older(shard, key, hash, spec.cas);
+        }
         let Some((loc, value_at, len)) = shard.alloc(&self.g, &self.shards, spec, key, Class::Small, keep, now) else {
             if no_evictions {
                 self.g.exhausted.store(true, Ordering::Relaxed);
@@ -548,6 +578,20 @@ impl SegStore {
         let size = memcached_item_size(spec.key_len, spec.flags, spec.value_len, !self.g.config.cas_disabled);
         shard.link(&self.g, key, hash, loc, len, (self.g.config.classes.class_of(size), size));
         true
+    }
+
+    /// Memory file: recovery keeps the copy of a key with the higher CAS
+    /// when a crash left two live. Before writing a copy numbered `cas`
+    /// (an explicit `E`, possibly lower than the current one), unlink a
+    /// current copy numbered at or above it: a crash between the two writes
+    /// then loses the key instead of bringing the old value back.
+    fn retire_not_older(&self, shard: &mut Shard, key: &[u8], hash: u64, cas: u64) {
+        if let Some((slot, loc, h)) = shard.find(key, hash) {
+            let old_cas = h.cas(shard.item(loc), shard.seg(loc).cas_base);
+            if old_cas >= cas {
+                shard.unlink(&self.g, slot, loc, &h, Gone::Replaced);
+            }
+        }
     }
 
     fn new_spec(key: &[u8], value_len: usize, flags: u32, exptime: RelTime, bits: u8, cas: u64, now: RelTime) -> Spec {
@@ -621,7 +665,7 @@ impl Engine for SegStore {
             Some(found) => (found, false),
             None => {
                 let Some(ttl) = opts.vivify else { return false };
-                let spec = Self::new_spec(key, 0, 0, ttl, 0, self.g.next_cas(), now);
+                let spec = Self::new_spec(key, 0, 0, ttl, 0, self.g.assign_cas(opts.vivify_cas), now);
                 if !self.put(shard, key, hash, &spec, &[], None, now) {
                     return false;
                 }
@@ -742,7 +786,7 @@ impl Engine for SegStore {
             _ => [req.value, &[]],
         };
         let value_len = parts[0].len() + parts[1].len();
-        let cas = self.g.next_cas();
+        let cas = self.g.assign_cas(req.new_cas);
         let spec = Self::new_spec(key, value_len, flags, exptime, bits, cas, now);
         let keep = old_meta.map(|(_, loc, _)| loc.seg);
         let stored = self.put(shard, key, hash, &spec, &parts, keep, now);
@@ -761,7 +805,7 @@ impl Engine for SegStore {
             return StoreResult::OutOfMemory;
         }
         shard.counters.total_items += 1;
-        StoreResult::Stored { cas: self.g.shown_cas(cas) }
+        StoreResult::Stored { cas: self.g.shown_cas(cas), value_len }
     }
 
     fn delta(&self, req: &DeltaRequest<'_>, now: RelTime) -> DeltaResult {
@@ -772,7 +816,7 @@ impl Engine for SegStore {
         let Some(found) = self.live(shard, key, hash, now) else {
             let Some(ttl) = req.vivify else { return DeltaResult::NotFound };
             let value = req.initial.to_string();
-            let cas = self.g.next_cas();
+            let cas = self.g.assign_cas(req.new_cas);
             let spec = Self::new_spec(key, value.len(), 0, ttl, 0, cas, now);
             if !self.put(shard, key, hash, &spec, &[value.as_bytes()], None, now) {
                 return DeltaResult::NotStored;
@@ -801,7 +845,12 @@ impl Engine for SegStore {
         };
         let mut data = Vec::new();
         counter_bytes(value, if req.in_place { h.value_len } else { 0 }, &mut data);
-        let cas = self.g.next_cas();
+        // memcached numbers the update from the counter, then overwrites
+        // the CAS with `E`.
+        let mut cas = self.g.next_cas();
+        if req.new_cas.is_some() {
+            cas = self.g.assign_cas(req.new_cas);
+        }
         let ok = if req.in_place && data.len() == h.value_len {
             // In place, as memcached does: same length, new CAS, bumped.
             let change = Change { value: Some(&data), cas: Some(cas), access: Some(now), exptime: req.touch, ..Change::default() };
@@ -834,10 +883,28 @@ impl Engine for SegStore {
             return DeleteResult::Exists;
         }
         shard.classes.class(self.g.item_class(&h).0).delete_hits += 1;
+        let mut found = found;
+        if let Some(empty) = req.empty {
+            // memcached stores a fresh empty item under the key, keeping the
+            // old CAS unless `E` gives one.
+            let cas = match req.new_cas {
+                Some(_) => self.g.assign_cas(req.new_cas),
+                None => h.cas(shard.item(loc), shard.seg(loc).cas_base),
+            };
+            let spec = Self::new_spec(req.key, 0, empty.flags, empty.exptime, 0, cas, now);
+            if !self.put(shard, req.key, hash, &spec, &[], Some(loc.seg), now) {
+                return DeleteResult::NotStored;
+            }
+            shard.counters.total_items += 1;
+            if !req.invalidate {
+                return DeleteResult::Deleted;
+            }
+            found = shard.find(req.key, hash).expect("just linked");
+        }
         if req.invalidate {
             let change = Change {
                 exptime: req.touch,
-                cas: Some(self.g.next_cas()),
+                cas: Some(self.g.assign_cas(req.new_cas)),
                 set: STALE,
                 clear: TOKEN_SENT,
                 ..Change::default()

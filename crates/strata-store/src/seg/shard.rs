@@ -254,6 +254,11 @@ pub struct Recovered {
     pub damaged: u64,
     pub expired: u64,
     pub max_cas: u64,
+    /// CAS numbers above this were given explicitly (meta `E`), not by the
+    /// counter: they do not move the counter on.
+    pub counter_ceiling: u64,
+    /// The highest CAS at or below `counter_ceiling`.
+    pub max_counter_cas: u64,
 }
 
 impl Recovered {
@@ -261,6 +266,7 @@ impl Recovered {
         self.damaged += other.damaged;
         self.expired += other.expired;
         self.max_cas = self.max_cas.max(other.max_cas);
+        self.max_counter_cas = self.max_counter_cas.max(other.max_counter_cas);
     }
 }
 
@@ -958,6 +964,9 @@ impl Shard {
                 continue;
             }
             found.max_cas = found.max_cas.max(cas);
+            if cas <= found.counter_ceiling {
+                found.max_counter_cas = found.max_counter_cas.max(cas);
+            }
             let expired = exptime != 0 && exptime <= now;
             if older || expired || g.is_flushed(access, cas, now) {
                 found.expired += u64::from(!older);

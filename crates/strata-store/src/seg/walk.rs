@@ -107,6 +107,7 @@ mod tests {
             invalidate: false,
             vivify_ttl: None,
             key_binary: false,
+            new_cas: None,
         };
         e.store(&req, 10);
     }
@@ -175,7 +176,7 @@ mod tests {
                         store.delete(&crate::DeleteRequest { key: &key, ..Default::default() }, 10);
                     } else {
                         let value = value_of(&key);
-                        let req = StoreRequest { key: &key, value: &value, flags: 0, exptime: 0, mode: StoreMode::Set, cas: 0, invalidate: false, vivify_ttl: None, key_binary: false };
+                        let req = StoreRequest { key: &key, value: &value, flags: 0, exptime: 0, mode: StoreMode::Set, cas: 0, invalidate: false, vivify_ttl: None, key_binary: false, new_cas: None };
                         store.store(&req, 10);
                     }
                 }
