@@ -262,7 +262,7 @@ fn running(c: &mut Client) -> bool {
 #[test]
 fn crawl_reclaims_expired_items() {
     // -m 1: two shards, so each surely holds long and short TTLs alike.
-    let strata = Server::strata(&["-m", "1"]);
+    let strata = Server::strata(&["-m", "1", "-I", "512k"]);
     let mut s = Client::to(strata.addr);
     // TTLs of 4 and 7 s share a segment (one TTL bucket per power of two),
     // which therefore is not wholly expired when the short ones are: only
