@@ -24,6 +24,13 @@ fn exchange_with(settings: Settings, input: &str) -> String {
 }
 
 fn exchange_bytes(settings: Settings, input: &[u8]) -> Vec<u8> {
+    let mut replies = exchange_per_engine(settings, input);
+    assert_eq!(replies[0], replies[1], "segment store and map store disagree on {:?}", String::from_utf8_lossy(input));
+    replies.swap_remove(0)
+}
+
+/// The replies of each engine (segments, then the map).
+fn exchange_per_engine(settings: Settings, input: &[u8]) -> Vec<Vec<u8>> {
     let mut replies = Vec::new();
     for engine in engines(settings.cas_disabled) {
         let shared = Arc::new(Shared::new(settings.clone(), engine, Clock::starting_at(1_700_000_000)));
@@ -39,8 +46,7 @@ fn exchange_bytes(settings: Settings, input: &[u8]) -> Vec<u8> {
         }
         replies.push(conn.out);
     }
-    assert_eq!(replies[0], replies[1], "segment store and map store disagree on {:?}", String::from_utf8_lossy(input));
-    replies.swap_remove(0)
+    replies
 }
 
 fn exchange(input: &str) -> String {
@@ -257,4 +263,27 @@ fn binary_stat_detail_answers_as_memcached() {
     assert_eq!(reply.len(), 37 + 24);
     // Anything else: key not found (status 1).
     assert_eq!(&stat(b"detail x")[6..8], &[0, 1]);
+}
+
+/// Stats as memcached (1.6.18 and 1.6.45 alike) counts meta commands:
+/// `cmd_meta` counts `me` only; an `mg` that applied `T` to a hit is a
+/// touch, other hits (and items `N` created) gets, misses get misses; a
+/// refused opaque counts nothing.
+#[test]
+fn meta_stats_count_as_memcached() {
+    let long_opaque = format!("O{}", "o".repeat(40));
+    let input = format!(
+        "ms a 1\r\nx\r\nmg a v\r\nmg a T10\r\nmg nope T10\r\nmg nope v\r\nmg viv N10\r\nmg a {long_opaque}\r\nme a\r\nme nope\r\nmd a I\r\nmd a C999\r\nmd viv x\r\nmd nope\r\nstats\r\n"
+    );
+    // (Engines differ in `bytes`: each engine is checked on its own.)
+    for reply in exchange_per_engine(Settings { threads: 1, ..Settings::default() }, input.as_bytes()) {
+        let reply = String::from_utf8_lossy(&reply);
+        let stat = |name: &str| {
+            let prefix = format!("STAT {name} ");
+            reply.lines().find_map(|l| l.strip_prefix(prefix.as_str())).map(str::to_owned).unwrap_or_default()
+        };
+        let names = ["cmd_get", "get_hits", "get_misses", "cmd_touch", "touch_hits", "touch_misses", "cmd_meta", "delete_hits", "delete_misses"];
+        let got: Vec<String> = names.iter().map(|n| stat(n)).collect();
+        assert_eq!(got, ["4", "2", "2", "1", "1", "0", "2", "1", "2"], "{reply}");
+    }
 }

@@ -79,7 +79,6 @@ impl<'a> Executor<'a> {
     }
 
     pub(super) fn meta_get(&self, req: &MetaRequest<'_>, out: &mut Vec<u8>) {
-        WorkerStats::incr(&self.stats.cmd_meta);
         let now = self.now();
         let f = &req.flags;
         let ttl = self.opt_expiry(f.new_ttl);
@@ -169,14 +168,19 @@ impl<'a> Executor<'a> {
             }
             GetAction { set_token_sent: won }
         });
-        if ttl.is_some() {
-            WorkerStats::incr(&self.stats.cmd_touch);
-            WorkerStats::incr(if hit { &self.stats.touch_hits } else { &self.stats.touch_misses });
-        }
-        WorkerStats::incr(&self.stats.cmd_get);
-        WorkerStats::incr(if hit { &self.stats.get_hits } else { &self.stats.get_misses });
+        // As memcached counts mg: nothing when the opaque is refused; a hit
+        // (or an item N created) that applied T is a touch, any other hit
+        // a get; a miss is a get miss, T or not.
         if bad_opaque {
             return reply(out, "CLIENT_ERROR opaque token too long", false);
+        }
+        let touched = hit && opts.touch.is_some();
+        if touched {
+            WorkerStats::incr(&self.stats.cmd_touch);
+            WorkerStats::incr(&self.stats.touch_hits);
+        } else {
+            WorkerStats::incr(&self.stats.cmd_get);
+            WorkerStats::incr(if hit { &self.stats.get_hits } else { &self.stats.get_misses });
         }
         if hit {
             self.pin(key);
@@ -201,7 +205,6 @@ impl<'a> Executor<'a> {
     }
 
     pub fn meta_set(&self, req: &MetaRequest<'_>, data: &[u8], out: &mut Vec<u8>) {
-        WorkerStats::incr(&self.stats.cmd_meta);
         let (value, tail) = data.split_at(data.len() - 2);
         if tail != b"\r\n" {
             reply(out, BAD_CHUNK, false);
@@ -268,7 +271,6 @@ impl<'a> Executor<'a> {
     }
 
     pub(super) fn meta_delete(&self, req: &MetaRequest<'_>, out: &mut Vec<u8>) {
-        WorkerStats::incr(&self.stats.cmd_meta);
         let f = &req.flags;
         // `x` (1.6.45) leaves an empty item with the `F` flags and the `T`
         // TTL (none without `T`).
@@ -286,7 +288,10 @@ impl<'a> Executor<'a> {
         };
         let code: &[u8] = match self.shared.engine.delete(&del, self.now()) {
             DeleteResult::Deleted => {
-                WorkerStats::incr(&self.stats.delete_hits);
+                // memcached counts no hit for an item marked stale (I).
+                if !f.invalidate {
+                    WorkerStats::incr(&self.stats.delete_hits);
+                }
                 if f.quiet {
                     return;
                 }
@@ -308,7 +313,6 @@ impl<'a> Executor<'a> {
     }
 
     pub(super) fn meta_arith(&self, req: &MetaRequest<'_>, out: &mut Vec<u8>) {
-        WorkerStats::incr(&self.stats.cmd_meta);
         let f = &req.flags;
         let incr = !matches!(f.mode, Some(b'D' | b'd' | b'-'));
         let ttl = self.opt_expiry(f.new_ttl);
@@ -432,5 +436,7 @@ impl<'a> Executor<'a> {
         if !hit {
             out.extend_from_slice(b"EN\r\n");
         }
+        // memcached's cmd_meta counts `me` only.
+        WorkerStats::incr(&self.stats.cmd_meta);
     }
 }
