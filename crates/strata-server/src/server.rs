@@ -231,8 +231,9 @@ fn accept_loop(shared: Arc<Shared>, mut poll: Poll, listeners: Vec<Listener>, ha
         shared.clock.tick();
         let now = shared.clock.now();
         if now != maintained {
-            // Once a second: reclaim expired segments with no request's help.
-            shared.engine.maintain(now);
+            // Once a second: reclaim expired segments with no request's help,
+            // while the LRU crawler (memcached's background reclaimer) is on.
+            shared.engine.maintain(now, shared.ops.crawler.enabled());
             maintained = now;
         }
         if shared.is_shutting_down() {

@@ -5,7 +5,8 @@
 //! ```text
 //!  ClassTally (one per shard)
 //!    counters[0..=63]: ClassCounters   index = memcached class id (classes.rs)
-//!      population: number_hot, number_warm, mem_requested   (+ on link, - on unlink)
+//!      population: number_hot, number_warm, mem_requested   (+ on link, - on unlink),
+//!                  number_max (the peak, for the pages memcached would keep)
 //!      requests:   get_hits, touch_hits, hits_to_hot/warm, cmd_set, delete_hits,
 //!                  incr_hits, decr_hits, cas_hits, cas_badval
 //!      departures: evicted*, reclaimed, expired_unfetched, outofmemory, moves_*
@@ -35,6 +36,10 @@ pub struct ClassCounters {
     pub number_warm: u64,
     /// Sum of memcached item sizes of the live items (`mem_requested`).
     pub mem_requested: u64,
+    /// The most items the class has held at once: memcached keeps the
+    /// pages a class took, so `stats slabs` still lists a class emptied
+    /// since, with the pages its peak needed.
+    pub number_max: u64,
     pub get_hits: u64,
     pub touch_hits: u64,
     pub hits_to_hot: u64,
@@ -80,7 +85,7 @@ impl ClassCounters {
             ($($f:ident),*) => { $( self.$f += o.$f; )* };
         }
         sum!(
-            number_hot, number_warm, mem_requested, get_hits, touch_hits, hits_to_hot, hits_to_warm, cmd_set,
+            number_hot, number_warm, mem_requested, number_max, get_hits, touch_hits, hits_to_hot, hits_to_warm, cmd_set,
             delete_hits, incr_hits, decr_hits, cas_hits, cas_badval, evicted, evicted_nonzero, evicted_active,
             evicted_unfetched, reclaimed, expired_unfetched, outofmemory, moves_to_warm, moves_within_lru
         );
@@ -98,6 +103,7 @@ impl ClassCounters {
             number_hot: self.number_hot,
             number_warm: self.number_warm,
             mem_requested: self.mem_requested,
+            number_max: self.number_max,
             ..ClassCounters::default()
         };
     }
@@ -149,6 +155,7 @@ impl ClassTally {
             Queue::Hot => c.number_hot += 1,
             Queue::Warm => c.number_warm += 1,
         }
+        c.number_max = c.number_max.max(c.number_hot + c.number_warm);
         c.mem_requested += size as u64;
         if let Some(sizes) = &mut self.sizes {
             let bucket = size.div_ceil(SIZE_BUCKET_BYTES);

@@ -336,9 +336,10 @@ pub trait Engine: Send + Sync {
     fn set_memory_limit(&self, bytes: u64);
 
     /// Background work, called once a clock tick (every second) by the
-    /// server: reclaim memory of expired items without waiting for a request
-    /// to touch them. Bounded per call.
-    fn maintain(&self, _now: RelTime) {}
+    /// server: with `reclaim_expired` (memcached's LRU crawler enabled),
+    /// reclaim memory of expired items without waiting for a request to
+    /// touch them, bounded per call; a memory file also records its state.
+    fn maintain(&self, _now: RelTime, _reclaim_expired: bool) {}
 
     /// Per-class counters (`stats items`, `stats slabs`, `stats sizes`),
     /// summed over the engine's shards; `now` dates the ages. The default

@@ -201,7 +201,7 @@ fn apply(store: &dyn Engine, op: &Op, step: usize, now: RelTime) -> String {
             String::new()
         }
         Op::Tick { .. } => {
-            store.maintain(now);
+            store.maintain(now, true);
             String::new()
         }
     }

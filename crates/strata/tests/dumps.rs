@@ -297,6 +297,39 @@ fn crawl_reclaims_expired_items() {
     assert!(stats.contains(&"STAT crawler_items_checked 65\r\n".to_string()), "{stats:?}");
 }
 
+/// With the crawler off (`-o no_lru_crawler`, memcached's t/lru-crawler.t
+/// setup) nothing reclaims expired items in the background, not even whole
+/// expired segments: a crawl finds them and counts them per class, and
+/// `stats slabs` keeps listing the class once it is empty, as memcached
+/// keeps a class's pages.
+#[test]
+fn crawler_off_leaves_expired_items_to_a_crawl() {
+    let strata = Server::strata(&["-o", "no_lru_crawler"]);
+    let mut s = Client::to(strata.addr);
+    for i in 0..30 {
+        assert_eq!(s.ask(&format!("set sfoo{i} 0 1 2\r\nok\r\n")), "STORED\r\n");
+    }
+    std::thread::sleep(Duration::from_millis(2500));
+    let slabs = s.until("stats slabs\r\n", "END\r\n");
+    assert!(slabs.contains(&"STAT 1:used_chunks 30\r\n".to_string()), "{slabs:?}");
+    assert_eq!(s.ask("lru_crawler crawl 1\r\n"), "CLIENT_ERROR lru crawler disabled\r\n");
+    assert_eq!(s.ask("lru_crawler enable\r\n"), "OK\r\n");
+    assert_eq!(s.ask("lru_crawler crawl 1\r\n"), "OK\r\n");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while running(&mut s) {
+        assert!(Instant::now() < deadline, "crawl never ended");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let slabs = s.until("stats slabs\r\n", "END\r\n");
+    for want in ["STAT 1:used_chunks 0\r\n", "STAT 1:total_pages 1\r\n", "STAT active_slabs 1\r\n"] {
+        assert!(slabs.contains(&want.to_string()), "{want} in {slabs:?}");
+    }
+    let items = s.until("stats items\r\n", "END\r\n");
+    assert_eq!(items, ["END\r\n"], "an empty class has no items lines");
+    let stats = s.until("stats\r\n", "END\r\n");
+    assert!(stats.contains(&"STAT crawler_reclaimed 30\r\n".to_string()), "{stats:?}");
+}
+
 /// `stats cachedump` stops at memcached's 2 MiB, with its END.
 #[test]
 fn cachedump_is_capped_at_two_mebibytes() {

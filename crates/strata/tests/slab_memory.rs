@@ -102,7 +102,7 @@ fn cache_memlimit_grows_and_shrinks_total_malloced() {
 #[test]
 fn past_four_gib_limit_and_malloced_are_64_bit() {
     let mut child = Command::new(common::BIN)
-        .args(["-p", "0", "-v", "-U", "0", "-m", "4098", "-M"])
+        .args(["-p", "-1", "-v", "-U", "0", "-m", "4098", "-M"])
         .env("T_MEMD_INITIAL_MALLOC", "4294967328")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

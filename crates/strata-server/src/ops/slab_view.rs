@@ -74,24 +74,26 @@ pub(crate) fn items(exec: &Executor<'_>, out: &mut Stats) {
     }
 }
 
-/// Pages a class would hold in memcached for its live items.
-fn pages(classes: &SlabClasses, id: usize, used: u64) -> u64 {
-    used.div_ceil(classes.chunks_per_page(id) as u64).max(1)
+/// Pages a class would hold in memcached: enough for the most items it
+/// has held at once (memcached does not give a class's pages back).
+fn pages(classes: &SlabClasses, id: usize, peak: u64) -> u64 {
+    peak.div_ceil(classes.chunks_per_page(id) as u64).max(1)
 }
 
 pub(crate) fn slabs(exec: &Executor<'_>, out: &mut Stats) {
     let stats = exec.shared.engine.class_stats(exec.shared.clock.now());
     let classes = exec.shared.settings.slab_classes();
     let mut active = 0;
-    for (id, c) in live_classes(&stats) {
+    for (id, c) in stats.classes.iter().enumerate().skip(1).filter(|(_, c)| c.number_max > 0) {
         active += 1;
         let per_page = classes.chunks_per_page(id) as u64;
         let used = c.number();
-        let total = pages(&classes, id, used) * per_page;
+        let total_pages = pages(&classes, id, c.number_max.max(used));
+        let total = total_pages * per_page;
         let fields: [(&str, u64); 15] = [
             ("chunk_size", classes.chunk_size(id) as u64),
             ("chunks_per_page", per_page),
-            ("total_pages", pages(&classes, id, used)),
+            ("total_pages", total_pages),
             ("total_chunks", total),
             ("used_chunks", used),
             ("free_chunks", total - used),

@@ -1014,8 +1014,8 @@ impl Engine for SegStore {
         self.walk_step(cursor, budget, now, visit)
     }
 
-    fn maintain(&self, now: RelTime) {
-        for shard in self.shards.iter() {
+    fn maintain(&self, now: RelTime, reclaim_expired: bool) {
+        for shard in self.shards.iter().filter(|_| reclaim_expired) {
             lock(shard).reclaim_expired(&self.g, now, shard::RECLAIM_PER_TICK, None);
         }
         self.persist_state();
