@@ -82,6 +82,10 @@ pub enum Command<'a> {
     MetaDebug { key: &'a [u8], base64: bool },
     /// `lru_crawler ...`, `lru ...`, `slabs ...` (see [`crate::admin`]).
     Admin(crate::admin::Admin),
+    /// `debugtime p|r|<seconds>`: only debug builds parse it, as only
+    /// memcached's debug build (`memcached-debug`, which its test suite
+    /// runs) has it; it moves the server's clock.
+    DebugTime(DebugTime),
     /// Answer with this line; silent when `noreply`; then discard `swallow`
     /// bytes (a refused data block and its `\r\n`).
     Error { reply: &'static str, noreply: bool, swallow: usize },
@@ -160,8 +164,28 @@ fn unknown(t: Tokens<'_>) -> Command<'_> {
         b"lru_crawler" => Command::Admin(crate::admin::lru_crawler(&t)),
         b"lru" => Command::Admin(crate::admin::lru(&t)),
         b"slabs" => Command::Admin(crate::admin::slabs(&t)),
+        b"debugtime" if cfg!(debug_assertions) => debugtime(&t),
         _ if t.len() > 1 && t.get(t.len() - 1).starts_with(b"HTTP/") => Command::Close,
         _ => error("ERROR"),
+    }
+}
+
+/// What `debugtime` asks of the clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DebugTime {
+    Pause,
+    Resume,
+    Advance(i64),
+}
+
+fn debugtime(t: &Tokens<'_>) -> Command<'static> {
+    match t.get(1) {
+        b"p" => Command::DebugTime(DebugTime::Pause),
+        b"r" => Command::DebugTime(DebugTime::Resume),
+        word => match std::str::from_utf8(word).ok().and_then(|w| w.parse::<i64>().ok()) {
+            Some(secs) => Command::DebugTime(DebugTime::Advance(secs)),
+            None => error("ERROR"),
+        },
     }
 }
 
@@ -424,6 +448,20 @@ mod tests {
         match parse_command(line) {
             Command::Error { reply, .. } => reply,
             other => panic!("expected an error for {:?}, got {other:?}", String::from_utf8_lossy(line)),
+        }
+    }
+
+    /// Only a debug build knows `debugtime`, as only memcached-debug does.
+    #[test]
+    fn debugtime_only_in_debug_builds() {
+        if cfg!(debug_assertions) {
+            assert!(matches!(parse_command(b"debugtime 5"), Command::DebugTime(DebugTime::Advance(5))));
+            assert!(matches!(parse_command(b"debugtime p"), Command::DebugTime(DebugTime::Pause)));
+            assert!(matches!(parse_command(b"debugtime r"), Command::DebugTime(DebugTime::Resume)));
+            assert_eq!(reply(b"debugtime"), "ERROR");
+            assert_eq!(reply(b"debugtime x"), "ERROR");
+        } else {
+            assert_eq!(reply(b"debugtime 5"), "ERROR");
         }
     }
 

@@ -11,7 +11,7 @@
 //! start, to place absolute times; [`Clock::tick`] is called by a timer (or by
 //! tests with a simulated time) and the hot path reads one atomic.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// Seconds on the server's relative clock.
@@ -30,6 +30,10 @@ pub struct Clock {
     /// Relative time at `started`.
     start_rel: RelTime,
     now: AtomicU32,
+    /// Seconds `debugtime` moved the clock by, and whether it stopped it
+    /// (memcached's debug builds; read only by `tick`).
+    skew_s: AtomicI64,
+    paused: AtomicBool,
 }
 
 /// The wall clock, in unix seconds.
@@ -50,6 +54,8 @@ impl Clock {
             started: Instant::now(),
             start_rel: CLOCK_START,
             now: AtomicU32::new(CLOCK_START),
+            skew_s: AtomicI64::new(0),
+            paused: AtomicBool::new(false),
         }
     }
 
@@ -58,7 +64,14 @@ impl Clock {
     /// meaning, and the downtime counts towards every TTL.
     pub fn resuming(origin: i64) -> Clock {
         let rel = (unix_time() - origin).clamp(i64::from(CLOCK_START), i64::from(u32::MAX / 2)) as RelTime;
-        Clock { process_started_unix: origin, started: Instant::now(), start_rel: rel, now: AtomicU32::new(rel) }
+        Clock {
+            process_started_unix: origin,
+            started: Instant::now(),
+            start_rel: rel,
+            now: AtomicU32::new(rel),
+            skew_s: AtomicI64::new(0),
+            paused: AtomicBool::new(false),
+        }
     }
 
     /// Current relative time, as of the last tick.
@@ -69,8 +82,25 @@ impl Clock {
 
     /// Advance from the monotonic source; called by the server's timer.
     pub fn tick(&self) {
-        let elapsed = self.started.elapsed().as_secs().min(u64::from(u32::MAX / 2)) as u32;
-        self.now.store(self.start_rel.saturating_add(elapsed), Ordering::Relaxed);
+        if self.paused.load(Ordering::Relaxed) {
+            return;
+        }
+        let elapsed = self.started.elapsed().as_secs().min(u64::from(u32::MAX / 2)) as i64;
+        let now = i64::from(self.start_rel) + elapsed + self.skew_s.load(Ordering::Relaxed);
+        self.now.store(now.clamp(1, i64::from(u32::MAX / 2)) as RelTime, Ordering::Relaxed);
+    }
+
+    /// memcached's `debugtime <seconds>` (debug builds): move the clock.
+    pub fn debug_advance(&self, secs: i64) {
+        self.skew_s.fetch_add(secs, Ordering::Relaxed);
+        let now = i64::from(self.now()) + secs;
+        self.now.store(now.clamp(1, i64::from(u32::MAX / 2)) as RelTime, Ordering::Relaxed);
+    }
+
+    /// memcached's `debugtime p` / `debugtime r`: stop the clock, or let it
+    /// run again from the real time.
+    pub fn debug_pause(&self, paused: bool) {
+        self.paused.store(paused, Ordering::Relaxed);
     }
 
     /// Set the relative time directly (tests with a simulated clock).
@@ -126,5 +156,23 @@ mod tests {
         assert_eq!(clock.expiry(REALTIME_MAXDELTA), REALTIME_MAXDELTA as u32 + 62);
         assert_eq!(clock.expiry(1_700_000_100), 162);
         assert_eq!(clock.expiry(1_600_000_000), 1);
+    }
+
+    #[test]
+    fn debugtime_moves_and_stops_the_clock() {
+        let clock = Clock::starting_at(1_700_000_000);
+        clock.debug_advance(3);
+        assert_eq!(clock.now(), 65);
+        clock.tick();
+        assert_eq!(clock.now(), 65, "a tick keeps the skew");
+        clock.debug_advance(-10);
+        assert_eq!(clock.now(), 55);
+        clock.debug_pause(true);
+        clock.debug_advance(1);
+        clock.tick();
+        assert_eq!(clock.now(), 56, "paused: ticks do not move it");
+        clock.debug_pause(false);
+        clock.tick();
+        assert_eq!(clock.now(), 56);
     }
 }

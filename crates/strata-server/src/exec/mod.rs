@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use strata_proto::command::BAD_CHUNK;
 use strata_proto::number::push_u64;
-use strata_proto::{Command, GetKind, StoreCommand, StoreVerb, KEY_MAX_LENGTH};
+use strata_proto::{Command, DebugTime, GetKind, StoreCommand, StoreVerb, KEY_MAX_LENGTH};
 use strata_store::{
     DeleteRequest, DeleteResult, DeltaMode, DeltaRequest, DeltaResult, GetAction, GetOptions,
     StoreMode, StoreRequest, StoreResult,
@@ -207,6 +207,15 @@ impl<'a> Executor<'a> {
             Command::MetaDebug { key, base64 } => self.meta_debug(key, base64, out),
             Command::Error { reply: line, noreply, .. } => reply(out, line, noreply),
             Command::Admin(cmd) => crate::ops::admin(self, cmd, out),
+            Command::DebugTime(change) => {
+                let clock = &self.shared.clock;
+                match change {
+                    DebugTime::Pause => clock.debug_pause(true),
+                    DebugTime::Resume => clock.debug_pause(false),
+                    DebugTime::Advance(secs) => clock.debug_advance(secs),
+                }
+                reply(out, "OK", false);
+            }
             Command::Close => return Flow::Close,
             Command::Store(_) | Command::MetaSet { .. } => {
                 unreachable!("storage commands go through admit_value and store")
