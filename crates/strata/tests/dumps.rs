@@ -9,39 +9,13 @@
 //! space before the newline.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Command, Stdio};
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 mod common;
 
 use common::Server;
 
-fn start_memcached(extra: &[&str]) -> Option<Server> {
-    for _ in 0..20 {
-        let port = TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
-        let mut cmd = Command::new("memcached");
-        cmd.args(["-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1", "-t", "2"]).args(extra);
-        if Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false) {
-            cmd.args(["-u", "root"]);
-        }
-        let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().ok()?;
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let mut server = Server { child, addr };
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if TcpStream::connect(addr).is_ok() {
-                return Some(server);
-            }
-            if let Ok(Some(_)) = server.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = server.child.kill();
-    }
-    None
-}
 
 struct Client {
     stream: TcpStream,
@@ -100,7 +74,7 @@ fn fill(c: &mut Client) {
 
 #[test]
 fn dump_shapes_match_memcached() {
-    let Some(mc) = start_memcached(&[]) else {
+    let Some(mc) = Server::memcached(&[]) else {
         eprintln!("memcached not installed: skipping the comparison");
         return;
     };
@@ -173,7 +147,7 @@ fn dump_shapes_match_memcached() {
 
 #[test]
 fn admin_replies_match_memcached() {
-    let Some(mc) = start_memcached(&[]) else {
+    let Some(mc) = Server::memcached(&[]) else {
         eprintln!("memcached not installed: skipping the comparison");
         return;
     };

@@ -33,8 +33,7 @@
 //! replies.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Command, Stdio};
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 mod common;
@@ -65,43 +64,12 @@ impl Rng {
 }
 
 fn start_memcached() -> Option<Server> {
-    for _ in 0..20 {
-        let port = TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
-        let mut cmd = Command::new("memcached");
-        // Without its LRU maintainer and crawler threads, memcached decides
-        // deterministically whether incr/decr rewrite an item in place (those
-        // threads hold item references at unpredictable moments).
-        cmd.args(["-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1", "-t", "2"]);
-        cmd.args(["-o", "no_lru_crawler,no_lru_maintainer"]);
-        // Room for every key's largest value: which item an eviction picks
-        // is each engine's own business, not the protocol's.
-        cmd.args(["-m", "1024"]);
-        if is_root() {
-            cmd.args(["-u", "root"]); // memcached refuses root without -u
-        }
-        let child = match cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn() {
-            Ok(child) => child,
-            Err(_) => return None,
-        };
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let mut server = Server { child, addr };
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if TcpStream::connect(addr).is_ok() {
-                return Some(server);
-            }
-            if let Ok(Some(_)) = server.child.try_wait() {
-                break; // lost the port to someone else: try another
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = server.child.kill();
-    }
-    None
-}
-
-fn is_root() -> bool {
-    Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false)
+    // Without its LRU maintainer and crawler threads, memcached decides
+    // deterministically whether incr/decr rewrite an item in place (those
+    // threads hold item references at unpredictable moments). Room for
+    // every key's largest value: which item an eviction picks is each
+    // engine's own business, not the protocol's.
+    Server::memcached(&["-o", "no_lru_crawler,no_lru_maintainer", "-m", "1024"])
 }
 
 fn start_strata() -> Server {

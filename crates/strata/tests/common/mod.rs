@@ -112,6 +112,35 @@ impl Server {
         Server { child, addr: addrs[0] }
     }
 
+    /// Debian's memcached on a free port with `args` (UDP off, 2 threads,
+    /// `-u root` when root, as it refuses root without it); None when it is
+    /// not installed.
+    pub fn memcached(args: &[&str]) -> Option<Server> {
+        for _ in 0..20 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+            let mut cmd = Command::new("memcached");
+            cmd.args(["-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1", "-t", "2"]).args(args);
+            if is_root() {
+                cmd.args(["-u", "root"]);
+            }
+            let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().ok()?;
+            let addr = SocketAddr::from(([127, 0, 0, 1], port));
+            let mut server = Server { child, addr };
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while std::time::Instant::now() < deadline {
+                if TcpStream::connect(addr).is_ok() {
+                    return Some(server);
+                }
+                if let Ok(Some(_)) = server.child.try_wait() {
+                    break; // lost the port to someone else: try another
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = server.child.kill();
+        }
+        None
+    }
+
     pub fn rss_bytes(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).expect("proc status");
         let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS line");
@@ -124,4 +153,8 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+pub fn is_root() -> bool {
+    Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false)
 }
