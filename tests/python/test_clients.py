@@ -83,7 +83,7 @@ def exercise(client, noreply):
 def test_pymemcache_client(server, noreply):
     client = Client((server.host, server.port), default_noreply=noreply)
     exercise(client, noreply)
-    assert client.version().startswith(b"1.6.18")
+    assert client.version() == b"1.6.45"  # digits only: the memcached release whose protocol Strata speaks
     stats = client.stats()
     assert stats[b"cmd_get"] > 0 and b"curr_items" in stats
     client.close()
