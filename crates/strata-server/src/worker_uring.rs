@@ -284,6 +284,8 @@ impl UringWorker {
                     self.yielded.push(index);
                 }
                 Progress::NeedInput if client.eof => client.close_after_write = true,
+                // A watcher's client went away (it sends nothing else).
+                Progress::Dumping if client.eof && client.conn.is_watching() => client.closing = true,
                 Progress::Dumping => self.dumping.push(index),
                 Progress::NeedInput | Progress::OutputFull => {}
             }

@@ -286,11 +286,20 @@ impl<'a> Executor<'a> {
             empty,
             new_cas: f.explicit_cas,
         };
+        // memcached logs a deletion unless the item is only marked stale (I).
+        let watched = (!f.invalidate && crate::ops::watch::wants(self, strata_proto::admin::watch::DELETIONS))
+            .then(|| crate::ops::watch::peek(self, del.key))
+            .flatten()
+            // With `x` memcached logs the emptied item it put in place.
+            .map(|item| if f.remove_value { (f.client_flags.unwrap_or(0), 0) } else { item });
         let code: &[u8] = match self.shared.engine.delete(&del, self.now()) {
             DeleteResult::Deleted => {
                 // memcached counts no hit for an item marked stale (I).
                 if !f.invalidate {
                     WorkerStats::incr(&self.stats.delete_hits);
+                }
+                if let Some(item) = watched {
+                    crate::ops::watch::deleted(self, del.key, item, crate::ops::watch::DeleteCmd::Md);
                 }
                 if f.quiet {
                     return;

@@ -23,7 +23,9 @@ use strata_store::{
     StoreMode, StoreRequest, StoreResult,
 };
 
+use crate::ops::watch;
 use crate::shared::Shared;
+use strata_proto::admin::watch as streams;
 use crate::stats::WorkerStats;
 
 /// What the connection does after a command.
@@ -369,9 +371,13 @@ impl<'a> Executor<'a> {
             self.shared.ops.detail.record_delete(key);
         }
         let req = DeleteRequest { key, ..DeleteRequest::default() };
+        let watched = watch::wants(self, streams::DELETIONS).then(|| watch::peek(self, key)).flatten();
         match self.shared.engine.delete(&req, self.now()) {
             DeleteResult::Deleted => {
                 WorkerStats::incr(&self.stats.delete_hits);
+                if let Some(item) = watched {
+                    watch::deleted(self, key, item, watch::DeleteCmd::Delete);
+                }
                 reply(out, "DELETED", noreply);
             }
             _ => {

@@ -1,0 +1,187 @@
+//! `watch` on both I/O engines: each stream's line format as memcached
+//! 1.6.45 prints it (observed on the wire against 1.6.45 built from
+//! source; Debian's 1.6.18 has no `deletions` stream and prints `ts=`
+//! differently, so the format is written out here rather than compared
+//! with the differential reference), bad input, `-W`, and a watcher that
+//! never reads while a load runs.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use strata_server::settings::IoEngine;
+use strata_server::{Server, Settings};
+use strata_store::{EngineConfig, SegStore};
+
+fn start(io_engine: IoEngine, watch_enabled: bool) -> (Server, SocketAddr) {
+    let settings = Settings { tcp_listen: vec!["127.0.0.1:0".parse().unwrap()], threads: 2, io_engine, watch_enabled, ..Settings::default() };
+    let server = Server::start(settings, Box::new(SegStore::new(EngineConfig::default()))).unwrap();
+    let addr = server.tcp_addrs[0];
+    (server, addr)
+}
+
+fn connect(addr: SocketAddr) -> (TcpStream, BufReader<TcpStream>) {
+    let stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let reader = BufReader::new(stream.try_clone().unwrap());
+    (stream, reader)
+}
+
+fn line(r: &mut BufReader<TcpStream>) -> String {
+    let mut l = String::new();
+    r.read_line(&mut l).unwrap();
+    l
+}
+
+/// Send `cmd` and read one reply line.
+fn ask(w: &mut TcpStream, r: &mut BufReader<TcpStream>, cmd: &str) -> String {
+    w.write_all(cmd.as_bytes()).unwrap();
+    line(r)
+}
+
+/// A log line split into its gid and what follows `ts=<s>.<us> gid=<n> `.
+fn parse(l: &str) -> (u64, String) {
+    let l = l.strip_suffix('\n').unwrap_or_else(|| panic!("no newline: {l:?}"));
+    assert!(!l.ends_with('\r'), "memcached ends log lines with a bare newline: {l:?}");
+    let mut words = l.splitn(3, ' ');
+    let ts = words.next().unwrap().strip_prefix("ts=").unwrap_or_else(|| panic!("{l}"));
+    let (sec, usec) = ts.split_once('.').unwrap();
+    assert!(sec.parse::<u64>().unwrap() > 1_600_000_000, "{l}");
+    assert!(usec.parse::<u32>().unwrap() < 1_000_000 && !usec.starts_with('0') || usec == "0", "unpadded usec: {l}");
+    let gid = words.next().unwrap().strip_prefix("gid=").unwrap().parse().unwrap();
+    (gid, words.next().unwrap().to_string())
+}
+
+fn stat(addr: SocketAddr, name: &str) -> u64 {
+    let (mut w, mut r) = connect(addr);
+    w.write_all(b"stats\r\n").unwrap();
+    let mut found = None;
+    loop {
+        let l = line(&mut r);
+        if l == "END\r\n" {
+            return found.unwrap_or_else(|| panic!("no stat {name}"));
+        }
+        let mut f = l.split_whitespace().skip(1);
+        if f.next() == Some(name) {
+            found = f.next().and_then(|v| v.parse().ok());
+        }
+    }
+}
+
+#[test]
+fn watch_deletions_prints_memcached_145_lines_on_both_engines() {
+    for engine in [IoEngine::Epoll, IoEngine::Uring] {
+        let (_server, addr) = start(engine, true);
+        let (mut ww, mut wr) = connect(addr);
+        assert_eq!(ask(&mut ww, &mut wr, "watch deletions\r\n"), "OK\r\n");
+        let (mut c, mut cr) = connect(addr);
+        for (cmd, reply) in [
+            ("set foo 5 0 3\r\nbar\r\n", "STORED\r\n"),
+            ("delete foo\r\n", "DELETED\r\n"),
+            ("delete nope\r\n", "NOT_FOUND\r\n"),
+            ("set a%b 0 0 10\r\n0123456789\r\n", "STORED\r\n"),
+            ("md a%b\r\n", "HD\r\n"),
+            // Marked stale only: not a deletion.
+            ("ms s 2\r\nhi\r\n", "HD\r\n"),
+            ("md s I\r\n", "HD\r\n"),
+            // Emptied: logged with the empty item's size.
+            ("ms k 2 F7\r\nhi\r\n", "HD\r\n"),
+            ("md k x\r\n", "HD\r\n"),
+            ("set big 0 0 3000\r\n".to_owned().leak(), "STORED\r\n"),
+        ] {
+            let cmd = if cmd.starts_with("set big") { format!("{cmd}{}\r\n", "v".repeat(3000)) } else { cmd.to_string() };
+            assert_eq!(ask(&mut c, &mut cr, &cmd), reply, "{engine:?} {cmd}");
+        }
+        assert_eq!(ask(&mut c, &mut cr, "delete big\r\n"), "DELETED\r\n");
+        let want = [
+            "type=deleted key=foo cmd=delete clsid=1 size=3",
+            "type=deleted key=a%25b cmd=md clsid=1 size=10",
+            "type=deleted key=k cmd=md clsid=1 size=0",
+            "type=deleted key=big cmd=delete clsid=17 size=3000",
+        ];
+        let mut last_gid = 0;
+        for want in want {
+            let (gid, rest) = parse(&line(&mut wr));
+            assert!(gid > last_gid, "{engine:?}: gids increase");
+            last_gid = gid;
+            assert_eq!(rest, want, "{engine:?}");
+        }
+        assert_eq!(stat(addr, "log_watchers"), 1);
+        assert_eq!(stat(addr, "log_watcher_sent"), 4);
+        assert_eq!(stat(addr, "log_worker_written"), 4);
+        drop((ww, wr));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while stat(addr, "log_watchers") != 0 {
+            assert!(Instant::now() < deadline, "{engine:?}: watcher not detached");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // No watcher: nothing is logged.
+        assert_eq!(ask(&mut c, &mut cr, "set foo 0 0 1\r\nx\r\n"), "STORED\r\n");
+        assert_eq!(ask(&mut c, &mut cr, "delete foo\r\n"), "DELETED\r\n");
+        assert_eq!(stat(addr, "log_worker_written"), 4);
+    }
+}
+
+#[test]
+fn watch_refusals_as_memcached_145() {
+    let (_server, addr) = start(IoEngine::Epoll, true);
+    let (mut w, mut r) = connect(addr);
+    assert_eq!(ask(&mut w, &mut r, "watch bogus\r\n"), "ERROR\r\n");
+    assert_eq!(ask(&mut w, &mut r, "watch fetchers deletionsX\r\n"), "ERROR\r\n");
+    // Replies still held for the connection: memcached refuses.
+    assert_eq!(ask(&mut w, &mut r, "get a\r\nwatch\r\n"), "END\r\n");
+    assert_eq!(line(&mut r), "ERROR cannot pipeline other commands before watch\r\n");
+    // Abbreviations are memcached's too: `d` is deletions.
+    assert_eq!(ask(&mut w, &mut r, "watch d\r\n"), "OK\r\n");
+
+    let (_server, addr) = start(IoEngine::Epoll, false);
+    let (mut w, mut r) = connect(addr);
+    assert_eq!(ask(&mut w, &mut r, "watch\r\n"), "CLIENT_ERROR watch commands not allowed\r\n");
+    // -W is checked first.
+    assert_eq!(ask(&mut w, &mut r, "watch bogus\r\n"), "CLIENT_ERROR watch commands not allowed\r\n");
+    assert_eq!(ask(&mut w, &mut r, "version\r\n").split_whitespace().next(), Some("VERSION"));
+}
+
+#[test]
+fn a_watcher_that_never_reads_blocks_nothing_and_counts_skips() {
+    for engine in [IoEngine::Epoll, IoEngine::Uring] {
+        let (_server, addr) = start(engine, true);
+        let (mut ww, mut wr) = connect(addr);
+        assert_eq!(ask(&mut ww, &mut wr, "watch deletions\r\n"), "OK\r\n");
+        // 200k deletions (~15 MB of log lines) while the watcher reads nothing.
+        let (mut c, mut cr) = connect(addr);
+        let started = Instant::now();
+        for round in 0..20 {
+            let mut batch = Vec::new();
+            for i in 0..10_000 {
+                batch.extend_from_slice(format!("set k{round}_{i} 0 0 1 noreply\r\nv\r\ndelete k{round}_{i} noreply\r\n").as_bytes());
+            }
+            batch.extend_from_slice(b"mn\r\n");
+            c.write_all(&batch).unwrap();
+            assert_eq!(line(&mut cr), "MN\r\n", "{engine:?}");
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "{engine:?}: load took {:?}", started.elapsed());
+        let skipped = stat(addr, "log_watcher_skipped") + stat(addr, "log_worker_dropped");
+        assert!(stat(addr, "log_watcher_skipped") > 0, "{engine:?}");
+        assert!(stat(addr, "log_watcher_sent") + skipped >= 1, "{engine:?}");
+        // Now read: the lines that fitted, then, once a new line fits,
+        // memcached's `skipped=N`.
+        ww.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        let mut sink = Vec::new();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut saw_skipped = false;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !saw_skipped && Instant::now() < deadline {
+            match wr.read(&mut buf) {
+                Ok(0) => panic!("{engine:?}: watcher closed"),
+                Ok(n) => sink.extend_from_slice(&buf[..n]),
+                Err(_) => {
+                    assert_eq!(ask(&mut c, &mut cr, "set again 0 0 1\r\nv\r\n"), "STORED\r\n");
+                    assert_eq!(ask(&mut c, &mut cr, "delete again\r\n"), "DELETED\r\n");
+                }
+            }
+            saw_skipped = sink.split(|&b| b == b'\n').any(|l| l.starts_with(b"skipped=") && l[8..].iter().all(u8::is_ascii_digit));
+        }
+        assert!(saw_skipped, "{engine:?}: no skipped= line");
+    }
+}
