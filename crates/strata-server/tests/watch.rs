@@ -185,3 +185,81 @@ fn a_watcher_that_never_reads_blocks_nothing_and_counts_skips() {
         assert!(saw_skipped, "{engine:?}: no skipped= line");
     }
 }
+
+#[test]
+fn watch_fetchers_and_mutations_print_memcached_145_lines_on_both_engines() {
+    for engine in [IoEngine::Epoll, IoEngine::Uring] {
+        let (_server, addr) = start(engine, true);
+        let (mut ww, mut wr) = connect(addr);
+        assert_eq!(ask(&mut ww, &mut wr, "watch fetchers mutations\r\n"), "OK\r\n");
+        let (mut c, mut cr) = connect(addr);
+        let mut sent = 0;
+        for cmd in [
+            "set foo 5 100 3\r\nbar\r\n",
+            "get foo\r\n",
+            "get nope\r\n",
+            "add foo 0 0 1\r\nx\r\n",
+            "append foo 0 0 1\r\nx\r\n",
+            "prepend nope 0 0 1\r\nx\r\n",
+            "cas foo 0 0 1 999\r\nx\r\n",
+            "replace nope 0 0 1\r\nx\r\n",
+            "mg foo v\r\n",
+            "ms m 2 T50\r\nhi\r\n",
+            "ms m 2 MA\r\nhi\r\n",
+            "touch foo 10\r\n",
+            "set a%b 0 0 1\r\n5\r\n",
+            "incr a%b 1\r\n",
+            "cas nope 0 0 1 5\r\nx\r\n",
+            "delete foo\r\n",
+        ] {
+            c.write_all(cmd.as_bytes()).unwrap();
+            let first = line(&mut cr);
+            if first.starts_with("VALUE ") {
+                line(&mut cr);
+                line(&mut cr);
+            } else if first.starts_with("VA ") {
+                line(&mut cr);
+            }
+            sent += 1;
+        }
+        assert_eq!(sent, 16);
+        // cfd is the connection's `stats conns` id here (memcached: its fd).
+        let cfd = {
+            let (_, rest) = parse(&line(&mut wr));
+            let cfd = rest.split_whitespace().find_map(|w| w.strip_prefix("cfd=")).unwrap().to_string();
+            assert_eq!(rest, format!("type=item_get key=foo status=not_found clsid=0 cfd={cfd} size=0"), "{engine:?}");
+            cfd
+        };
+        let want = [
+            "type=item_store key=foo status=stored cmd=set ttl=100 clsid=1 cfd=C size=3",
+            "type=item_get key=foo status=found clsid=1 cfd=C size=3",
+            "type=item_get key=nope status=not_found clsid=0 cfd=C size=0",
+            "type=item_get key=foo status=found clsid=1 cfd=C size=3",
+            "type=item_store key=foo status=not_stored cmd=add ttl=0 clsid=1 cfd=C size=1",
+            "type=item_get key=foo status=found clsid=1 cfd=C size=3",
+            "type=item_store key=foo status=stored cmd=append ttl=100 clsid=1 cfd=C size=4",
+            "type=item_get key=nope status=not_found clsid=0 cfd=C size=0",
+            "type=item_store key=nope status=not_stored cmd=prepend ttl=0 clsid=1 cfd=C size=1",
+            "type=item_get key=foo status=found clsid=1 cfd=C size=4",
+            "type=item_store key=foo status=exists cmd=cas ttl=0 clsid=1 cfd=C size=1",
+            "type=item_get key=nope status=not_found clsid=0 cfd=C size=0",
+            "type=item_store key=nope status=not_stored cmd=replace ttl=0 clsid=1 cfd=C size=1",
+            "type=item_get key=foo status=found clsid=1 cfd=C size=4",
+            "type=item_get key=m status=not_found clsid=0 cfd=C size=0",
+            "type=item_store key=m status=stored cmd=set ttl=50 clsid=1 cfd=C size=2",
+            "type=item_get key=m status=found clsid=1 cfd=C size=2",
+            "type=item_store key=m status=stored cmd=append ttl=50 clsid=1 cfd=C size=4",
+            "type=item_get key=foo status=found clsid=1 cfd=C size=4",
+            "type=item_get key=a%25b status=not_found clsid=0 cfd=C size=0",
+            "type=item_store key=a%25b status=stored cmd=set ttl=0 clsid=1 cfd=C size=1",
+            "type=item_get key=a%25b status=found clsid=1 cfd=C size=1",
+            "type=item_get key=nope status=not_found clsid=0 cfd=C size=0",
+            "type=item_store key=nope status=not_found cmd=cas ttl=0 clsid=1 cfd=C size=1",
+            "type=item_get key=foo status=found clsid=1 cfd=C size=4",
+        ];
+        for want in want {
+            let (_, rest) = parse(&line(&mut wr));
+            assert_eq!(rest, want.replace("cfd=C", &format!("cfd={cfd}")), "{engine:?}");
+        }
+    }
+}

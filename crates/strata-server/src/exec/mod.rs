@@ -262,6 +262,7 @@ impl<'a> Executor<'a> {
                 reply(out, GET_KEY_TOO_LONG, false);
                 return;
             }
+            watch::fetched(self, key);
             let opts = GetOptions { touch, ..GetOptions::default() };
             let hit = self.shared.engine.get(key, opts, now, &mut |item, _created| {
                 out.extend_from_slice(b"VALUE ");
@@ -342,8 +343,11 @@ impl<'a> Executor<'a> {
             key_binary: false,
             new_cas: None,
         };
+        let before = watch::fetched(self, cmd.key);
         let result = self.shared.engine.store(&req, self.now());
         self.count_store(mode, result);
+        let ttl = watch::ttl_left(self, req.exptime);
+        watch::stored(self, cmd.key, watch::StoreCmd::of(mode), result, cmd.flags, value.len(), ttl, before);
         let line = match result {
             StoreResult::Stored { .. } => "STORED",
             StoreResult::NotStored => "NOT_STORED",
@@ -370,6 +374,7 @@ impl<'a> Executor<'a> {
         if self.shared.ops.detail.on() {
             self.shared.ops.detail.record_delete(key);
         }
+        watch::fetched(self, key);
         let req = DeleteRequest { key, ..DeleteRequest::default() };
         let watched = watch::wants(self, streams::DELETIONS).then(|| watch::peek(self, key)).flatten();
         match self.shared.engine.delete(&req, self.now()) {
@@ -388,6 +393,7 @@ impl<'a> Executor<'a> {
     }
 
     fn arith(&self, incr: bool, key: &[u8], delta: u64, noreply: bool, out: &mut Vec<u8>) {
+        watch::fetched(self, key);
         let req = DeltaRequest {
             key,
             mode: if incr { DeltaMode::Incr } else { DeltaMode::Decr },
@@ -421,6 +427,7 @@ impl<'a> Executor<'a> {
 
     fn touch(&self, key: &[u8], exptime: i32, noreply: bool, out: &mut Vec<u8>) {
         WorkerStats::incr(&self.stats.cmd_touch);
+        watch::fetched(self, key);
         if self.shared.engine.touch(key, self.expiry(exptime), self.now()) {
             WorkerStats::incr(&self.stats.touch_hits);
             reply(out, "TOUCHED", noreply);

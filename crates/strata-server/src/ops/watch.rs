@@ -112,3 +112,145 @@ pub fn peek(exec: &Executor<'_>, key: &[u8]) -> Option<(u32, usize)> {
     });
     found
 }
+
+/// memcached's `item_get` line for `key`, as its internal lookup logs it
+/// (every command that looks an item up: get family, touch, incr/decr,
+/// delete, storage commands before they store, mg/ms/md): `type=item_get
+/// key=<k> status=found|not_found clsid=<c> cfd=<conn> size=<value bytes>`.
+/// Returns what was found, for a store's line to follow.
+#[inline]
+pub fn fetched(exec: &Executor<'_>, key: &[u8]) -> Option<Found> {
+    if !wants(exec, streams::FETCHERS | streams::MUTATIONS) {
+        return None;
+    }
+    fetched_cold(exec, key)
+}
+
+/// An item as a hook saw it.
+#[derive(Clone, Copy)]
+pub struct Found {
+    pub flags: u32,
+    pub value_len: usize,
+    /// Seconds left (0: no expiry).
+    pub ttl_secs: u32,
+}
+
+#[cold]
+fn fetched_cold(exec: &Executor<'_>, key: &[u8]) -> Option<Found> {
+    let found = peek_found(exec, key);
+    if wants(exec, streams::FETCHERS) {
+        let (class, size) = match found {
+            Some(f) => (class_of(exec, key, (f.flags, f.value_len)), f.value_len),
+            None => (0, 0),
+        };
+        exec.shared.ops.log.log(&exec.shared.worker_stats, exec.stats, streams::FETCHERS, |line| {
+            line.extend_from_slice(b"type=item_get key=");
+            super::dump::uriencode(key, line);
+            line.extend_from_slice(if found.is_some() { b" status=found clsid=" } else { b" status=not_found clsid=" });
+            push_u64(line, class);
+            line.extend_from_slice(b" cfd=");
+            push_u64(line, exec.conn_id);
+            line.extend_from_slice(b" size=");
+            push_u64(line, size as u64);
+        });
+    }
+    found
+}
+
+/// What a storage command was (memcached's `cmd=` of `item_store`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum StoreCmd {
+    Add,
+    Set,
+    Replace,
+    Append,
+    Prepend,
+    Cas,
+}
+
+impl StoreCmd {
+    pub fn of(mode: strata_store::StoreMode) -> StoreCmd {
+        use strata_store::StoreMode as M;
+        match mode {
+            M::Add => StoreCmd::Add,
+            M::Set => StoreCmd::Set,
+            M::Replace => StoreCmd::Replace,
+            M::Append => StoreCmd::Append,
+            M::Prepend => StoreCmd::Prepend,
+            M::Cas => StoreCmd::Cas,
+        }
+    }
+}
+
+/// memcached's `item_store` line: `type=item_store key=<k> status=<s>
+/// cmd=<c> ttl=<secs left> clsid=<c> cfd=<conn> size=<value bytes>`, for
+/// the item the command built (after append/prepend: the joined value
+/// with the old item's TTL). `before` is what [`fetched`] saw.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub fn stored(exec: &Executor<'_>, key: &[u8], cmd: StoreCmd, result: strata_store::StoreResult, flags: u32, value_len: usize, ttl_secs: u32, before: Option<Found>) {
+    if wants(exec, streams::MUTATIONS) {
+        stored_cold(exec, key, cmd, result, flags, value_len, ttl_secs, before);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[cold]
+fn stored_cold(exec: &Executor<'_>, key: &[u8], cmd: StoreCmd, result: strata_store::StoreResult, flags: u32, value_len: usize, ttl_secs: u32, before: Option<Found>) {
+    use strata_store::StoreResult as R;
+    let joined = matches!(cmd, StoreCmd::Append | StoreCmd::Prepend) && matches!(result, R::Stored { .. });
+    let (flags, value_len, ttl_secs) = match before {
+        Some(old) if joined => (old.flags, old.value_len + value_len, old.ttl_secs),
+        _ => (flags, value_len, ttl_secs),
+    };
+    let class = class_of(exec, key, (flags, value_len));
+    let status: &[u8] = match result {
+        R::Stored { .. } => b"stored",
+        R::NotStored => b"not_stored",
+        R::Exists => b"exists",
+        R::NotFound => b"not_found",
+        R::TooLarge => b"too_large",
+        R::OutOfMemory => b"no_memory",
+    };
+    let cmd: &[u8] = match cmd {
+        StoreCmd::Add => b"add",
+        StoreCmd::Set => b"set",
+        StoreCmd::Replace => b"replace",
+        StoreCmd::Append => b"append",
+        StoreCmd::Prepend => b"prepend",
+        StoreCmd::Cas => b"cas",
+    };
+    exec.shared.ops.log.log(&exec.shared.worker_stats, exec.stats, streams::MUTATIONS, |line| {
+        line.extend_from_slice(b"type=item_store key=");
+        super::dump::uriencode(key, line);
+        line.extend_from_slice(b" status=");
+        line.extend_from_slice(status);
+        line.extend_from_slice(b" cmd=");
+        line.extend_from_slice(cmd);
+        line.extend_from_slice(b" ttl=");
+        push_u64(line, u64::from(ttl_secs));
+        line.extend_from_slice(b" clsid=");
+        push_u64(line, class);
+        line.extend_from_slice(b" cfd=");
+        push_u64(line, exec.conn_id);
+        line.extend_from_slice(b" size=");
+        push_u64(line, value_len as u64);
+    });
+}
+
+/// Seconds left of a store request's exptime (0: none).
+pub fn ttl_left(exec: &Executor<'_>, exptime: u32) -> u32 {
+    if exptime == 0 { 0 } else { exptime.saturating_sub(exec.shared.clock.now()) }
+}
+
+fn peek_found(exec: &Executor<'_>, key: &[u8]) -> Option<Found> {
+    let now = exec.shared.clock.now();
+    let mut found = None;
+    let opts = strata_store::GetOptions { no_bump: true, uncounted: true, ..Default::default() };
+    exec.shared.engine.get(key, opts, now, &mut |item, _| {
+        let ttl_secs = if item.meta.exptime == 0 { 0 } else { item.meta.exptime.saturating_sub(now) };
+        found = Some(Found { flags: item.meta.flags, value_len: item.value.len(), ttl_secs });
+        strata_store::GetAction::default()
+    });
+    found
+}
