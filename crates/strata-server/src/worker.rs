@@ -167,6 +167,7 @@ impl Worker {
             }
             let info = Arc::new(ConnInfo::new(new.peer, new.listen, self.shared.clock.now()));
             let id = self.shared.conns.register(info.clone());
+            crate::ops::watch::conn_event(&self.shared, &self.stats, &info.peer, id, false);
             WorkerStats::incr(&self.stats.total_connections);
             self.clients[index] = Some(Client {
                 stream,
@@ -238,6 +239,7 @@ impl Worker {
         if let Some(mut client) = self.clients.get_mut(index).and_then(Option::take) {
             client.stream.deregister(self.poll.registry());
             self.shared.conns.remove(client.id);
+            crate::ops::watch::conn_event(&self.shared, &self.stats, &client.info.peer, client.id, true);
             self.shared.curr_connections.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             self.free.push(index);
             self.yielded.retain(|&i| i != index);

@@ -250,6 +250,7 @@ impl UringWorker {
             }
             let info = Arc::new(ConnInfo::new(new.peer, new.listen, self.shared.clock.now()));
             let id = self.shared.conns.register(info.clone());
+            crate::ops::watch::conn_event(&self.shared, &self.stats, &info.peer, id, false);
             WorkerStats::incr(&self.stats.total_connections);
             self.clients[index] = Some(Client {
                 stream: new.stream,
@@ -322,6 +323,7 @@ impl UringWorker {
     fn close(&mut self, index: usize) {
         if let Some(client) = self.clients.get_mut(index).and_then(Option::take) {
             self.shared.conns.remove(client.id);
+            crate::ops::watch::conn_event(&self.shared, &self.stats, &client.info.peer, client.id, true);
             self.shared.curr_connections.fetch_sub(1, Ordering::Relaxed);
             self.generations[index] = self.generations[index].wrapping_add(1);
             self.free.push(index);

@@ -263,3 +263,21 @@ fn watch_fetchers_and_mutations_print_memcached_145_lines_on_both_engines() {
         }
     }
 }
+
+#[test]
+fn watch_connevents_prints_memcached_145_lines_on_both_engines() {
+    for engine in [IoEngine::Epoll, IoEngine::Uring] {
+        let (_server, addr) = start(engine, true);
+        let (mut ww, mut wr) = connect(addr);
+        assert_eq!(ask(&mut ww, &mut wr, "watch connevents\r\n"), "OK\r\n");
+        let (mut c, mut cr) = connect(addr);
+        let rport = c.local_addr().unwrap().port();
+        assert_eq!(ask(&mut c, &mut cr, "get a\r\n"), "END\r\n");
+        drop((c, cr));
+        let (_, new) = parse(&line(&mut wr));
+        let cfd = new.rsplit_once("cfd=").unwrap().1.to_string();
+        assert_eq!(new, format!("type=conn_new rip=127.0.0.1 rport={rport} transport=tcp cfd={cfd}"), "{engine:?}");
+        let (_, closed) = parse(&line(&mut wr));
+        assert_eq!(closed, format!("type=conn_close rip=127.0.0.1 rport={rport} transport=tcp reason=normal cfd={cfd}"), "{engine:?}");
+    }
+}
