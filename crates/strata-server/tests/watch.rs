@@ -281,3 +281,48 @@ fn watch_connevents_prints_memcached_145_lines_on_both_engines() {
         assert_eq!(closed, format!("type=conn_close rip=127.0.0.1 rport={rport} transport=tcp reason=normal cfd={cfd}"), "{engine:?}");
     }
 }
+
+/// A binary request header and body.
+fn binary(opcode: u8, key: &[u8], extras: &[u8], value: &[u8]) -> Vec<u8> {
+    let body = (extras.len() + key.len() + value.len()) as u32;
+    let mut p = vec![0x80, opcode];
+    p.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    p.extend_from_slice(&[extras.len() as u8, 0, 0, 0]);
+    p.extend_from_slice(&body.to_be_bytes());
+    p.extend_from_slice(&[0; 12]);
+    p.extend_from_slice(extras);
+    p.extend_from_slice(key);
+    p.extend_from_slice(value);
+    p
+}
+
+#[test]
+fn binary_gets_and_sets_are_watched_as_in_memcached_145() {
+    let (_server, addr) = start(IoEngine::Epoll, true);
+    let (mut ww, mut wr) = connect(addr);
+    assert_eq!(ask(&mut ww, &mut wr, "watch fetchers mutations\r\n"), "OK\r\n");
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut reply = [0u8; 24];
+    for (packet, reply_len) in [
+        (binary(0x01, b"bk", &[0, 0, 0, 3, 0, 0, 0, 0], b"val"), 24),
+        (binary(0x00, b"bk", &[], &[]), 24 + 4 + 3),
+        (binary(0x00, b"bnope", &[], &[]), 24 + 9),
+    ] {
+        c.write_all(&packet).unwrap();
+        let mut got = vec![0u8; reply_len];
+        c.read_exact(&mut got).unwrap();
+        reply.copy_from_slice(&got[..24]);
+    }
+    let got: Vec<String> = (0..4).map(|_| parse(&line(&mut wr)).1).collect();
+    let cfd = got[0].rsplit_once("cfd=").unwrap().1.split(' ').next().unwrap().to_string();
+    let want = [
+        "type=item_get key=bk status=not_found clsid=0 cfd=C size=0",
+        "type=item_store key=bk status=stored cmd=set ttl=0 clsid=1 cfd=C size=3",
+        "type=item_get key=bk status=found clsid=1 cfd=C size=3",
+        "type=item_get key=bnope status=not_found clsid=0 cfd=C size=0",
+    ];
+    for (got, want) in got.iter().zip(want) {
+        assert_eq!(got, &want.replace("cfd=C", &format!("cfd={cfd}")));
+    }
+}
