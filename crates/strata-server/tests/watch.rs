@@ -326,3 +326,43 @@ fn binary_gets_and_sets_are_watched_as_in_memcached_145() {
         assert_eq!(got, &want.replace("cfd=C", &format!("cfd={cfd}")));
     }
 }
+
+#[test]
+fn watch_evictions_prints_memcached_145_lines() {
+    let settings = Settings { tcp_listen: vec!["127.0.0.1:0".parse().unwrap()], threads: 2, ..Settings::default() };
+    let engine = SegStore::new(EngineConfig { memory_limit_bytes: 2 << 20, ..EngineConfig::default() });
+    let server = Server::start(settings, Box::new(engine)).unwrap();
+    let addr = server.tcp_addrs[0];
+    let (mut ww, mut wr) = connect(addr);
+    assert_eq!(ask(&mut ww, &mut wr, "watch evictions\r\n"), "OK\r\n");
+    let (mut c, mut cr) = connect(addr);
+    let value = "x".repeat(1000);
+    let mut batch = String::new();
+    for i in 0..20_000 {
+        batch += &format!("set ev{i} 0 {} 1000 noreply\r\n{value}\r\n", if i % 2 == 1 { 0 } else { 3600 });
+    }
+    batch += "mn\r\n";
+    c.write_all(batch.as_bytes()).unwrap();
+    assert_eq!(line(&mut cr), "MN\r\n");
+    let (mut no_ttl, mut ttl) = (false, false);
+    for _ in 0..200 {
+        let (_, rest) = parse(&line(&mut wr));
+        let words: Vec<&str> = rest.split(' ').collect();
+        assert_eq!(words.len(), 7, "{rest}");
+        let n: u64 = words[1].strip_prefix("key=ev").unwrap().parse().unwrap();
+        assert_eq!(words[0], "type=eviction");
+        assert_eq!(words[2], "fetch=no");
+        if n % 2 == 1 {
+            assert_eq!(words[3], "ttl=-1", "{rest}");
+            no_ttl = true;
+        } else {
+            let left: i64 = words[3].strip_prefix("ttl=").unwrap().parse().unwrap();
+            assert!((3590..=3600).contains(&left), "{rest}");
+            ttl = true;
+        }
+        let la: i64 = words[4].strip_prefix("la=").unwrap().parse().unwrap();
+        assert!((0..10).contains(&la), "{rest}");
+        assert_eq!(&words[5..], ["clsid=12", "size=1000"], "{rest}");
+    }
+    assert!(no_ttl && ttl);
+}

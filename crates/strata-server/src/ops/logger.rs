@@ -59,8 +59,9 @@ struct SinkBuf {
 
 /// The server's log state (in `OpsState`).
 pub struct Logger {
-    /// The union of the attached watchers' streams.
-    streams: AtomicU32,
+    /// The union of the attached watchers' streams (shared with the
+    /// store's eviction hook).
+    streams: Arc<AtomicU32>,
     gid: AtomicU64,
     /// One per worker, then one for any other logger (UDP, accept).
     workers: Box<[WorkerLog]>,
@@ -83,7 +84,7 @@ pub struct LogTotals {
 impl Logger {
     pub fn new(workers: usize) -> Logger {
         Logger {
-            streams: AtomicU32::new(0),
+            streams: Arc::new(AtomicU32::new(0)),
             gid: AtomicU64::new(0),
             workers: (0..=workers).map(|_| WorkerLog::default()).collect(),
             watchers: Mutex::new(Vec::new()),
@@ -98,6 +99,11 @@ impl Logger {
     #[inline]
     pub fn wants(&self, streams: u32) -> bool {
         self.streams.load(Relaxed) & streams != 0
+    }
+
+    /// The watched-streams mask, for a hook outside the server.
+    pub fn streams_flag(&self) -> Arc<AtomicU32> {
+        self.streams.clone()
     }
 
     /// Attach a watcher; `None` at memcached's limit.

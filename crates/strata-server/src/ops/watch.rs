@@ -286,3 +286,49 @@ fn conn_event_cold(shared: &Shared, stats: &crate::stats::WorkerStats, peer: &st
         push_u64(line, id);
     });
 }
+
+/// The store's eviction hook: memcached's `type=eviction key=<k>
+/// fetch=yes|no ttl=<secs left, -1: none> la=<secs since last access>
+/// clsid=<c> size=<value bytes>` lines (`evictions`). Holds the server
+/// weakly (the server owns the store that owns this).
+pub struct EvictionWatch {
+    streams: Arc<std::sync::atomic::AtomicU32>,
+    shared: std::sync::Weak<Shared>,
+}
+
+impl EvictionWatch {
+    pub fn install(shared: &Arc<Shared>) {
+        let watch = EvictionWatch { streams: shared.ops.log.streams_flag(), shared: Arc::downgrade(shared) };
+        shared.engine.set_eviction_log(Arc::new(watch));
+    }
+}
+
+impl strata_store::EvictionLog for EvictionWatch {
+    fn wants(&self) -> bool {
+        self.streams.load(std::sync::atomic::Ordering::Relaxed) & streams::EVICTIONS != 0
+    }
+
+    #[cold]
+    fn evicted(&self, item: &strata_store::Evicted<'_>) {
+        let Some(shared) = self.shared.upgrade() else { return };
+        let cas = !shared.settings.cas_disabled;
+        let size = strata_store::memcached_item_size(item.key.len(), item.flags, item.value_len, cas);
+        let class = u64::from(shared.settings.slab_classes().class_of(size));
+        shared.ops.log.log_other(streams::EVICTIONS, |line| {
+            line.extend_from_slice(b"type=eviction key=");
+            super::dump::uriencode(item.key, line);
+            line.extend_from_slice(if item.fetched { b" fetch=yes ttl=" } else { b" fetch=no ttl=" });
+            if item.exptime == 0 {
+                line.extend_from_slice(b"-1");
+            } else {
+                strata_proto::number::push_i64(line, i64::from(item.exptime) - i64::from(item.now));
+            }
+            line.extend_from_slice(b" la=");
+            strata_proto::number::push_i64(line, i64::from(item.now) - i64::from(item.last_access));
+            line.extend_from_slice(b" clsid=");
+            push_u64(line, class);
+            line.extend_from_slice(b" size=");
+            push_u64(line, item.value_len as u64);
+        });
+    }
+}
