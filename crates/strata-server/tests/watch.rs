@@ -146,21 +146,28 @@ fn watch_refusals_as_memcached_145() {
 fn a_watcher_that_never_reads_blocks_nothing_and_counts_skips() {
     for engine in [IoEngine::Epoll, IoEngine::Uring] {
         let (_server, addr) = start(engine, true);
+        let (mut c, mut cr) = connect(addr);
+        // 200k deletions (~15 MB of log lines).
+        let mut load = || {
+            let started = Instant::now();
+            for round in 0..20 {
+                let mut batch = Vec::new();
+                for i in 0..10_000 {
+                    batch.extend_from_slice(format!("set k{round}_{i} 0 0 1 noreply\r\nv\r\ndelete k{round}_{i} noreply\r\n").as_bytes());
+                }
+                batch.extend_from_slice(b"mn\r\n");
+                c.write_all(&batch).unwrap();
+                assert_eq!(line(&mut cr), "MN\r\n", "{engine:?}");
+            }
+            started.elapsed()
+        };
+        let unwatched = load();
         let (mut ww, mut wr) = connect(addr);
         assert_eq!(ask(&mut ww, &mut wr, "watch deletions\r\n"), "OK\r\n");
-        // 200k deletions (~15 MB of log lines) while the watcher reads nothing.
-        let (mut c, mut cr) = connect(addr);
-        let started = Instant::now();
-        for round in 0..20 {
-            let mut batch = Vec::new();
-            for i in 0..10_000 {
-                batch.extend_from_slice(format!("set k{round}_{i} 0 0 1 noreply\r\nv\r\ndelete k{round}_{i} noreply\r\n").as_bytes());
-            }
-            batch.extend_from_slice(b"mn\r\n");
-            c.write_all(&batch).unwrap();
-            assert_eq!(line(&mut cr), "MN\r\n", "{engine:?}");
-        }
-        assert!(started.elapsed() < Duration::from_secs(15), "{engine:?}: load took {:?}", started.elapsed());
+        // The same load while the watcher reads nothing: not held up by it
+        // (a generous bound: the machine is shared).
+        let watched = load();
+        assert!(watched < unwatched * 4 + Duration::from_secs(1), "{engine:?}: {watched:?} watched, {unwatched:?} not");
         let skipped = stat(addr, "log_watcher_skipped") + stat(addr, "log_worker_dropped");
         assert!(stat(addr, "log_watcher_skipped") > 0, "{engine:?}");
         assert!(stat(addr, "log_watcher_sent") + skipped >= 1, "{engine:?}");

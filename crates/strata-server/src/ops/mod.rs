@@ -34,7 +34,7 @@ impl OpsState {
         OpsState {
             crawler: crawler::Crawler::new(settings),
             detail: detail::Detail::new(settings),
-            log: logger::Logger::new(settings.threads.max(1)),
+            log: logger::Logger::new(settings),
         }
     }
 }

@@ -98,7 +98,7 @@ pub fn deleted(exec: &Executor<'_>, key: &[u8], item: (u32, usize), cmd: DeleteC
 fn class_of(exec: &Executor<'_>, key: &[u8], (flags, value_len): (u32, usize)) -> u64 {
     let cas = !exec.shared.settings.cas_disabled;
     let size = strata_store::memcached_item_size(key.len(), flags, value_len, cas);
-    u64::from(exec.shared.settings.slab_classes().class_of(size))
+    u64::from(exec.shared.ops.log.classes.class_of(size))
 }
 
 /// The flags and value length of the item under `key`, read without
@@ -313,7 +313,7 @@ impl strata_store::EvictionLog for EvictionWatch {
         let Some(shared) = self.shared.upgrade() else { return };
         let cas = !shared.settings.cas_disabled;
         let size = strata_store::memcached_item_size(item.key.len(), item.flags, item.value_len, cas);
-        let class = u64::from(shared.settings.slab_classes().class_of(size));
+        let class = u64::from(shared.ops.log.classes.class_of(size));
         shared.ops.log.log_other(streams::EVICTIONS, |line| {
             line.extend_from_slice(b"type=eviction key=");
             super::dump::uriencode(item.key, line);
