@@ -286,6 +286,16 @@ fn watch_connevents_prints_memcached_145_lines_on_both_engines() {
         assert_eq!(new, format!("type=conn_new rip=127.0.0.1 rport={rport} transport=tcp cfd={cfd}"), "{engine:?}");
         let (_, closed) = parse(&line(&mut wr));
         assert_eq!(closed, format!("type=conn_close rip=127.0.0.1 rport={rport} transport=tcp reason=normal cfd={cfd}"), "{engine:?}");
+        // Closed for a protocol error (an HTTP request line).
+        let (mut c, mut cr) = connect(addr);
+        let rport = c.local_addr().unwrap().port();
+        c.write_all(b"GET / HTTP/1.1\r\n").unwrap();
+        assert_eq!(cr.read(&mut [0u8; 16]).unwrap(), 0, "{engine:?}: closed without a reply");
+        let (_, new) = parse(&line(&mut wr));
+        let cfd = new.rsplit_once("cfd=").unwrap().1.to_string();
+        assert_eq!(new, format!("type=conn_new rip=127.0.0.1 rport={rport} transport=tcp cfd={cfd}"), "{engine:?}");
+        let (_, closed) = parse(&line(&mut wr));
+        assert_eq!(closed, format!("type=conn_close rip=127.0.0.1 rport={rport} transport=tcp reason=error cfd={cfd}"), "{engine:?}");
     }
 }
 

@@ -257,30 +257,32 @@ fn peek_found(exec: &Executor<'_>, key: &[u8]) -> Option<Found> {
 
 /// memcached's `conn_new` / `conn_close` lines (`connevents`): `type=conn_new
 /// rip=<ip> rport=<port> transport=tcp|local cfd=<conn>`; a close adds
-/// `reason=normal` before `cfd`. `peer` is the `stats conns` address
-/// (`tcp:<ip>:<port>`, `unix:...`); `stats` is the logging worker's.
+/// `reason=<r>` before `cfd`. `peer` is the `stats conns` address
+/// (`tcp:<ip>:<port>`, `unix:...`); `stats` is the logging worker's;
+/// `closed` the close's reason (`normal`, `error`, `idle_timeout`, `shutdown`).
 #[inline]
-pub fn conn_event(shared: &Shared, stats: &crate::stats::WorkerStats, peer: &str, id: u64, closed: bool) {
+pub fn conn_event(shared: &Shared, stats: &crate::stats::WorkerStats, peer: &str, id: u64, closed: Option<&'static str>) {
     if shared.ops.log.wants(streams::CONNEVENTS) {
         conn_event_cold(shared, stats, peer, id, closed);
     }
 }
 
 #[cold]
-fn conn_event_cold(shared: &Shared, stats: &crate::stats::WorkerStats, peer: &str, id: u64, closed: bool) {
+fn conn_event_cold(shared: &Shared, stats: &crate::stats::WorkerStats, peer: &str, id: u64, closed: Option<&'static str>) {
     let (rip, rport, transport) = match peer.strip_prefix("tcp:").and_then(|a| a.rsplit_once(':')) {
         Some((ip, port)) => (ip.trim_start_matches('[').trim_end_matches(']'), port, "tcp"),
         None => ("unix", "0", "local"),
     };
     shared.ops.log.log(&shared.worker_stats, stats, streams::CONNEVENTS, |line| {
-        line.extend_from_slice(if closed { b"type=conn_close rip=" } else { b"type=conn_new rip=" });
+        line.extend_from_slice(if closed.is_some() { b"type=conn_close rip=" } else { b"type=conn_new rip=" });
         line.extend_from_slice(rip.as_bytes());
         line.extend_from_slice(b" rport=");
         line.extend_from_slice(rport.as_bytes());
         line.extend_from_slice(b" transport=");
         line.extend_from_slice(transport.as_bytes());
-        if closed {
-            line.extend_from_slice(b" reason=normal");
+        if let Some(reason) = closed {
+            line.extend_from_slice(b" reason=");
+            line.extend_from_slice(reason.as_bytes());
         }
         line.extend_from_slice(b" cfd=");
         push_u64(line, id);
