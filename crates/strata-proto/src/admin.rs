@@ -76,6 +76,55 @@ pub enum Admin {
     Reassign { src: i32, dst: i32 },
     /// A command validated here and answered with this line.
     Reply(&'static str),
+    /// `watch [streams]`: a mask of [`watch`] stream bits, or `None` when a
+    /// token names no stream (memcached answers `ERROR`, after its `-W`
+    /// check).
+    Watch(Option<u32>),
+}
+
+/// The streams of `watch`, as bits (memcached's `LOG_*` flags).
+pub mod watch {
+    pub const FETCHERS: u32 = 1 << 0;
+    pub const MUTATIONS: u32 = 1 << 1;
+    pub const EVICTIONS: u32 = 1 << 2;
+    pub const CONNEVENTS: u32 = 1 << 3;
+    pub const DELETIONS: u32 = 1 << 4;
+    pub const SYSEVENTS: u32 = 1 << 5;
+    /// Accepted, never emitted (memcached 1.6.45 logs no raw commands).
+    pub const RAWCMDS: u32 = 1 << 6;
+    /// The proxy's streams: accepted, never emitted (no proxy in Strata).
+    pub const PROXY: u32 = 1 << 7;
+}
+
+/// `watch [fetchers|mutations|evictions|connevents|deletions|sysevents|...]`
+/// as memcached 1.6.45's `process_watch_command` reads it: no stream means
+/// `fetchers`; each token may abbreviate a stream name, tried in
+/// memcached's order (`watch r` is `rawcmds`).
+pub fn watch(t: &Tokens<'_>) -> Admin {
+    if t.len() < 2 {
+        return Admin::Watch(Some(watch::FETCHERS));
+    }
+    const NAMES: [(&[u8], u32); 10] = [
+        (b"rawcmds", watch::RAWCMDS),
+        (b"evictions", watch::EVICTIONS),
+        (b"fetchers", watch::FETCHERS),
+        (b"mutations", watch::MUTATIONS),
+        (b"sysevents", watch::SYSEVENTS),
+        (b"connevents", watch::CONNEVENTS),
+        (b"proxyreqs", watch::PROXY),
+        (b"proxyevents", watch::PROXY),
+        (b"proxyuser", watch::PROXY),
+        (b"deletions", watch::DELETIONS),
+    ];
+    let mut mask = 0;
+    for i in 1..t.len() {
+        let token = t.get(i);
+        match NAMES.iter().find(|(name, _)| abbreviates(token, name)) {
+            Some(&(_, bit)) => mask |= bit,
+            None => return Admin::Watch(None),
+        }
+    }
+    Admin::Watch(Some(mask))
 }
 
 const BAD_FORMAT: &str = "CLIENT_ERROR bad command line format";

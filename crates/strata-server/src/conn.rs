@@ -390,6 +390,11 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// The connection is a `watch` watcher (`ops/watch.rs`).
+    pub fn is_watching(&self) -> bool {
+        matches!(self.dump.as_deref(), Some(crate::ops::dump::Dump::Watch(_)))
+    }
+
     /// A new connection; `requires_auth` when `-Y` or `-S` is on.
     pub fn new(requires_auth: bool) -> Conn {
         Conn { unauthenticated: requires_auth, ..Conn::default() }

@@ -79,6 +79,7 @@ impl Server {
         let mut shared = Shared::with_credentials(settings, engine, clock, text_auth, sasl_auth);
         shared.io_engine = io_engine;
         let shared = Arc::new(shared);
+        crate::ops::watch::EvictionWatch::install(&shared);
         crate::ops::conns::register_sockets(&shared, &tcp_addrs, &udp_addrs);
 
         let mut threads = Vec::new();

@@ -37,6 +37,8 @@ pub struct NewConn {
 }
 
 struct Client {
+    /// memcached's `conn_close` reason for `watch connevents`.
+    close_reason: &'static str,
     stream: Stream,
     conn: Conn,
     info: Arc<ConnInfo>,
@@ -167,6 +169,7 @@ impl Worker {
             }
             let info = Arc::new(ConnInfo::new(new.peer, new.listen, self.shared.clock.now()));
             let id = self.shared.conns.register(info.clone());
+            crate::ops::watch::conn_event(&self.shared, &self.stats, &info.peer, id, None);
             WorkerStats::incr(&self.stats.total_connections);
             self.clients[index] = Some(Client {
                 stream,
@@ -177,6 +180,7 @@ impl Worker {
                 writable: true,
                 close_after_write: false,
                 peer_closed: false,
+                close_reason: "normal",
             });
             self.drive(index);
         }
@@ -190,7 +194,10 @@ impl Worker {
         let close = loop {
             if !client.close_after_write {
                 match client.conn.process(&exec, budget) {
-                    Progress::Close => break true,
+                    Progress::Close => {
+                        client.close_reason = "error";
+                        break true;
+                    }
                     Progress::CloseAfterWrite => client.close_after_write = true,
                     Progress::Yield => {
                         WorkerStats::incr(&self.stats.conn_yields);
@@ -238,6 +245,7 @@ impl Worker {
         if let Some(mut client) = self.clients.get_mut(index).and_then(Option::take) {
             client.stream.deregister(self.poll.registry());
             self.shared.conns.remove(client.id);
+            crate::ops::watch::conn_event(&self.shared, &self.stats, &client.info.peer, client.id, Some(client.close_reason));
             self.shared.curr_connections.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             self.free.push(index);
             self.yielded.retain(|&i| i != index);
@@ -256,6 +264,9 @@ impl Worker {
             .collect();
         for index in idle {
             WorkerStats::incr(&self.stats.idle_kicks);
+            if let Some(Some(client)) = self.clients.get_mut(index) {
+                client.close_reason = "idle_timeout";
+            }
             self.close(index);
         }
     }
@@ -267,6 +278,7 @@ impl Worker {
         let deadline = Instant::now() + Duration::from_secs(2);
         for index in 0..self.clients.len() {
             if let Some(client) = self.clients[index].as_mut() {
+                client.close_reason = "shutdown";
                 let _ = client.conn.process(&exec, usize::MAX);
                 while client.conn.pending_output() > 0 && Instant::now() < deadline {
                     if flush(client, &stats).is_err() {

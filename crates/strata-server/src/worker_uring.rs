@@ -38,6 +38,8 @@ const MAX_BUFFERED_INPUT: usize = 1 << 20;
 const SLOT_BITS: u32 = 24;
 
 struct Client {
+    /// memcached's `conn_close` reason for `watch connevents`.
+    close_reason: &'static str,
     stream: Stream,
     conn: Conn,
     info: Arc<ConnInfo>,
@@ -250,6 +252,7 @@ impl UringWorker {
             }
             let info = Arc::new(ConnInfo::new(new.peer, new.listen, self.shared.clock.now()));
             let id = self.shared.conns.register(info.clone());
+            crate::ops::watch::conn_event(&self.shared, &self.stats, &info.peer, id, None);
             WorkerStats::incr(&self.stats.total_connections);
             self.clients[index] = Some(Client {
                 stream: new.stream,
@@ -259,6 +262,7 @@ impl UringWorker {
                 token,
                 recv_live: true,
                 recv_cancelling: false,
+                close_reason: "normal",
                 sending: false,
                 closing: false,
                 close_after_write: false,
@@ -277,13 +281,18 @@ impl UringWorker {
         let exec = Executor::new(&self.shared, &self.stats).for_conn(client.id);
         if !client.closing && !client.close_after_write {
             match client.conn.process(&exec, budget) {
-                Progress::Close => client.closing = true,
+                Progress::Close => {
+                    client.closing = true;
+                    client.close_reason = "error";
+                }
                 Progress::CloseAfterWrite => client.close_after_write = true,
                 Progress::Yield => {
                     WorkerStats::incr(&self.stats.conn_yields);
                     self.yielded.push(index);
                 }
                 Progress::NeedInput if client.eof => client.close_after_write = true,
+                // A watcher's client went away (it sends nothing else).
+                Progress::Dumping if client.eof && client.conn.is_watching() => client.closing = true,
                 Progress::Dumping => self.dumping.push(index),
                 Progress::NeedInput | Progress::OutputFull => {}
             }
@@ -320,6 +329,7 @@ impl UringWorker {
     fn close(&mut self, index: usize) {
         if let Some(client) = self.clients.get_mut(index).and_then(Option::take) {
             self.shared.conns.remove(client.id);
+            crate::ops::watch::conn_event(&self.shared, &self.stats, &client.info.peer, client.id, Some(client.close_reason));
             self.shared.curr_connections.fetch_sub(1, Ordering::Relaxed);
             self.generations[index] = self.generations[index].wrapping_add(1);
             self.free.push(index);
@@ -369,6 +379,7 @@ impl UringWorker {
         }
         for index in 0..self.clients.len() {
             if let Some(client) = self.clients[index].as_mut() {
+                client.close_reason = "shutdown";
                 let mut written = 0;
                 while written < client.conn.out.len() && Instant::now() < deadline {
                     match client.stream.write(&client.conn.out[written..]) {

@@ -294,7 +294,29 @@ impl Default for EngineConfig {
 
 /// The engine's interface. Implementations are shared by all worker threads
 /// (`Sync`); every operation is atomic per key.
+/// An item the store evicted (for a server's `watch evictions`).
+pub struct Evicted<'a> {
+    pub key: &'a [u8],
+    pub flags: u32,
+    pub value_len: usize,
+    /// 0: no expiry.
+    pub exptime: RelTime,
+    pub last_access: RelTime,
+    pub fetched: bool,
+    pub now: RelTime,
+}
+
+/// Told of each evicted item while `wants()` (one relaxed load per
+/// evicted item, none per request).
+pub trait EvictionLog: Send + Sync {
+    fn wants(&self) -> bool;
+    fn evicted(&self, item: &Evicted<'_>);
+}
+
 pub trait Engine: Send + Sync {
+    /// Report evicted items to `log` (a store that cannot: no-op).
+    fn set_eviction_log(&self, _log: std::sync::Arc<dyn EvictionLog>) {}
+
     /// Look up `key`. On a hit (or when `vivify` created the item) calls
     /// `visit` exactly once, with the item as it was *before* this access:
     /// `fetched`, `last_access` and `exptime` are the old ones (meta `h`,

@@ -74,6 +74,7 @@ impl<'a> Executor<'a> {
         let touch = touching.then(|| self.shared.clock.expiry(i64::from(req.extra_u32(0))));
         let with_key = matches!(op, Opcode::GetK | Opcode::GatK);
         let with_value = op != Opcode::Touch;
+        crate::ops::watch::fetched(self, req.key);
         let opts = GetOptions { touch, ..GetOptions::default() };
         let hit = self.shared.engine.get(req.key, opts, self.now(), &mut |item, _| {
             let flags = item.meta.flags.to_be_bytes();
@@ -133,8 +134,11 @@ impl<'a> Executor<'a> {
             key_binary: false,
             new_cas: None,
         };
+        let before = crate::ops::watch::fetched(self, req.key);
         let result = self.shared.engine.store(&store, self.now());
         self.count_store(mode, result);
+        let ttl = crate::ops::watch::ttl_left(self, store.exptime);
+        crate::ops::watch::stored(self, req.key, crate::ops::watch::StoreCmd::of(mode), result, flags, req.value.len(), ttl, before);
         let status = match result {
             StoreResult::Stored { cas, .. } => {
                 if !quiet {

@@ -95,6 +95,7 @@ impl<'a> Executor<'a> {
             ..GetOptions::default()
         };
         let key = req.key.bytes();
+        crate::ops::watch::fetched(self, key);
         let hit = self.shared.engine.get(key, opts, now, &mut |item: ItemView<'_>, created| {
             if bad_opaque {
                 return GetAction::default();
@@ -242,8 +243,12 @@ impl<'a> Executor<'a> {
             // `E0` on ms means "none" (memcached numbers the item then).
             new_cas: f.explicit_cas.filter(|&cas| cas != 0),
         };
+        let before = crate::ops::watch::fetched(self, store.key);
         let result = self.shared.engine.store(&store, self.now());
         self.count_store(mode, result);
+        let ttl = crate::ops::watch::ttl_left(self, exptime);
+        let cmd = crate::ops::watch::StoreCmd::of(mode);
+        crate::ops::watch::stored(self, store.key, cmd, result, store.flags, value.len(), ttl, before);
         // `s` is the stored value's length (joined, after append or
         // prepend), else the request's.
         let (code, cas, size): (&[u8], u64, usize) = match result {
@@ -286,11 +291,21 @@ impl<'a> Executor<'a> {
             empty,
             new_cas: f.explicit_cas,
         };
+        crate::ops::watch::fetched(self, del.key);
+        // memcached logs a deletion unless the item is only marked stale (I).
+        let watched = (!f.invalidate && crate::ops::watch::wants(self, strata_proto::admin::watch::DELETIONS))
+            .then(|| crate::ops::watch::peek(self, del.key))
+            .flatten()
+            // With `x` memcached logs the emptied item it put in place.
+            .map(|item| if f.remove_value { (f.client_flags.unwrap_or(0), 0) } else { item });
         let code: &[u8] = match self.shared.engine.delete(&del, self.now()) {
             DeleteResult::Deleted => {
                 // memcached counts no hit for an item marked stale (I).
                 if !f.invalidate {
                     WorkerStats::incr(&self.stats.delete_hits);
+                }
+                if let Some(item) = watched {
+                    crate::ops::watch::deleted(self, del.key, item, crate::ops::watch::DeleteCmd::Md);
                 }
                 if f.quiet {
                     return;

@@ -23,7 +23,9 @@ use strata_store::{
     StoreMode, StoreRequest, StoreResult,
 };
 
+use crate::ops::watch;
 use crate::shared::Shared;
+use strata_proto::admin::watch as streams;
 use crate::stats::WorkerStats;
 
 /// What the connection does after a command.
@@ -260,6 +262,7 @@ impl<'a> Executor<'a> {
                 reply(out, GET_KEY_TOO_LONG, false);
                 return;
             }
+            watch::fetched(self, key);
             let opts = GetOptions { touch, ..GetOptions::default() };
             let hit = self.shared.engine.get(key, opts, now, &mut |item, _created| {
                 out.extend_from_slice(b"VALUE ");
@@ -340,8 +343,11 @@ impl<'a> Executor<'a> {
             key_binary: false,
             new_cas: None,
         };
+        let before = watch::fetched(self, cmd.key);
         let result = self.shared.engine.store(&req, self.now());
         self.count_store(mode, result);
+        let ttl = watch::ttl_left(self, req.exptime);
+        watch::stored(self, cmd.key, watch::StoreCmd::of(mode), result, cmd.flags, value.len(), ttl, before);
         let line = match result {
             StoreResult::Stored { .. } => "STORED",
             StoreResult::NotStored => "NOT_STORED",
@@ -368,10 +374,15 @@ impl<'a> Executor<'a> {
         if self.shared.ops.detail.on() {
             self.shared.ops.detail.record_delete(key);
         }
+        watch::fetched(self, key);
         let req = DeleteRequest { key, ..DeleteRequest::default() };
+        let watched = watch::wants(self, streams::DELETIONS).then(|| watch::peek(self, key)).flatten();
         match self.shared.engine.delete(&req, self.now()) {
             DeleteResult::Deleted => {
                 WorkerStats::incr(&self.stats.delete_hits);
+                if let Some(item) = watched {
+                    watch::deleted(self, key, item, watch::DeleteCmd::Delete);
+                }
                 reply(out, "DELETED", noreply);
             }
             _ => {
@@ -382,6 +393,7 @@ impl<'a> Executor<'a> {
     }
 
     fn arith(&self, incr: bool, key: &[u8], delta: u64, noreply: bool, out: &mut Vec<u8>) {
+        watch::fetched(self, key);
         let req = DeltaRequest {
             key,
             mode: if incr { DeltaMode::Incr } else { DeltaMode::Decr },
@@ -415,6 +427,7 @@ impl<'a> Executor<'a> {
 
     fn touch(&self, key: &[u8], exptime: i32, noreply: bool, out: &mut Vec<u8>) {
         WorkerStats::incr(&self.stats.cmd_touch);
+        watch::fetched(self, key);
         if self.shared.engine.touch(key, self.expiry(exptime), self.now()) {
             WorkerStats::incr(&self.stats.touch_hits);
             reply(out, "TOUCHED", noreply);

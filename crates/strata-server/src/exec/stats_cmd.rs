@@ -185,9 +185,12 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
         stat(t, "lru_maintainer_juggles", 0);
     }
     stat(t, "malloc_fails", 0);
-    for name in ["log_worker_dropped", "log_worker_written", "log_watcher_skipped", "log_watcher_sent", "log_watchers"] {
-        stat(t, name, 0);
-    }
+    let log = exec.shared.ops.log.totals();
+    stat(t, "log_worker_dropped", log.worker_dropped);
+    stat(t, "log_worker_written", log.worker_written);
+    stat(t, "log_watcher_skipped", log.watcher_skipped);
+    stat(t, "log_watcher_sent", log.watcher_sent);
+    stat(t, "log_watchers", log.watchers);
     stat(t, "unexpected_napi_ids", 0);
     stat(t, "round_robin_fallback", 0);
     stat(t, "bytes", e.bytes);

@@ -70,8 +70,21 @@ enum Kind {
     Cache { limit: u32 },
 }
 
+/// What refills a streaming connection's output: a key dump's walk, or a
+/// watcher's log lines (`ops/watch.rs`: a dump that never ends).
+pub enum Dump {
+    Walk(Walk),
+    Watch(super::watch::Watcher),
+}
+
+impl Dump {
+    pub(crate) fn watch(watcher: super::watch::Watcher) -> Dump {
+        Dump::Watch(watcher)
+    }
+}
+
 /// One dump in progress on one connection.
-pub struct Dump {
+pub struct Walk {
     printer: Printer,
     cursor: WalkCursor,
     /// Resting until then (see `IDLE_PER_BUSY`).
@@ -109,7 +122,7 @@ pub fn start_crawler_dump(exec: &Executor<'_>, mg: bool, classes: Classes, out: 
     };
     out.extend_from_slice(b"OK\r\n");
     let kind = if mg { Kind::Mg } else { Kind::Meta };
-    exec.start_dump(Box::new(Dump::new(exec, kind, classes, Some(busy))));
+    exec.start_dump(Box::new(Dump::Walk(Walk::new(exec, kind, classes, Some(busy)))));
 }
 
 /// `stats cachedump <class> <limit>`.
@@ -131,11 +144,11 @@ pub fn start_cachedump(exec: &Executor<'_>, args: &Tokens<'_>, out: &mut Vec<u8>
         return push_line(out, "SERVER_ERROR key dumps are not served over UDP");
     }
     let classes = Classes::List(1u64 << class);
-    exec.start_dump(Box::new(Dump::new(exec, Kind::Cache { limit }, classes, None)));
+    exec.start_dump(Box::new(Dump::Walk(Walk::new(exec, Kind::Cache { limit }, classes, None))));
 }
 
-impl Dump {
-    fn new(exec: &Executor<'_>, kind: Kind, classes: Classes, busy: Option<super::crawler::Busy>) -> Dump {
+impl Walk {
+    fn new(exec: &Executor<'_>, kind: Kind, classes: Classes, busy: Option<super::crawler::Busy>) -> Walk {
         let printer = Printer {
             kind,
             classes,
@@ -146,7 +159,7 @@ impl Dump {
             bytes: 0,
             full: false,
         };
-        Dump { printer, cursor: WalkCursor::default(), resume_at: None, _busy: busy }
+        Walk { printer, cursor: WalkCursor::default(), resume_at: None, _busy: busy }
     }
 
     /// Walk until `out` has `FILL_TO_BYTES` pending past `wpos` or the
@@ -273,7 +286,7 @@ impl Printer {
 
 /// memcached's `uriencode`: every byte but ASCII letters, digits and
 /// `-._~` becomes `%XX`.
-fn uriencode(key: &[u8], out: &mut Vec<u8>) {
+pub(crate) fn uriencode(key: &[u8], out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for &b in key {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
@@ -327,12 +340,21 @@ pub fn pump(slot: &mut Option<Box<Dump>>, exec: &Executor<'_>, out: &mut Vec<u8>
 #[cold]
 fn pump_running(slot: &mut Option<Box<Dump>>, exec: &Executor<'_>, out: &mut Vec<u8>, wpos: usize) -> Option<Progress> {
     let dump = slot.as_mut()?;
+    if let Dump::Watch(watcher) = &mut **dump {
+        // A watcher is driven every tick even while its client is not
+        // reading: its lines must keep moving out of the workers' buffers
+        // (and be counted as skipped once its own buffer is full).
+        watcher.refill(out, FILL_TO_BYTES.saturating_sub(out.len() - wpos));
+        return Some(Progress::Dumping);
+    }
     if out.len() - wpos >= REFILL_BELOW_BYTES {
         return Some(Progress::OutputFull);
     }
-    if dump.refill(exec.shared, out, wpos) {
-        *slot = None;
-        return None;
+    if let Dump::Walk(walk) = &mut **dump {
+        if walk.refill(exec.shared, out, wpos) {
+            *slot = None;
+            return None;
+        }
     }
     Some(Progress::Dumping)
 }

@@ -1,8 +1,8 @@
 //! Operator features that sit beside the request path: the slab view of
 //! the segment store (`slab_view.rs`: `stats items|slabs|sizes`), `stats
 //! conns` (`conns.rs`), key dumps (`dump.rs`), the LRU crawler and the
-//! `lru`/`slabs` commands (`crawler.rs`), and per-prefix statistics
-//! (`detail.rs`).
+//! `lru`/`slabs` commands (`crawler.rs`), per-prefix statistics
+//! (`detail.rs`) and `watch` (`watch.rs`, over `logger.rs`).
 //!
 //! Their run-time state is one [`OpsState`] in `Shared`; the request path
 //! reads only `detail`'s on/off flag (one relaxed load per request).
@@ -12,6 +12,8 @@ pub mod crawler;
 pub mod detail;
 pub mod dump;
 pub(crate) mod slab_view;
+pub mod logger;
+pub mod watch;
 
 use strata_proto::admin::Admin;
 use strata_proto::Tokens;
@@ -23,11 +25,17 @@ use crate::settings::Settings;
 pub struct OpsState {
     pub crawler: crawler::Crawler,
     pub detail: detail::Detail,
+    /// The log path behind `watch` (`logger.rs`).
+    pub log: logger::Logger,
 }
 
 impl OpsState {
     pub fn new(settings: &Settings) -> OpsState {
-        OpsState { crawler: crawler::Crawler::new(settings), detail: detail::Detail::new(settings) }
+        OpsState {
+            crawler: crawler::Crawler::new(settings),
+            detail: detail::Detail::new(settings),
+            log: logger::Logger::new(settings),
+        }
     }
 }
 
@@ -40,6 +48,7 @@ pub fn admin(exec: &Executor<'_>, cmd: Admin, out: &mut Vec<u8>) {
         Admin::Sleep(us) => crawler::set_sleep(exec, us),
         Admin::Enable(on) => crawler::enable(exec, on),
         Admin::Reassign { src, dst } => crawler::reassign(exec, src, dst),
+        Admin::Watch(mask) => return watch::start(exec, mask, out),
         Admin::Reply(line) => line,
     };
     push_line(out, line);

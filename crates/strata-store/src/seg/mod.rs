@@ -77,6 +77,8 @@ pub(crate) struct Globals {
     /// Written by every store: on a cache line of its own, away from the
     /// flush epoch every read checks.
     pub cas_counter: Line<AtomicU64>,
+    /// `watch evictions` (`Engine::set_eviction_log`).
+    pub eviction_log: std::sync::OnceLock<std::sync::Arc<dyn crate::EvictionLog>>,
     oldest_live: AtomicU32,
     oldest_cas: AtomicU64,
     /// Memory file only: the highest CAS given explicitly (meta `E`) or
@@ -466,6 +468,7 @@ impl SegStore {
                 pool: Mutex::new(Vec::new()),
                 jumbo_pool: Mutex::new(Vec::new()),
                 cas_counter: Line(AtomicU64::new(0)),
+                eviction_log: std::sync::OnceLock::new(),
                 exhausted: std::sync::atomic::AtomicBool::new(false),
                 oldest_live: AtomicU32::new(0),
                 oldest_cas: AtomicU64::new(0),
@@ -948,6 +951,10 @@ impl Engine for SegStore {
             self.g.oldest_cas.store(self.g.next_cas(), Ordering::Relaxed);
         }
         self.persist_state();
+    }
+
+    fn set_eviction_log(&self, log: std::sync::Arc<dyn crate::EvictionLog>) {
+        let _ = self.g.eviction_log.set(log);
     }
 
     fn stats(&self) -> EngineStats {

@@ -805,6 +805,7 @@ impl Shard {
                     kept_hashes.push((offset as u32, hash));
                 } else {
                     let last_access = h.access(item, create_time);
+                    log_eviction(g, h.key(item), &h, exptime, last_access, now);
                     let e = Eviction { had_ttl: exptime != 0, fetched: false, active: keep, last_access, now };
                     self.unlink(g, slot, loc, &h, Gone::Evicted(e));
                 }
@@ -858,6 +859,7 @@ impl Shard {
                         Self::loc_hash(segs, checked, l)
                     }
                 });
+                log_eviction(g, key, &h, spec.exptime, spec.access, now);
                 let e = Eviction { had_ttl: spec.exptime != 0, fetched: false, active: true, last_access: spec.access, now };
                 self.count_gone(g, &h, Gone::Evicted(e));
                 self.forget(g, old, &h);
@@ -1034,5 +1036,17 @@ impl Shard {
     /// Bytes of the segment buffers this shard holds.
     pub fn held_bytes(&self) -> usize {
         self.segs.iter().filter(|s| s.state != State::Free).map(|s| s.buf.len()).sum()
+    }
+}
+
+/// Tell `watch evictions` of an evicted item, if someone watches.
+#[inline]
+fn log_eviction(g: &Globals, key: &[u8], h: &Header, exptime: RelTime, last_access: RelTime, now: RelTime) {
+    if let Some(log) = g.eviction_log.get() {
+        if log.wants() {
+            let fetched = h.bits & FETCHED != 0;
+            let item = crate::Evicted { key, flags: h.flags, value_len: h.value_len, exptime, last_access, fetched, now };
+            log.evicted(&item);
+        }
     }
 }
