@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Latency of a get load while `lru_crawler metadump all` dumps 10 million
 # keys, against the same load with no dump (issue 15: p99 within 2x).
-# Usage: [DUMP_SLEEP_US=us] scripts/bench-dump.sh [strata binary] [keys]
+# Usage: [DUMP_SLEEP_US=us] scripts/bench/dump.sh [strata binary] [keys]
 # (DUMP_SLEEP_US: `lru_crawler sleep` before the dumps, rest per 1000 keys)
 # Prints the two strata-bench reports; docs/BENCHMARKS.md has a run.
 set -euo pipefail
