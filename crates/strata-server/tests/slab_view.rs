@@ -273,16 +273,13 @@ fn stats_conns_lists_listeners_and_clients_as_memcached_does() {
         shapes.push(conns_shape(&mut asking));
     }
     // memcached numbers a connection by its file descriptor, which a
-    // recently closed one may hand out out of order: compare the fields in
-    // order and the states as a set.
+    // recently closed one may hand out out of order, and shows the idle
+    // connection in whatever state its worker thread has reached
+    // (`conn_read`, or still `conn_mwrite`): compare the fields in order;
+    // the asking connection is `conn_parse_cmd` on both.
     let names = |shape: &[(String, String)]| shape.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
-    let states = |shape: &[(String, String)]| {
-        let mut s: Vec<String> = shape.iter().filter(|(n, _)| n.ends_with(":state")).map(|(_, v)| v.clone()).collect();
-        s.sort();
-        s
-    };
     assert_eq!(names(&shapes[0]), names(&shapes[1]));
-    assert_eq!(states(&shapes[0]), states(&shapes[1]));
+    assert!(shapes[0].iter().any(|(n, v)| n.ends_with(":state") && v == "conn_parse_cmd"), "{:?}", shapes[0]);
     assert_eq!(shapes[1][1], ("0:state".to_string(), "conn_listening".to_string()), "{:?}", shapes[1]);
     let states: Vec<&str> = shapes[1].iter().filter(|(n, _)| n.ends_with(":state")).map(|(_, v)| v.as_str()).collect();
     assert_eq!(states, ["conn_listening", "conn_parse_cmd", "conn_read"]);
