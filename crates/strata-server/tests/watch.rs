@@ -5,7 +5,7 @@
 //! with the differential reference), bad input, `-W`, and a watcher that
 //! never reads while a load runs.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -13,24 +13,12 @@ use strata_server::settings::IoEngine;
 use strata_server::{Server, Settings};
 use strata_store::{EngineConfig, SegStore};
 
+mod common;
+
+use common::{connect, line};
+
 fn start(io_engine: IoEngine, watch_enabled: bool) -> (Server, SocketAddr) {
-    let settings = Settings { tcp_listen: vec!["127.0.0.1:0".parse().unwrap()], threads: 2, io_engine, watch_enabled, ..Settings::default() };
-    let server = Server::start(settings, Box::new(SegStore::new(EngineConfig::default()))).unwrap();
-    let addr = server.tcp_addrs[0];
-    (server, addr)
-}
-
-fn connect(addr: SocketAddr) -> (TcpStream, BufReader<TcpStream>) {
-    let stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let reader = BufReader::new(stream.try_clone().unwrap());
-    (stream, reader)
-}
-
-fn line(r: &mut BufReader<TcpStream>) -> String {
-    let mut l = String::new();
-    r.read_line(&mut l).unwrap();
-    l
+    common::start(Settings { threads: 2, io_engine, watch_enabled, ..Settings::default() })
 }
 
 /// Send `cmd` and read one reply line.
