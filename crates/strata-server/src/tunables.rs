@@ -1,6 +1,6 @@
 //! memcached's tuning knobs that Strata's segment engine has no use for:
-//! the hash table's start size, slab rebalancing, the segmented LRU, logger
-//! buffers, NAPI ids. The command line accepts and validates them as
+//! the hash table's start size, slab rebalancing, the segmented LRU, NAPI
+//! ids (and, the exception, the `watch` buffer sizes `ops/logger.rs` reads). The command line accepts and validates them as
 //! memcached 1.6.45 does, and `stats settings` reports them with memcached's
 //! names and formats, so an operator's tooling sees what was asked for. None
 //! of them changes what the server does; docs/COMPATIBILITY.md lists each.
@@ -53,7 +53,8 @@ pub struct Tunables {
     /// `-o temporary_ttl=N` turns the temporary LRU on.
     pub temp_lru: bool,
     pub temporary_ttl_s: u32,
-    /// `-o watcher_logbuf_size`, `worker_logbuf_size`, given in KiB.
+    /// `-o watcher_logbuf_size`, `worker_logbuf_size`, given in KiB: the
+    /// `watch` buffers' sizes (`ops/logger.rs`), the one pair here in use.
     pub watcher_logbuf_bytes: u32,
     pub worker_logbuf_bytes: u32,
     /// `-o read_buf_mem_limit`, given in MiB (0 = no limit).

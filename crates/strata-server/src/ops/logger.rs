@@ -5,11 +5,12 @@
 //!  request path ── streams() & STREAM == 0 ──► nothing (one relaxed load)
 //!       │ a watcher wants this stream
 //!       ▼
-//!  WorkerLog (one per worker: frames [stream u32][len u32][line], ≤ 64 KiB)
+//!  WorkerLog (one per worker: frames [stream u32][len u32][line],
+//!            ≤ worker_logbuf_size, 64 KiB)
 //!       │ try_lock, never wait: busy or full ──► log_worker_dropped
 //!       ▼ collect(): whoever wins `collecting` (a watcher's 1 ms pump, or a
 //!       │ worker whose buffer is half full) swaps each worker buffer out
-//!  Sink (one per watcher: bytes ≤ 256 KiB) ── full or busy ──► skipped
+//!  Sink (one per watcher: bytes ≤ watcher_logbuf_size, 256 KiB) ── full or busy ──► skipped
 //!       │                                      (`skipped=N` line later)
 //!       ▼ the watcher connection's pump (ops/watch.rs)
 //!  its output buffer ──► the kernel
@@ -28,10 +29,6 @@ use strata_proto::number::push_u64;
 
 use crate::stats::WorkerStats;
 
-/// memcached's `worker_logbuf_size` default.
-const WORKER_BUF_BYTES: usize = 64 << 10;
-/// memcached's `watcher_logbuf_size` default.
-const WATCHER_BUF_BYTES: usize = 256 << 10;
 /// memcached's limit on watchers.
 const MAX_WATCHERS: usize = 20;
 /// A frame's header: stream and length.
@@ -48,6 +45,8 @@ struct WorkerLog {
 /// One watcher's buffer of lines not yet in its connection's output.
 pub struct Sink {
     streams: u32,
+    /// `-o watcher_logbuf_size` (memcached's default 256 KiB).
+    capacity_bytes: usize,
     buf: Mutex<SinkBuf>,
 }
 
@@ -65,6 +64,10 @@ pub struct Logger {
     gid: AtomicU64,
     /// One per worker, then one for any other logger (UDP, accept).
     workers: Box<[WorkerLog]>,
+    /// `-o worker_logbuf_size` (memcached's default 64 KiB).
+    worker_buf_bytes: usize,
+    /// `-o watcher_logbuf_size`, each new watcher's sink.
+    watcher_buf_bytes: usize,
     watchers: Mutex<Vec<Arc<Sink>>>,
     collecting: Mutex<Vec<u8>>,
     watcher_skipped: AtomicU64,
@@ -91,6 +94,8 @@ impl Logger {
             streams: Arc::new(AtomicU32::new(0)),
             gid: AtomicU64::new(0),
             workers: (0..=workers).map(|_| WorkerLog::default()).collect(),
+            worker_buf_bytes: settings.tunables.worker_logbuf_bytes as usize,
+            watcher_buf_bytes: settings.tunables.watcher_logbuf_bytes as usize,
             watchers: Mutex::new(Vec::new()),
             collecting: Mutex::new(Vec::new()),
             watcher_skipped: AtomicU64::new(0),
@@ -118,7 +123,7 @@ impl Logger {
         }
         // memcached takes a gid for the watcher (its `min_gid`).
         self.gid.fetch_add(1, Relaxed);
-        let sink = Arc::new(Sink { streams, buf: Mutex::new(SinkBuf::default()) });
+        let sink = Arc::new(Sink { streams, capacity_bytes: self.watcher_buf_bytes, buf: Mutex::new(SinkBuf::default()) });
         watchers.push(sink.clone());
         self.streams.fetch_or(streams, Relaxed);
         Some(sink)
@@ -166,7 +171,7 @@ impl Logger {
             frames.push(b' ');
             body(&mut frames);
             frames.push(b'\n');
-            if frames.len() > WORKER_BUF_BYTES {
+            if frames.len() > self.worker_buf_bytes {
                 frames.truncate(start);
                 log.dropped.fetch_add(1, Relaxed);
                 return;
@@ -175,7 +180,7 @@ impl Logger {
             frames[start..start + 4].copy_from_slice(&stream.to_le_bytes());
             frames[start + 4..start + 8].copy_from_slice(&len.to_le_bytes());
             log.written.fetch_add(1, Relaxed);
-            frames.len() > WORKER_BUF_BYTES / 2
+            frames.len() > self.worker_buf_bytes / 2
         };
         if half_full {
             self.collect();
@@ -243,7 +248,7 @@ impl Sink {
             return false;
         };
         let buf = &mut *buf;
-        if buf.bytes.len() + line.len() + 32 > WATCHER_BUF_BYTES {
+        if buf.bytes.len() + line.len() + 32 > self.capacity_bytes {
             buf.skipped += 1;
             return false;
         }
@@ -270,5 +275,37 @@ impl Sink {
         };
         out.extend_from_slice(&buf.bytes[..take]);
         buf.bytes.drain(..take);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `-o watcher_logbuf_size` bounds what a watcher holds unread, and
+    /// `-o worker_logbuf_size` what a worker holds before it hands lines on.
+    #[test]
+    fn buffer_sizes_follow_the_logbuf_options() {
+        let mut settings = crate::settings::Settings::default();
+        settings.tunables.watcher_logbuf_bytes = 1 << 10;
+        settings.tunables.worker_logbuf_bytes = 512;
+        let log = Logger::new(&settings);
+        let sink = log.attach(1).unwrap();
+        let line = [b'x'; 90];
+        // Each line is ~120 bytes with its prefix: a 512-byte worker buffer
+        // passes them on (collect) every few lines, a 1 KiB sink keeps 7.
+        for _ in 0..100 {
+            log.log_other(1, |out| out.extend_from_slice(&line));
+        }
+        log.collect();
+        let totals = log.totals();
+        assert_eq!(totals.worker_dropped, 0);
+        assert_eq!(totals.worker_written, 100);
+        let mut out = Vec::new();
+        sink.drain(&mut out, usize::MAX);
+        let kept = out.split(|&b| b == b'\n').filter(|l| !l.is_empty()).count() as u64;
+        assert!(out.len() <= 1 << 10 && (5..=8).contains(&kept), "{} bytes, {kept} lines", out.len());
+        assert_eq!(totals.watcher_sent, kept);
+        assert_eq!(totals.watcher_skipped, 100 - kept);
     }
 }
