@@ -23,6 +23,13 @@ def rss_mib(pid):
                 return int(line.split()[1]) / 1024
     return 0.0
 
+def huge_mib(pid):
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("AnonHugePages:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default="target/release/strata")
@@ -70,7 +77,8 @@ def main():
         s.sendall(b"stats\r\n"); st = b""
         while not st.endswith(b"END\r\n"): st += s.recv(65536)
         stats = dict(l.split()[1:3] for l in st.decode().splitlines() if l.startswith("STAT "))
-        print(f"after {total / (1 << 30):.2f} GiB in {time.time() - t0:.1f} s: maps {maps(srv.pid)}, RSS {rss_mib(srv.pid):.1f} MiB, "
+        print(f"after {total / (1 << 30):.2f} GiB in {time.time() - t0:.1f} s: maps {maps(srv.pid)}, RSS {rss_mib(srv.pid):.1f} MiB "
+              f"({huge_mib(srv.pid):.0f} MiB in huge pages), "
               f"curr_items {stats.get('curr_items')}, bytes {int(stats.get('bytes', 0)) >> 20} MiB, evictions {stats.get('evictions')}")
     finally:
         srv.kill(); srv.wait()

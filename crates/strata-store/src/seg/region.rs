@@ -63,7 +63,7 @@ pub struct Region {
 struct Inner {
     /// Every chunk by its base address; unmapped when the region drops
     /// (after every buffer, each of which holds an `Arc` to it).
-    chunks: BTreeMap<usize, MmapRaw>,
+    chunks: BTreeMap<usize, Arc<MmapRaw>>,
     reserved_bytes: usize,
     /// Free extents: start address -> bytes; never two adjacent ones.
     free: BTreeMap<usize, usize>,
@@ -120,7 +120,7 @@ impl Region {
         let base = raw.as_mut_ptr() as usize;
         inner.free_extent(base.next_multiple_of(HUGE_PAGE_BYTES), bytes);
         inner.reserved_bytes += bytes;
-        inner.chunks.insert(base, raw);
+        inner.chunks.insert(base, Arc::new(raw));
         Some(())
     }
 
@@ -130,14 +130,16 @@ impl Region {
             return;
         }
         let start = ptr.as_ptr() as usize;
-        let mut inner = lock(&self.inner);
-        if let Some((&base, chunk)) = inner.chunks.range(..=start).next_back() {
+        // The system call runs outside the lock (it zaps up to 256 pages a
+        // megabyte), so other shards' allocations do not wait on it.
+        let chunk = lock(&self.inner).chunks.range(..=start).next_back().map(|(&base, chunk)| (base, Arc::clone(chunk)));
+        if let Some((base, chunk)) = chunk {
             // SAFETY: the extent belongs to the buffer being dropped and is
             // not yet back in the free map, so nothing reads or writes it;
             // a private anonymous page reads back as zeros afterwards.
             let _ = unsafe { chunk.unchecked_advise_range(UncheckedAdvice::DontNeed, start - base, len) };
         }
-        inner.free_extent(start, len);
+        lock(&self.inner).free_extent(start, len);
     }
 
     /// Bytes of address space reserved (for tests and `check_integrity`).
@@ -152,7 +154,9 @@ impl Inner {
         self.free.iter().find(|&(_, &have)| have >= len).map(|(&start, _)| start)
     }
 
-    /// Add a free extent, merged with free neighbours.
+    /// Add a free extent, merged with free neighbours. Extents of two
+    /// chunks never touch (each chunk's usable part ends before its mapping
+    /// does, by the alignment slack), so a merged extent stays in one chunk.
     fn free_extent(&mut self, mut start: usize, mut len: usize) {
         if let Some((&prev, &n)) = self.free.range(..start).next_back() {
             debug_assert!(prev + n <= start, "extent freed twice");
