@@ -466,7 +466,7 @@ impl SegStore {
             g: Globals {
                 data_start: if checked { SEGMENT_HEADER } else { 0 },
                 file,
-                region: Region::new(config.memory_limit_bytes, config.large_pages),
+                region: Region::new(config.large_pages),
                 segment_size,
                 jumbo_threshold: segment_size / 4,
                 memory_limit: AtomicU64::new(config.memory_limit_bytes),

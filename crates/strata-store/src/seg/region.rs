@@ -13,7 +13,8 @@
 //! address space, no memory, and no commit charge (with the kernel's
 //! default overcommit heuristic), so `-m 200g` costs nothing until items
 //! arrive. Chunks are reserved on demand, `next_pow2(-m)` bytes each
-//! (2 MiB to 1 GiB; an extent larger than that gets a chunk of its own), so
+//! (2 MiB to 1 GiB, from the limit at the time; an extent larger than that
+//! gets a chunk of its own), so
 //! the process holds `-m / 1 GiB` mappings plus what fragmentation adds,
 //! instead of one per segment (Linux allows 65,530 mappings per process,
 //! which capped `-m` near 60 GiB). Reserved address space is capped at
@@ -54,7 +55,6 @@ const HUGE_PAGE_BYTES: usize = 2 << 20;
 const MAX_CHUNK_BYTES: usize = 1 << 30;
 
 pub struct Region {
-    chunk_bytes: usize,
     huge_pages: bool,
     inner: Mutex<Inner>,
 }
@@ -70,11 +70,16 @@ struct Inner {
 }
 
 impl Region {
-    /// A region for a store of `memory_limit_bytes`; `huge_pages` for `-L`.
-    pub fn new(memory_limit_bytes: u64, huge_pages: bool) -> Arc<Region> {
-        let limit = usize::try_from(memory_limit_bytes).unwrap_or(usize::MAX);
-        let chunk_bytes = limit.checked_next_power_of_two().unwrap_or(MAX_CHUNK_BYTES).clamp(HUGE_PAGE_BYTES, MAX_CHUNK_BYTES);
-        Arc::new(Region { chunk_bytes, huge_pages, inner: Mutex::new(Inner::default()) })
+    /// An empty region (no address space yet); `huge_pages` for `-L`.
+    pub fn new(huge_pages: bool) -> Arc<Region> {
+        Arc::new(Region { huge_pages, inner: Mutex::new(Inner::default()) })
+    }
+
+    /// Bytes a chunk reserves under a limit of `limit` bytes: the limit's
+    /// next power of two, 2 MiB to 1 GiB (from the current limit, so a
+    /// `cache_memlimit` raised at run time gets larger chunks too).
+    fn chunk_bytes(limit: usize) -> usize {
+        limit.checked_next_power_of_two().unwrap_or(MAX_CHUNK_BYTES).clamp(HUGE_PAGE_BYTES, MAX_CHUNK_BYTES)
     }
 
     /// A zeroed buffer of `len` bytes (rounded up to pages), from a free
@@ -104,9 +109,10 @@ impl Region {
 
     /// Reserve a chunk big enough for `len`, if under the cap.
     fn grow(&self, inner: &mut Inner, len: usize, limit_bytes: u64) -> Option<()> {
-        let bytes = self.chunk_bytes.max(len.next_multiple_of(HUGE_PAGE_BYTES));
         let limit = usize::try_from(limit_bytes).unwrap_or(usize::MAX);
-        let cap = limit.saturating_mul(2).saturating_add(2 * self.chunk_bytes);
+        let chunk_bytes = Self::chunk_bytes(limit);
+        let bytes = chunk_bytes.max(len.next_multiple_of(HUGE_PAGE_BYTES));
+        let cap = limit.saturating_mul(2).saturating_add(2 * chunk_bytes);
         if inner.reserved_bytes.saturating_add(bytes) > cap {
             return None;
         }
@@ -179,7 +185,7 @@ mod tests {
 
     #[test]
     fn extents_are_reused_zeroed_and_coalesced() {
-        let region = Region::new(8 << 20, false);
+        let region = Region::new(false);
         let mut a = region.alloc(1 << 20, 8 << 20).expect("a");
         let b = region.alloc(300 << 10, 8 << 20).expect("b");
         assert_eq!(a.len(), 1 << 20);
@@ -198,7 +204,7 @@ mod tests {
 
     #[test]
     fn reservations_are_capped_by_the_limit() {
-        let region = Region::new(4 << 20, false);
+        let region = Region::new(false);
         // 2 x 4 MiB + 2 chunks of 4 MiB: 16 MiB of address space at most.
         let held: Vec<Buffer> = (0..16).map_while(|_| region.alloc(1 << 20, 4 << 20)).collect();
         assert_eq!(held.len(), 16);
@@ -208,8 +214,8 @@ mod tests {
 
     #[test]
     fn an_extent_larger_than_a_chunk_gets_its_own() {
-        let region = Region::new(2 << 20, true);
-        let big = region.alloc(5 << 20, 8 << 20).expect("big");
+        let region = Region::new(true);
+        let big = region.alloc(5 << 20, 2 << 20).expect("big");
         assert_eq!(big.len(), 5 << 20);
         assert_eq!(big.as_ptr() as usize % HUGE_PAGE_BYTES, 0);
     }
