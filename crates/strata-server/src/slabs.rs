@@ -35,6 +35,7 @@ impl Settings {
             classes: self.slab_classes(),
             track_sizes: self.track_sizes,
             initial_malloced_bytes: initial,
+            large_pages: self.large_pages,
         }
     }
 }

@@ -276,6 +276,8 @@ pub struct EngineConfig {
     /// Bytes counted as already taken at start (memcached's test hook
     /// `T_MEMD_INITIAL_MALLOC`, which t/64bit.t uses); 0 normally.
     pub initial_malloced_bytes: u64,
+    /// `-L`: back segment memory with transparent huge pages.
+    pub large_pages: bool,
 }
 
 impl Default for EngineConfig {
@@ -288,6 +290,7 @@ impl Default for EngineConfig {
             classes: SlabClasses::default(),
             track_sizes: false,
             initial_malloced_bytes: 0,
+            large_pages: false,
         }
     }
 }

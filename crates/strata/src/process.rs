@@ -99,8 +99,17 @@ pub fn raise_core_limit() -> Result<(), String> {
 
 /// `-k`: lock every present and future page in RAM (`mlockall`).
 pub fn lock_memory() -> io::Result<()> {
+    // Pages are locked as they are first touched (`MCL_ONFAULT`, Linux 4.4+):
+    // segment memory is reserved in chunks of up to 1 GiB of address space
+    // (seg/region.rs), which plain `MCL_FUTURE` would fault in and lock
+    // whole at reservation. Older kernels refuse the flag: lock as memcached does.
+    let current_and_future = libc::MCL_CURRENT | libc::MCL_FUTURE;
     // SAFETY: mlockall takes flags only and reports failure through errno.
-    if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } != 0 {
+    if unsafe { libc::mlockall(current_and_future | libc::MCL_ONFAULT) } == 0 {
+        return Ok(());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::mlockall(current_and_future) } != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())

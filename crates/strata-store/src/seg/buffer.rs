@@ -1,56 +1,130 @@
-//! Segment memory: each segment buffer is its own mapping.
+//! Segment memory: a buffer is an extent of a large mapping, not a mapping.
 //!
-//! Without a memory file a buffer is an anonymous mapping: a fresh one costs
-//! no RSS until its pages are written, so an open segment holds only the
-//! pages its items fill (from the heap, `calloc` may clear, and so touch,
-//! the whole megabyte at once: 32 shards x 1 MiB of resident memory before
-//! the first item). Dropping a buffer unmaps it. With `-e` a buffer maps an
-//! extent of the memory file (`file.rs`) and remembers where it lies.
-//! Buffers for freed segments go back to the store's pool instead, so steady
-//! state makes no system calls.
+//! ```text
+//!  anonymous (no -e): Region = chunks of reserved address space (1 GiB at -m 200g)
+//!   chunk ┌────────┬────────┬──────┬────────┬─────────────── never touched ──┐
+//!         │ seg 1M │ seg 1M │ 300K │ (free) │  ...                             │
+//!         └────────┴────────┴──────┴────────┴──────────────────────────────────┘
+//!  memory file (-e): the whole arena is one shared mapping; a buffer is an
+//!  extent of it at a page offset the file's directory records
+//! ```
+//!
+//! A `Buffer` is a pointer and a length into one of those mappings plus a
+//! handle (`Arc`) that keeps the mapping alive while the buffer exists. The
+//! process holds a few mappings however many segments there are, so `-m` is
+//! no longer bounded by `vm.max_map_count` (65,530 mappings; one per 1 MiB
+//! segment used to cap `-m` near 60 GiB, and churn split merged ones).
+//!
+//! Unsafe code, and why it is sound: a buffer's extent is handed out by
+//! exactly one allocator (`region.rs`'s free map, or the memory file's) and
+//! not handed out again until the buffer is gone, so the `&mut [u8]` a buffer
+//! gives out never aliases another buffer's; the mapping it points into is
+//! unmapped only when the last `Arc` to it drops, which is after every
+//! buffer into it. That makes a buffer like a `Box<[u8]>`: `Send` and `Sync`.
+//! Dropping an anonymous buffer returns its extent to its region, whose
+//! pages go back to the kernel (`MADV_DONTNEED`), so RSS follows what the
+//! store holds. Buffers for freed segments go to the store's pool first, so
+//! steady state makes no system calls.
+
+#![allow(unsafe_code)]
 
 use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
+use std::sync::Arc;
 
-#[derive(Default)]
+use memmap2::MmapRaw;
+
+use super::region::Region;
+
+/// The mapping a buffer lies in.
+enum Home {
+    /// The empty buffer of a free segment slot.
+    None,
+    /// An extent of an anonymous region; given back to it on drop.
+    Region(Arc<Region>),
+    /// An extent of the memory file's arena mapping, at this byte offset.
+    File(Arc<MmapRaw>, u64),
+}
+
 pub struct Buffer {
-    map: Option<memmap2::MmapMut>,
-    /// Offset of the extent in the memory file's arena.
-    file_offset: Option<u64>,
+    ptr: NonNull<u8>,
+    len: usize,
+    home: Home,
+}
+
+// SAFETY: a buffer owns its extent exclusively (module docs), as a Box<[u8]>
+// owns its bytes; the Arc'd mapping it points into is itself Send + Sync.
+unsafe impl Send for Buffer {}
+// SAFETY: as above; `&Buffer` only gives out `&[u8]`.
+unsafe impl Sync for Buffer {}
+
+impl Default for Buffer {
+    fn default() -> Buffer {
+        Buffer { ptr: NonNull::dangling(), len: 0, home: Home::None }
+    }
 }
 
 impl Buffer {
-    /// A zeroed buffer of `len` bytes; None if the kernel refuses the
-    /// mapping (address space or `vm.max_map_count`), handled as no memory.
-    pub fn new(len: usize) -> Option<Buffer> {
-        memmap2::MmapMut::map_anon(len).ok().map(|map| Buffer { map: Some(map), file_offset: None })
+    /// An extent of `region` at `ptr`.
+    ///
+    /// # Safety
+    /// `ptr..ptr + len` lies in a mapping `region` keeps alive, and nothing
+    /// else uses it until this buffer drops (which hands it back to `region`).
+    pub unsafe fn in_region(ptr: NonNull<u8>, len: usize, region: Arc<Region>) -> Buffer {
+        Buffer { ptr, len, home: Home::Region(region) }
     }
 
-    pub fn file_backed(map: memmap2::MmapMut, offset: u64) -> Buffer {
-        Buffer { map: Some(map), file_offset: Some(offset) }
+    /// The extent of `arena` at byte `offset`, `len` bytes long.
+    ///
+    /// # Safety
+    /// The extent is inside `arena` and handed out to no other buffer while
+    /// this one exists (the memory file's free map guarantees it).
+    pub unsafe fn in_file(arena: Arc<MmapRaw>, offset: u64, len: usize) -> Buffer {
+        assert!(offset as usize + len <= arena.len(), "extent past the arena");
+        // SAFETY: in bounds (asserted); the caller guarantees exclusivity.
+        let ptr = unsafe { NonNull::new_unchecked(arena.as_mut_ptr().add(offset as usize)) };
+        Buffer { ptr, len, home: Home::File(arena, offset) }
     }
 
+    /// Offset of the extent in the memory file's arena.
     pub fn file_offset(&self) -> Option<u64> {
-        self.file_offset
+        match self.home {
+            Home::File(_, offset) => Some(offset),
+            _ => None,
+        }
     }
 
     /// Write a file-backed buffer's dirty pages back (graceful stop).
     pub fn flush(&self) -> std::io::Result<()> {
-        match (&self.map, self.file_offset) {
-            (Some(map), Some(_)) => map.flush(),
+        match &self.home {
+            Home::File(arena, offset) => arena.flush_range(*offset as usize, self.len),
             _ => Ok(()),
+        }
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        if let Home::Region(region) = &self.home {
+            region.release(self.ptr, self.len);
         }
     }
 }
 
 impl Deref for Buffer {
     type Target = [u8];
+    #[inline]
     fn deref(&self) -> &[u8] {
-        self.map.as_deref().unwrap_or(&[])
+        // SAFETY: ptr..ptr+len is a live extent this buffer owns (module
+        // docs), or a dangling pointer with len 0, which is a valid empty slice.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 }
 
 impl DerefMut for Buffer {
+    #[inline]
     fn deref_mut(&mut self) -> &mut [u8] {
-        self.map.as_deref_mut().unwrap_or(&mut [])
+        // SAFETY: as in `deref`, and `&mut self` makes this the only slice.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 }

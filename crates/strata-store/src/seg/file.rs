@@ -26,18 +26,23 @@
 //! segment header drops that segment, a damaged item drops the rest of its
 //! segment.
 //!
-//! Each held extent is its own shared file mapping; a directory entry
-//! exists exactly while a segment holds the extent. The file is locked
-//! (`flock`) so two servers never share it.
+//! The arena is one shared file mapping, made at open however large `-m`
+//! is (a 200 GiB file is sparse and maps as address space only); a buffer
+//! is an extent of it (`buffer.rs`), handed out first-fit from a free map.
+//! A freed extent's pages are dropped from the process (`MADV_DONTNEED`
+//! on a shared mapping: the bytes stay in the file and the page cache, as
+//! after the `munmap` of a mapping of its own), so RSS follows what
+//! segments hold. A directory entry exists exactly while a segment holds
+//! the extent. The file is locked (`flock`) so two servers never share it.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use memmap2::{MmapMut, MmapOptions};
+use memmap2::{Advice, MmapMut, MmapOptions, MmapRaw, UncheckedAdvice};
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
 use super::buffer::Buffer;
@@ -113,11 +118,14 @@ pub struct SegmentHeader {
 }
 
 pub struct MemFile {
+    /// Held open for its `flock`, which keeps other servers out.
+    #[allow(dead_code)]
     file: File,
     head: Mutex<MmapMut>,
+    /// The whole arena, mapped once; every buffer holds an `Arc` to it.
+    arena: Arc<MmapRaw>,
     secret: u64,
     origin_unix: i64,
-    arena_start: u64,
     arena_pages: u64,
     /// Free extents of the arena: first page -> pages.
     free: Mutex<BTreeMap<u64, u64>>,
@@ -192,12 +200,13 @@ impl MemFile {
         };
         // Until the next graceful stop, this file is "not clean".
         head[H_CLEAN] = 0;
+        let arena = Arc::new(Self::map_arena(&file, geo)?);
         let mf = MemFile {
+            arena,
             file,
             secret: get_u64(&head, H_SECRET),
             origin_unix: get_u64(&head, H_ORIGIN) as i64,
             head: Mutex::new(head),
-            arena_start: PAGE + geo.dir_bytes(),
             arena_pages: geo.arena_pages(),
             free: Mutex::new(BTreeMap::from([(0, geo.arena_pages())])),
             next_seq: AtomicU64::new(1),
@@ -232,6 +241,12 @@ impl MemFile {
         unsafe {
             MmapOptions::new().len((PAGE + geo.dir_bytes()) as usize).map_mut(file)
         }
+    }
+
+    fn map_arena(file: &File, geo: Geometry) -> io::Result<MmapRaw> {
+        // A raw mapping gives out no slices; buffers cut it up (`buffer`).
+        // The arena starts past the directory, so it never overlaps the header.
+        MmapOptions::new().offset(PAGE + geo.dir_bytes()).len((geo.arena_pages() * PAGE) as usize).map_raw(file)
     }
 
     /// Check an existing file's header against `geo`: its mapping, clean
@@ -388,7 +403,7 @@ impl MemFile {
         }
     }
 
-    /// Map a free extent of `len` bytes (a multiple of a page), first fit.
+    /// A free extent of `len` bytes (a multiple of a page), first fit.
     pub fn alloc(&self, len: usize) -> Option<Buffer> {
         let pages = (len as u64).div_ceil(PAGE);
         let page = {
@@ -400,40 +415,43 @@ impl MemFile {
             }
             start
         };
-        match self.map(page, pages, false) {
-            Some(buf) => Some(buf),
-            None => {
-                self.release_pages(page, pages);
-                None
-            }
-        }
+        Some(self.buffer(page, pages))
     }
 
-    /// Map the extent of a directory entry (recovery: its pages are read
-    /// at once, so they are mapped in up front rather than faulted one by one).
+    /// The extent of a directory entry (recovery: its pages are read at
+    /// once, so they are faulted in up front rather than one by one; read
+    /// faults, as `MAP_POPULATE` did, so nothing is dirtied).
     pub fn map_entry(&self, e: &Entry) -> Option<Buffer> {
-        self.map(e.page, e.pages, true)
-    }
-
-    fn map(&self, page: u64, pages: u64, populate: bool) -> Option<Buffer> {
-        let mut options = MmapOptions::new();
-        options.offset(self.arena_start + page * PAGE).len((pages * PAGE) as usize);
-        if populate {
-            options.populate();
+        let (at, len) = ((e.page * PAGE) as usize, (e.pages * PAGE) as usize);
+        if self.arena.advise_range(Advice::PopulateRead, at, len).is_err() {
+            let _ = self.arena.advise_range(Advice::WillNeed, at, len);
         }
-        // SAFETY: as in `map_head`; extents never overlap (the free map
-        // hands each page out once), so no two live slices alias.
-        #[allow(unsafe_code)]
-        let map = unsafe { options.map_mut(&self.file) };
-        map.ok().map(|m| Buffer::file_backed(m, page * PAGE))
+        Some(self.buffer(e.page, e.pages))
     }
 
-    /// Return a buffer's extent to the free map (its mapping is dropped).
+    fn buffer(&self, page: u64, pages: u64) -> Buffer {
+        // SAFETY: the extent is inside the arena (directory entries are
+        // checked against its size, the free map covers only it) and held
+        // by no other buffer (the free map hands each page out once).
+        #[allow(unsafe_code)]
+        unsafe {
+            Buffer::in_file(Arc::clone(&self.arena), page * PAGE, (pages * PAGE) as usize)
+        }
+    }
+
+    /// Return a buffer's extent to the free map; its pages leave the
+    /// process (their bytes stay in the file).
     pub fn free(&self, buf: Buffer) {
         if let Some(at) = buf.file_offset() {
-            let pages = buf.len() as u64 / PAGE;
+            let len = buf.len();
             drop(buf);
-            self.release_pages(at / PAGE, pages);
+            // SAFETY: the extent belonged to the buffer just dropped and is
+            // not yet free, so nothing uses it; on a shared file mapping
+            // MADV_DONTNEED only unmaps the pages (dirty ones are written
+            // back as usual), so no stored byte is lost.
+            #[allow(unsafe_code)]
+            let _ = unsafe { self.arena.unchecked_advise_range(UncheckedAdvice::DontNeed, at as usize, len) };
+            self.release_pages(at / PAGE, len as u64 / PAGE);
         }
     }
 

@@ -10,7 +10,8 @@
 //!  key ──xxh3──► hash ─┬─ top 5 bits ──► shard (Mutex<Shard>, 1..32 of them)
 //!                      ├─ bits 32..47 ─► 15-bit tag in the slot
 //!                      └─ bits 0..31 ──► home slot (fastrange)
-//!  -m ──► segment buffers (64 KiB .. 1 MiB each), pooled store-wide
+//!  -m ──► segment buffers (64 KiB .. 1 MiB each), extents of a few large
+//!        mappings (region.rs, file.rs), pooled store-wide
 //! ```
 //!
 //! Concurrency: the key space is split into shards by hash, each behind one
@@ -30,6 +31,7 @@
 mod buffer;
 mod file;
 mod item;
+mod region;
 mod shard;
 mod table;
 mod walk;
@@ -41,6 +43,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use self::buffer::Buffer;
 use self::file::{Geometry, MemFile, Opened, SEGMENT_HEADER};
+use self::region::Region;
 use self::item::{Header, FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
 use self::shard::{Class, Gone, Recovered, Shard, Spec};
 use self::table::{slot_freq, Loc, MAX_FREQ};
@@ -89,6 +92,8 @@ pub(crate) struct Globals {
     explicit_cas_max: AtomicU64,
     /// The memory file (`-e`), if any: segment buffers are its extents.
     file: Option<MemFile>,
+    /// Without one, buffers are extents of large anonymous reservations.
+    region: std::sync::Arc<Region>,
     /// Where a segment's first item starts (after its header in a memory file).
     pub data_start: usize,
     /// `-M`: a store was refused for want of memory and nothing has left
@@ -103,7 +108,7 @@ impl Globals {
     fn new_buffer(&self, size: usize) -> Option<Buffer> {
         match &self.file {
             Some(file) => file.alloc(size),
-            None => Buffer::new(size),
+            None => self.region.alloc(size, self.memory_limit.load(Ordering::Relaxed)),
         }
     }
 
@@ -461,6 +466,7 @@ impl SegStore {
             g: Globals {
                 data_start: if checked { SEGMENT_HEADER } else { 0 },
                 file,
+                region: Region::new(config.large_pages),
                 segment_size,
                 jumbo_threshold: segment_size / 4,
                 memory_limit: AtomicU64::new(config.memory_limit_bytes),
