@@ -29,6 +29,7 @@
 
 mod buffer;
 mod file;
+mod flash;
 mod item;
 mod shard;
 mod table;
