@@ -13,6 +13,13 @@
 //!          makes every index entry and record on it stale at once.
 //! ```
 //!
+//! With a memory file (`-e`), the page table (each page's version, FIFO
+//! position and how many blocks of it are on flash) is kept in a mapped
+//! file (`<ext_path>.idx/pages`, [`PageTable`]), so a restart rebuilds the
+//! FIFO and knows which index entries point at records that were written
+//! (entries into the unwritten tail of a page, lost with the write buffer
+//! at a crash, are dropped).
+//!
 //! Lock order: a shard's mutex, then the writer's (never the other way), so
 //! evicting shards can write while readers check other shards.
 //!
@@ -95,6 +102,85 @@ pub struct Counters {
     pub recache_counter: AtomicU64,
 }
 
+const TABLE_MAGIC: &[u8; 8] = b"STRFPGS1";
+const TABLE_HEAD: usize = 4096;
+
+/// The persistent page table (see the module docs).
+///
+/// ```text
+///  header (4 KiB): magic │ secret u64 │ page_size u64 │ pages u64 │ shards u32
+///  per page (16 B): version u32 │ written blocks u32 │ FIFO sequence u64
+/// ```
+pub struct PageTable {
+    map: memmap2::MmapMut,
+    /// Held for the `flock` on the file.
+    _file: File,
+}
+
+impl PageTable {
+    fn u64_at(&self, at: usize) -> u64 {
+        u64::from_le_bytes(self.map[at..at + 8].try_into().expect("8 bytes"))
+    }
+
+    fn put(&mut self, at: usize, bytes: &[u8]) {
+        self.map[at..at + bytes.len()].copy_from_slice(bytes);
+    }
+
+    fn set_page(&mut self, page: u32, version: u32, written_blocks: u32, seq: u64) {
+        let at = TABLE_HEAD + page as usize * 16;
+        self.put(at, &version.to_le_bytes());
+        self.put(at + 4, &written_blocks.to_le_bytes());
+        self.put(at + 8, &seq.to_le_bytes());
+    }
+
+    fn page(&self, page: u32) -> (u32, u32, u64) {
+        let at = TABLE_HEAD + page as usize * 16;
+        let u32_at = |i: usize| u32::from_le_bytes(self.map[i..i + 4].try_into().expect("4 bytes"));
+        (u32_at(at), u32_at(at + 4), self.u64_at(at + 8))
+    }
+
+    fn set_written(&mut self, page: u32, written_blocks: u32) {
+        self.put(TABLE_HEAD + page as usize * 16 + 4, &written_blocks.to_le_bytes());
+    }
+
+    fn set_version(&mut self, page: u32, version: u32) {
+        self.put(TABLE_HEAD + page as usize * 16, &version.to_le_bytes());
+    }
+
+    /// Open (locked) the table at `path`; Some(secret) when it holds a
+    /// tier of this geometry, else it is started afresh with `secret`.
+    fn open(path: &std::path::Path, secret: u64, page_size: u64, pages: usize, shards: u32, may_recover: bool) -> std::io::Result<(PageTable, Option<u64>)> {
+        let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        file.try_lock().map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::WouldBlock, format!("{}: in use by another process", path.display()))
+        })?;
+        let len = TABLE_HEAD + pages * 16;
+        let old_len = file.metadata()?.len();
+        if old_len != len as u64 {
+            file.set_len(0)?;
+            file.set_len(len as u64)?;
+        }
+        let map = super::mapped::map(&file, len)?;
+        let mut table = PageTable { map, _file: file };
+        let matches = may_recover
+            && &table.map[0..8] == TABLE_MAGIC
+            && table.u64_at(16) == page_size
+            && table.u64_at(24) == pages as u64
+            && table.u64_at(32) == u64::from(shards);
+        if matches {
+            let secret = table.u64_at(8);
+            return Ok((table, Some(secret)));
+        }
+        table.map.fill(0);
+        table.put(8, &secret.to_le_bytes());
+        table.put(16, &page_size.to_le_bytes());
+        table.put(24, &(pages as u64).to_le_bytes());
+        table.put(32, &u64::from(shards).to_le_bytes());
+        table.put(0, TABLE_MAGIC);
+        Ok((table, None))
+    }
+}
+
 pub struct Tier {
     pub files: Vec<Arc<File>>,
     pub spots: Vec<PageSpot>,
@@ -123,6 +209,14 @@ pub struct Tier {
     /// Set by a reclaim: the index sweep has stale entries to drop.
     pub reclaims: AtomicU64,
     pub direct_io: bool,
+    /// Per page: blocks known to be on flash (a restart trusts only entries
+    /// below this).
+    pub written_blocks: Vec<AtomicU32>,
+    /// `-e`: the persistent page table.
+    table: Option<Mutex<PageTable>>,
+    /// The page table held a tier of this geometry: its index files are
+    /// to be recovered.
+    pub recovered: bool,
 }
 
 fn relaxed() -> Ordering {
@@ -154,7 +248,9 @@ fn open_file(path: &std::path::Path, size: u64) -> std::io::Result<(File, bool)>
 impl Tier {
     /// Open every `ext_path` of `ext`. A missing directory, an unwritable
     /// file or one too small for two pages is an error that names it.
-    pub fn open(ext: &ExtConfig, secret: u64) -> std::io::Result<Tier> {
+    /// `persist`: the directory of the page table, the shard count, and
+    /// whether a table found there may be recovered (the memory file was).
+    pub fn open(ext: &ExtConfig, secret: u64, persist: Option<(&std::path::Path, u32, bool)>) -> std::io::Result<Tier> {
         let invalid = |msg: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, msg);
         let page_size = ext.page_size_bytes;
         if page_size < 2 * BLOCK || page_size % BLOCK != 0 || page_size > MAX_PAGE_BYTES {
@@ -194,7 +290,17 @@ impl Tier {
         }
         let n = spots.len();
         ext.fill_page_defaults(n as u64);
-        Ok(Tier {
+        let (table, found) = match persist {
+            Some((dir, shards, may_recover)) => {
+                let (t, found) = PageTable::open(&dir.join("pages"), secret, page_size, n, shards, may_recover)?;
+                (Some(t), found)
+            }
+            None => (None, None),
+        };
+        let mut tier = Tier {
+            written_blocks: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            table: None,
+            recovered: found.is_some(),
             files,
             page_size,
             wbuf_size,
@@ -222,7 +328,62 @@ impl Tier {
             reclaims: AtomicU64::new(0),
             spots,
             direct_io,
-        })
+        };
+        tier.secret = found.unwrap_or(secret);
+        if let Some(table) = table {
+            if found.is_some() {
+                tier.restore(&table);
+            }
+            tier.table = Some(Mutex::new(table));
+        }
+        Ok(tier)
+    }
+
+    /// Rebuild versions, the FIFO and the written extents from the table.
+    fn restore(&mut self, table: &PageTable) {
+        let w = self.writer.get_mut().unwrap_or_else(|e| e.into_inner());
+        let mut used: Vec<(u64, u32)> = Vec::new();
+        w.free.clear();
+        for p in 0..self.spots.len() as u32 {
+            let (version, written, seq) = table.page(p);
+            self.versions[p as usize].store(version, relaxed());
+            self.written_blocks[p as usize].store(written, relaxed());
+            self.page_seq[p as usize].store(seq, relaxed());
+            if seq == 0 {
+                w.free.push_back(p);
+            } else {
+                used.push((seq, p));
+            }
+        }
+        used.sort_unstable();
+        w.sealed = used.iter().map(|&(_, p)| p).collect();
+        let next = used.last().map_or(1, |&(seq, _)| seq + 1);
+        self.next_seq.store(next, relaxed());
+        self.oldest_seq.store(used.first().map_or(next, |&(seq, _)| seq), relaxed());
+    }
+
+    /// Recovery: an entry is kept if its page still has its version and
+    /// its record was written before the stop (counted live).
+    pub fn recover_entry(&self, page: u32, version4: u8, offset: u64) -> bool {
+        let p = page as usize;
+        if p >= self.spots.len() || self.is_stale(page, version4) {
+            return false;
+        }
+        let written = u64::from(self.written_blocks[p].load(relaxed())) * BLOCK;
+        if offset + record::HEADER as u64 > written {
+            return false;
+        }
+        self.live_items[p].fetch_add(1, relaxed());
+        self.written_items[p].fetch_add(1, relaxed());
+        self.written_bytes[p].store(written, relaxed());
+        true
+    }
+
+    fn persist_page(&self, page: u32) {
+        if let Some(t) = &self.table {
+            let p = page as usize;
+            lock(t).set_page(page, self.versions[p].load(relaxed()), self.written_blocks[p].load(relaxed()), self.page_seq[p].load(relaxed()));
+        }
     }
 
     pub fn page_count(&self) -> usize {
@@ -339,6 +500,8 @@ impl Tier {
         if w.sealed.is_empty() {
             self.oldest_seq.store(seq, relaxed());
         }
+        self.written_blocks[page as usize].store(0, relaxed());
+        self.persist_page(page);
         self.c.page_allocs.fetch_add(1, relaxed());
         w.page = page;
         w.page_off = 0;
@@ -399,6 +562,11 @@ impl Tier {
                 self.c.bytes_written.fetch_add(len as u64, relaxed());
                 w.page_off += len as u64;
                 w.fill = 0;
+                let blocks = (w.page_off / BLOCK) as u32;
+                self.written_blocks[w.page as usize].store(blocks, relaxed());
+                if let Some(t) = &self.table {
+                    lock(t).set_written(w.page, blocks);
+                }
             }
             Err(_) => {
                 self.c.write_errors.fetch_add(1, relaxed());
@@ -406,7 +574,10 @@ impl Tier {
                 // entries stale; the page goes to the back of the FIFO.
                 let page = w.page;
                 self.reclaim(page);
-                self.versions[page as usize].fetch_add(1, relaxed());
+                let version = self.versions[page as usize].fetch_add(1, relaxed()) + 1;
+                if let Some(t) = &self.table {
+                    lock(t).set_version(page, version);
+                }
                 w.sealed.push_back(page);
                 w.page = NO_PAGE;
                 w.fill = 0;
