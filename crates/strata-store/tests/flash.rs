@@ -396,3 +396,25 @@ fn without_a_memory_file_the_flash_tier_starts_empty() {
     let s = flash_store(1 << 20, &dir.file("flash"), 8 << 20);
     assert_eq!(served(&s, 3000, 100, |i| Some(value_for(i, 1000))), (0, 0));
 }
+
+#[test]
+fn write_errors_fall_back_to_eviction_and_are_counted() {
+    // Every write to /dev/full fails (ENOSPC); its reads return zeros.
+    if !Path::new("/dev/full").exists() {
+        return;
+    }
+    let s = flash_store(1 << 20, Path::new("/dev/full"), 1 << 20);
+    let now = 100;
+    for i in 0..4000 {
+        set(&s, format!("key:{i}").as_bytes(), &value_for(i, 1000), now);
+    }
+    s.flash_flush();
+    let st = s.ext_stats().expect("stats");
+    assert!(st.write_errors > 0, "{st:?}");
+    assert!(st.write_fallbacks > 0, "items evicted once flash gave up: {st:?}");
+    assert!(s.stats().evictions > 1000);
+    let (hits, wrong) = served(&s, 4000, now, |i| Some(value_for(i, 1000)));
+    assert_eq!(wrong, 0);
+    assert!(hits > 100, "RAM still serves: {hits}");
+    assert_eq!(st.bytes_written, 0);
+}

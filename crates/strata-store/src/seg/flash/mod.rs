@@ -92,7 +92,7 @@ impl SegStore {
         // file's clock and counter: recover them only if it was recovered.
         let may_recover = self.restart.is_some_and(|r| r.ok);
         let tier = Tier::open(&ext, secret, dir.as_deref().map(|d| (d, shards, may_recover)))?;
-        let wbuf = tier.wbuf_size as u64;
+        let wbuf = tier.buffer_bytes();
         self.g.config.initial_malloced_bytes += wbuf;
         self.g.allocated.fetch_add(wbuf, relaxed());
         let mut restored = 0;
@@ -156,8 +156,8 @@ impl SegStore {
                 continue;
             }
             let version = tier.version(e.page);
-            if e.page == tier.open_page.load(relaxed()) && tier.unwritten(e.page, e.offset, &mut bytes, e.blocks) {
-                // Still in the write buffer: no I/O, straight back to RAM.
+            if e.offset >= tier.written_bytes_of(e.page) && tier.unwritten(e.page, e.offset, &mut bytes, e.blocks) {
+                // Still in a write buffer: no I/O, straight back to RAM.
                 let seed = record::seed(tier.secret, e.page, version);
                 self.accept(shard, tier, hash, key, e, &bytes, seed, GetOptions::default(), true, now, &mut |_, _| GetAction::default());
                 return None;

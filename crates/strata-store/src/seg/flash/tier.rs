@@ -5,9 +5,13 @@
 //!  files:  ext_path 0: │ page 0 │ page 1 │ ... │      ext_path 1: │ page k │ ...
 //!  page:   │ header block (4 KiB) │ records ... (written one write buffer at a time)
 //!  header: magic "STRFLASH" │ page u32 │ version u32 │ secret u64 │ check u32
-//!  wbuf:   one store-wide buffer of ext_wbuf_size (counted in -m), filled under
-//!          its mutex by evicting shards, written with one aligned pwrite
-//!          (O_DIRECT when the filesystem allows it) when full.
+//!  wbuf:   two store-wide buffers of ext_wbuf_size (counted in -m): one is
+//!          filled under the writer's mutex by evicting shards; a full one is
+//!          handed to the `strata-flash-writer` thread, which writes it with
+//!          one aligned pwrite (O_DIRECT when the filesystem allows it) while
+//!          the other fills, so no request waits for the device unless it is
+//!          slower than eviction (then the filler waits for the buffer).
+//!          A record in a buffer not yet written is read from the buffer.
 //!  pages:  Free ─► Open (the one the wbuf fills) ─► Sealed (FIFO) ─► reclaimed
 //!          (oldest first, when no page is free): its version goes up, which
 //!          makes every index entry and record on it stale at once.
@@ -63,8 +67,22 @@ pub struct Placed {
     pub blocks: u32,
 }
 
+/// A full buffer waiting for (or under) its write.
+struct Inflight {
+    page: u32,
+    version: u32,
+    page_off: u64,
+    len: usize,
+    buf: Arc<FlashBuf>,
+}
+
 pub struct Writer {
     wbuf: FlashBuf,
+    /// Buffers free to fill next (one, when none is being written).
+    spare: Vec<FlashBuf>,
+    /// Full buffers in write order; the writer thread takes the front.
+    inflight: VecDeque<Inflight>,
+    stop: bool,
     /// Bytes of `wbuf` filled.
     fill: usize,
     /// The open page, and the page offset `wbuf` starts at.
@@ -181,7 +199,34 @@ impl PageTable {
     }
 }
 
+/// The tier and its writer thread (stopped and joined on drop).
 pub struct Tier {
+    inner: Arc<Inner>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::ops::Deref for Tier {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.inner
+    }
+}
+
+impl Drop for Tier {
+    fn drop(&mut self) {
+        lock(&self.inner.writer).stop = true;
+        self.inner.work.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+pub struct Inner {
+    /// Signalled when a buffer is handed to the writer thread, and when it
+    /// has written one (a buffer is free again).
+    work: std::sync::Condvar,
+    written: std::sync::Condvar,
     pub files: Vec<Arc<File>>,
     pub spots: Vec<PageSpot>,
     pub page_size: u64,
@@ -297,7 +342,9 @@ impl Tier {
             }
             None => (None, None),
         };
-        let mut tier = Tier {
+        let mut tier = Inner {
+            work: std::sync::Condvar::new(),
+            written: std::sync::Condvar::new(),
             written_blocks: (0..n).map(|_| AtomicU32::new(0)).collect(),
             table: None,
             recovered: found.is_some(),
@@ -317,6 +364,9 @@ impl Tier {
             buckets,
             writer: Mutex::new(Writer {
                 wbuf: FlashBuf::new(wbuf_size),
+                spare: vec![FlashBuf::new(wbuf_size)],
+                inflight: VecDeque::new(),
+                stop: false,
                 fill: 0,
                 page: NO_PAGE,
                 page_off: 0,
@@ -336,7 +386,78 @@ impl Tier {
             }
             tier.table = Some(Mutex::new(table));
         }
-        Ok(tier)
+        let inner = Arc::new(tier);
+        let worker = inner.clone();
+        let thread = std::thread::Builder::new().name("strata-flash-writer".into()).spawn(move || worker.write_loop())?;
+        Ok(Tier { inner, thread: Some(thread) })
+    }
+}
+
+impl Inner {
+    /// Bytes of `-m` the write buffers take.
+    pub fn buffer_bytes(&self) -> u64 {
+        2 * self.wbuf_size as u64
+    }
+
+    /// The writer thread: write full buffers in order, one at a time.
+    fn write_loop(&self) {
+        let mut w = lock(&self.writer);
+        loop {
+            let Some(job) = w.inflight.front() else {
+                if w.stop {
+                    return;
+                }
+                w = self.work.wait(w).unwrap_or_else(|e| e.into_inner());
+                continue;
+            };
+            let (page, version, page_off, len, buf) = (job.page, job.version, job.page_off, job.len, job.buf.clone());
+            drop(w);
+            let spot = &self.spots[page as usize];
+            let result = self.files[spot.file].write_all_at(&buf[..len], spot.base + page_off);
+            drop(buf);
+            w = lock(&self.writer);
+            let job = w.inflight.pop_front().expect("the job written");
+            let buf = Arc::try_unwrap(job.buf).unwrap_or_else(|_| FlashBuf::new(self.wbuf_size));
+            w.spare.push(buf);
+            if result.is_ok() {
+                self.c.bytes_written.fetch_add(len as u64, relaxed());
+            }
+            self.finish_write(&mut w, page, version, page_off + len as u64, result.is_ok());
+            self.written.notify_all();
+        }
+    }
+
+    /// Account a finished write (`end`: the page offset it reached).
+    fn finish_write(&self, w: &mut Writer, page: u32, version: u32, end: u64, ok: bool) {
+        if self.version(page) != version {
+            return; // retired meanwhile
+        }
+        if ok {
+            let blocks = (end / BLOCK) as u32;
+            self.written_blocks[page as usize].store(blocks, relaxed());
+            if let Some(t) = &self.table {
+                lock(t).set_written(page, blocks);
+            }
+            return;
+        }
+        self.c.write_errors.fetch_add(1, relaxed());
+        // Everything on the page is lost: a new version makes its entries
+        // stale; the page goes to the back of the FIFO.
+        self.reclaim(page);
+        let version = self.versions[page as usize].fetch_add(1, relaxed()) + 1;
+        if let Some(t) = &self.table {
+            lock(t).set_version(page, version);
+        }
+        if w.page == page {
+            w.page = NO_PAGE;
+            w.fill = 0;
+            self.open_page.store(NO_PAGE, relaxed());
+            w.sealed.push_back(page);
+        }
+        // Every page failing in a row: stop writing (fallback).
+        if self.c.write_errors.load(relaxed()) >= 2 * self.spots.len() as u64 + 2 {
+            w.failed = true;
+        }
     }
 
     /// Rebuild versions, the FIFO and the written extents from the table.
@@ -390,6 +511,11 @@ impl Tier {
         self.spots.len()
     }
 
+    /// Bytes of `page` known to be on flash.
+    pub fn written_bytes_of(&self, page: u32) -> u64 {
+        u64::from(self.written_blocks[page as usize].load(relaxed())) * BLOCK
+    }
+
     pub fn version(&self, page: u32) -> u32 {
         self.versions[page as usize].load(relaxed())
     }
@@ -430,6 +556,9 @@ impl Tier {
     /// as needed. None: no page could take it (counted by the caller).
     pub fn append(&self, len: usize, write: impl FnOnce(&mut [u8], u64)) -> Option<Placed> {
         let mut w = lock(&self.writer);
+        if w.failed {
+            return None;
+        }
         if len > self.wbuf_size - FLASH_ALIGN_BYTES {
             return None;
         }
@@ -439,12 +568,12 @@ impl Tier {
             }
             let offset = w.page_off + w.fill as u64;
             if offset + len as u64 > self.page_size {
-                self.flush(&mut w);
+                w = self.flush(w);
                 self.seal(&mut w);
                 continue;
             }
             if w.fill + len > self.wbuf_size {
-                self.flush(&mut w);
+                w = self.flush(w);
                 continue;
             }
             let blocks = ((offset % BLOCK + len as u64).div_ceil(BLOCK)) as u32;
@@ -469,14 +598,23 @@ impl Tier {
     /// `at` its page offset. None if it has been written meanwhile.
     pub fn unwritten(&self, page: u32, offset: u64, out: &mut Vec<u8>, blocks: u32) -> bool {
         let w = lock(&self.writer);
-        if w.page != page || offset < w.page_off {
-            return false;
+        let want = blocks as usize * FLASH_ALIGN_BYTES;
+        let version = self.version(page);
+        let mut copy = |buf: &[u8], from: u64, filled: usize| {
+            let from = from as usize;
+            out.clear();
+            out.extend_from_slice(&buf[from..(from + want).min(filled)]);
+            true
+        };
+        if w.page == page && offset >= w.page_off {
+            return copy(&w.wbuf, offset - w.page_off, w.fill);
         }
-        let from = (offset - w.page_off) as usize;
-        let to = (from + blocks as usize * FLASH_ALIGN_BYTES).min(w.fill);
-        out.clear();
-        out.extend_from_slice(&w.wbuf[from..to]);
-        true
+        for job in &w.inflight {
+            if job.page == page && job.version == version && offset >= job.page_off && offset < job.page_off + job.len as u64 {
+                return copy(&job.buf, offset - job.page_off, job.len);
+            }
+        }
+        false
     }
 
     fn open_page(&self, w: &mut Writer) -> Option<()> {
@@ -547,54 +685,39 @@ impl Tier {
         self.open_page.store(NO_PAGE, relaxed());
     }
 
-    /// Write the buffer's filled part (rounded up to whole blocks) at its
-    /// page offset. On an error the page is retired.
-    fn flush(&self, w: &mut Writer) {
+    /// Hand the buffer's filled part (rounded up to whole blocks) to the
+    /// writer thread and go on in a spare buffer (waiting for one if both
+    /// are taken: the device is slower than eviction).
+    fn flush<'a>(&'a self, mut w: std::sync::MutexGuard<'a, Writer>) -> std::sync::MutexGuard<'a, Writer> {
         if w.page == NO_PAGE || w.fill == 0 {
-            return;
+            return w;
         }
         let len = w.fill.div_ceil(FLASH_ALIGN_BYTES) * FLASH_ALIGN_BYTES;
-        w.wbuf[w.fill..len].fill(0);
-        let spot = &self.spots[w.page as usize];
-        let result = self.files[spot.file].write_all_at(&w.wbuf[..len], spot.base + w.page_off);
-        match result {
-            Ok(()) => {
-                self.c.bytes_written.fetch_add(len as u64, relaxed());
-                w.page_off += len as u64;
-                w.fill = 0;
-                let blocks = (w.page_off / BLOCK) as u32;
-                self.written_blocks[w.page as usize].store(blocks, relaxed());
-                if let Some(t) = &self.table {
-                    lock(t).set_written(w.page, blocks);
-                }
-            }
-            Err(_) => {
-                self.c.write_errors.fetch_add(1, relaxed());
-                // Everything on the page is lost: a new version makes its
-                // entries stale; the page goes to the back of the FIFO.
-                let page = w.page;
-                self.reclaim(page);
-                let version = self.versions[page as usize].fetch_add(1, relaxed()) + 1;
-                if let Some(t) = &self.table {
-                    lock(t).set_version(page, version);
-                }
-                w.sealed.push_back(page);
-                w.page = NO_PAGE;
-                w.fill = 0;
-                self.open_page.store(NO_PAGE, relaxed());
-                // Every page failing in a row: stop writing (fallback).
-                if self.c.write_errors.load(relaxed()) >= 2 * self.spots.len() as u64 + 2 {
-                    w.failed = true;
-                }
-            }
+        let fill = w.fill;
+        w.wbuf[fill..len].fill(0);
+        while w.spare.is_empty() {
+            w = self.written.wait(w).unwrap_or_else(|e| e.into_inner());
         }
+        if w.page == NO_PAGE {
+            return w; // the page failed while we waited
+        }
+        let spare = w.spare.pop().expect("a spare buffer");
+        let full = std::mem::replace(&mut w.wbuf, spare);
+        let (page, page_off) = (w.page, w.page_off);
+        w.inflight.push_back(Inflight { page, version: self.version(page), page_off, len, buf: Arc::new(full) });
+        w.page_off += len as u64;
+        w.fill = 0;
+        self.work.notify_one();
+        w
     }
 
-    /// Write the buffer out now (graceful stop, tests).
+    /// Write the buffer out now and wait until it is on flash (graceful
+    /// stop, tests). Appending goes on at the next block.
     pub fn flush_now(&self) {
-        let mut w = lock(&self.writer);
-        self.flush(&mut w);
-        // Keep appending after the written part on the next block.
+        let mut w = self.flush(lock(&self.writer));
+        while !w.inflight.is_empty() {
+            w = self.written.wait(w).unwrap_or_else(|e| e.into_inner());
+        }
     }
 
     pub fn stats(&self) -> ExtStats {
