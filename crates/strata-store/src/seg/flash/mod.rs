@@ -22,8 +22,8 @@
 //! read through the visitor, or copies the item into RAM (`into_ram`, a
 //! touch, every `ext_recache_rate`-th hit).
 //!
-//! Reinsertion: a read item whose page is in the oldest quarter of the FIFO
-//! is rewritten into the write buffer when read (its bytes are at hand, so
+//! Reinsertion: once no more than `ext_compact_under` pages are free, a
+//! read item whose page is in the oldest quarter of the FIFO is rewritten into the write buffer when read (its bytes are at hand, so
 //! reclaim never reads flash): FIFO with reinsertion of items read since
 //! they were written, done at read time.
 //!
@@ -91,7 +91,8 @@ impl SegStore {
         // Items on flash keep their CAS, TTL and times only on the memory
         // file's clock and counter: recover them only if it was recovered.
         let may_recover = self.restart.is_some_and(|r| r.ok);
-        let tier = Tier::open(&ext, secret, dir.as_deref().map(|d| (d, shards, may_recover)))?;
+        let memory = self.g.memory_limit.load(relaxed());
+        let tier = Tier::open(&ext, memory, secret, dir.as_deref().map(|d| (d, shards, may_recover)))?;
         let wbuf = tier.buffer_bytes();
         self.g.config.initial_malloced_bytes += wbuf;
         self.g.allocated.fetch_add(wbuf, relaxed());

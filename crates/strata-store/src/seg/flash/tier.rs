@@ -245,6 +245,8 @@ pub struct Inner {
     next_seq: AtomicU64,
     /// The oldest sealed page's sequence number.
     oldest_seq: AtomicU64,
+    /// Pages never used yet (the writer's free list, readable without it).
+    free_pages: AtomicU64,
     /// The open page and the offset its unwritten part starts at (readers
     /// of records there are served from the write buffer).
     pub open_page: AtomicU32,
@@ -295,13 +297,15 @@ impl Tier {
     /// file or one too small for two pages is an error that names it.
     /// `persist`: the directory of the page table, the shard count, and
     /// whether a table found there may be recovered (the memory file was).
-    pub fn open(ext: &ExtConfig, secret: u64, persist: Option<(&std::path::Path, u32, bool)>) -> std::io::Result<Tier> {
+    /// `memory_bytes`: `-m`, which the write buffers are counted in.
+    pub fn open(ext: &ExtConfig, memory_bytes: u64, secret: u64, persist: Option<(&std::path::Path, u32, bool)>) -> std::io::Result<Tier> {
         let invalid = |msg: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, msg);
         let page_size = ext.page_size_bytes;
         if page_size < 2 * BLOCK || page_size % BLOCK != 0 || page_size > MAX_PAGE_BYTES {
             return Err(invalid(format!("ext_page_size: {page_size} bytes is not a multiple of 4 KiB between 8 KiB and 64 MiB")));
         }
-        let wbuf_size = ext.wbuf_size_bytes.min(page_size) as usize & !(FLASH_ALIGN_BYTES - 1);
+        // Two buffers are counted in -m: each at most a sixteenth of it.
+        let wbuf_size = ext.wbuf_size_bytes.min(page_size).min((memory_bytes / 16).max(64 << 10)) as usize & !(FLASH_ALIGN_BYTES - 1);
         if wbuf_size < 2 * FLASH_ALIGN_BYTES {
             return Err(invalid(format!("ext_wbuf_size: {} bytes is under 8 KiB", ext.wbuf_size_bytes)));
         }
@@ -360,6 +364,7 @@ impl Tier {
             written_bytes: (0..n).map(|_| AtomicU64::new(0)).collect(),
             next_seq: AtomicU64::new(1),
             oldest_seq: AtomicU64::new(1),
+            free_pages: AtomicU64::new(n as u64),
             open_page: AtomicU32::new(NO_PAGE),
             buckets,
             writer: Mutex::new(Writer {
@@ -477,6 +482,7 @@ impl Inner {
             }
         }
         used.sort_unstable();
+        self.free_pages.store(w.free.len() as u64, relaxed());
         w.sealed = used.iter().map(|&(_, p)| p).collect();
         let next = used.last().map_or(1, |&(seq, _)| seq + 1);
         self.next_seq.store(next, relaxed());
@@ -520,9 +526,13 @@ impl Inner {
         self.versions[page as usize].load(relaxed())
     }
 
-    /// Whether `page` is in the oldest quarter of the FIFO (a read item
-    /// there is rescued: rewritten before its page is reclaimed).
+    /// Whether `page` is in the oldest quarter of the FIFO while fewer
+    /// than `ext_compact_under` pages are free (a read item there is
+    /// rescued: rewritten before its page is reclaimed).
     pub fn is_old(&self, page: u32) -> bool {
+        if self.free_pages.load(relaxed()) > u64::from(self.tunables.compact_under.load(relaxed())) {
+            return false;
+        }
         let seq = self.page_seq[page as usize].load(relaxed());
         let (oldest, next) = (self.oldest_seq.load(relaxed()), self.next_seq.load(relaxed()));
         let span = next.saturating_sub(oldest);
@@ -622,7 +632,10 @@ impl Inner {
             return None;
         }
         let page = match w.free.pop_front() {
-            Some(p) => p,
+            Some(p) => {
+                self.free_pages.store(w.free.len() as u64, relaxed());
+                p
+            }
             None => {
                 let p = w.sealed.pop_front()?;
                 self.reclaim(p);
