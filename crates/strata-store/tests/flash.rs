@@ -418,3 +418,41 @@ fn write_errors_fall_back_to_eviction_and_are_counted() {
     assert!(hits > 100, "RAM still serves: {hits}");
     assert_eq!(st.bytes_written, 0);
 }
+
+#[test]
+fn threads_reading_and_writing_through_flash_never_see_a_wrong_value() {
+    let dir = TempDir::new("threads");
+    let s = Arc::new(flash_store(1 << 20, &dir.file("flash"), 2 << 20));
+    let keys = 3000;
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                let mut x: u64 = 0x1234_5678 + t;
+                let mut hits = 0;
+                for n in 0..20_000usize {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let i = (x % keys) as usize;
+                    let key = format!("key:{i}");
+                    // A value names its key, so any wrong value shows.
+                    let value = |round: usize| format!("{key}:{round}:{}", "v".repeat(600)).into_bytes();
+                    if n % 3 == 0 {
+                        set(&*s, key.as_bytes(), &value(n), 100);
+                    } else if let (Some((v, _)), _) = get(&s, key.as_bytes(), n % 2 == 0, 100) {
+                        assert!(v.starts_with(format!("{key}:").as_bytes()) && v.len() > 600, "wrong value for {key}");
+                        hits += 1;
+                    }
+                }
+                hits
+            })
+        })
+        .collect();
+    let hits: usize = threads.into_iter().map(|t| t.join().expect("thread")).sum();
+    assert!(hits > 1000, "{hits}");
+    let st = s.ext_stats().expect("stats");
+    assert!(st.objects_read > 100, "{st:?}");
+    assert_eq!(st.badcrc_from_extstore, 0);
+    s.check_integrity();
+}
