@@ -456,3 +456,50 @@ fn threads_reading_and_writing_through_flash_never_see_a_wrong_value() {
     assert_eq!(st.badcrc_from_extstore, 0);
     s.check_integrity();
 }
+
+#[test]
+fn a_flash_item_read_once_reports_fetched() {
+    let dir = TempDir::new("fetched");
+    let s = flash_store(1 << 20, &dir.file("flash"), 8 << 20);
+    for i in 0..3000 {
+        set(&s, format!("key:{i}").as_bytes(), &value_for(i, 600), 100);
+    }
+    s.flash_flush();
+    let read = |key: &[u8]| {
+        let read = s.flash_check(key, 100).expect("on flash");
+        let data = read.read_blocking().expect("read");
+        let mut fetched = None;
+        let done = s.finish_flash_read(&read, Some(&data), GetOptions::default(), false, 100, &mut |view, _| {
+            fetched = Some(view.meta.fetched);
+            GetAction::default()
+        });
+        (done, fetched)
+    };
+    // The first flash hit of the run is the recache_rate-th: take it on key 0.
+    let _ = read(b"key:0");
+    assert_eq!(read(b"key:1"), (FlashFinish::Visited, Some(false)));
+    assert_eq!(read(b"key:1"), (FlashFinish::Visited, Some(true)), "h after a read");
+}
+
+#[test]
+fn stats_reset_zeroes_the_flash_read_counters_as_memcached() {
+    let dir = TempDir::new("reset");
+    let s = flash_store(1 << 20, &dir.file("flash"), 8 << 20);
+    fill_plain(&s);
+    let before = s.ext_stats().expect("stats");
+    assert!(before.get_extstore > 0 && before.objects_read > 0);
+    s.reset_stats();
+    let after = s.ext_stats().expect("stats");
+    assert_eq!((after.get_extstore, after.miss_from_extstore, after.recache_from_extstore), (0, 0, 0));
+    assert_eq!(after.objects_read, before.objects_read, "extstore's own counters stay");
+}
+
+fn fill_plain(s: &SegStore) {
+    for i in 0..3000 {
+        set(s, format!("key:{i}").as_bytes(), &value_for(i, 600), 100);
+    }
+    s.flash_flush();
+    for i in 0..100 {
+        get(s, format!("key:{i}").as_bytes(), false, 100);
+    }
+}
