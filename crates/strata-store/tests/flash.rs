@@ -503,3 +503,38 @@ fn fill_plain(s: &SegStore) {
         get(s, format!("key:{i}").as_bytes(), false, 100);
     }
 }
+
+#[test]
+fn many_shards_growing_their_flash_indexes_at_once_restart_intact() {
+    let dir = TempDir::new("shards");
+    let open = || {
+        let config = EngineConfig { memory_limit_bytes: 16 << 20, ..EngineConfig::default() };
+        let (mut s, _) = SegStore::open_file(config, &dir.file("memory"), false).expect("memory file");
+        s.attach_flash(ext(&dir.file("flash"), 64 << 20)).expect("flash tier");
+        s
+    };
+    let s = Arc::new(open());
+    assert!(s.shard_count() >= 16);
+    let per_thread = 8000;
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                for i in t * per_thread..(t + 1) * per_thread {
+                    set(&*s, format!("key:{i}").as_bytes(), &value_for(i, 1000), 100);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("thread");
+    }
+    let on_flash = s.ext_stats().expect("stats").objects_used;
+    assert!(on_flash > 10_000, "{on_flash}");
+    s.close().expect("graceful stop");
+    drop(s);
+    let s = open();
+    let (hits, wrong) = served(&s, 4 * per_thread, 100, |i| Some(value_for(i, 1000)));
+    assert_eq!(wrong, 0);
+    assert!(hits * 100 >= 4 * per_thread * 99, "{hits}");
+}
