@@ -30,6 +30,7 @@
 
 mod buffer;
 mod file;
+mod flash;
 mod item;
 mod region;
 mod shard;
@@ -94,6 +95,8 @@ pub(crate) struct Globals {
     file: Option<MemFile>,
     /// Without one, buffers are extents of large anonymous reservations.
     region: std::sync::Arc<Region>,
+    /// The flash tier (`-o ext_path`, `flash/`), if any.
+    flash: Option<flash::Tier>,
     /// Where a segment's first item starts (after its header in a memory file).
     pub data_start: usize,
     /// `-M`: a store was refused for want of memory and nothing has left
@@ -467,6 +470,7 @@ impl SegStore {
                 data_start: if checked { SEGMENT_HEADER } else { 0 },
                 file,
                 region: Region::new(config.large_pages),
+                flash: None,
                 segment_size,
                 jumbo_threshold: segment_size / 4,
                 memory_limit: AtomicU64::new(config.memory_limit_bytes),
@@ -586,6 +590,7 @@ impl SegStore {
         shard.write_check(loc);
         let size = memcached_item_size(spec.key_len, spec.flags, spec.value_len, !self.g.config.cas_disabled);
         shard.link(&self.g, key, hash, loc, len, (self.g.config.classes.class_of(size), size));
+        self.flash_forget(shard, hash);
         true
     }
 
@@ -670,6 +675,9 @@ impl Engine for SegStore {
         let hash = hash_key(key);
         let mut guard = self.lock(hash);
         let shard = &mut *guard;
+        if shard.flash.is_some() && (opts.touch.is_some() || opts.vivify.is_some()) {
+            self.flash_forget(shard, hash);
+        }
         let (found, created) = match self.live(shard, key, hash, now) {
             Some(found) => (found, false),
             None => {
@@ -721,6 +729,7 @@ impl Engine for SegStore {
         let mut guard = self.lock(hash);
         let shard = &mut *guard;
         let key = req.key;
+        self.flash_forget(shard, hash);
         if !self.item_size_ok(key.len(), req.flags, req.value.len()) {
             if req.mode == StoreMode::Set {
                 if let Some((slot, loc, h)) = shard.find(key, hash) {
@@ -814,6 +823,7 @@ impl Engine for SegStore {
             return StoreResult::OutOfMemory;
         }
         shard.counters.total_items += 1;
+        self.flash_note_stored(shard, value_len);
         StoreResult::Stored { cas: self.g.shown_cas(cas), value_len }
     }
 
@@ -822,6 +832,7 @@ impl Engine for SegStore {
         let mut guard = self.lock(hash);
         let shard = &mut *guard;
         let key = req.key;
+        self.flash_forget(shard, hash);
         let Some(found) = self.live(shard, key, hash, now) else {
             let Some(ttl) = req.vivify else { return DeltaResult::NotFound };
             let value = req.initial.to_string();
@@ -885,6 +896,7 @@ impl Engine for SegStore {
         let hash = hash_key(req.key);
         let mut guard = self.lock(hash);
         let shard = &mut *guard;
+        self.flash_forget(shard, hash);
         let Some(found) = self.live(shard, req.key, hash, now) else { return DeleteResult::NotFound };
         let (slot, loc, h) = found;
         let meta = self.meta(shard, loc, &h);
@@ -935,6 +947,7 @@ impl Engine for SegStore {
         let hash = hash_key(key);
         let mut guard = self.lock(hash);
         let shard = &mut *guard;
+        self.flash_forget(shard, hash);
         let Some(found) = self.live(shard, key, hash, now) else { return false };
         let (_, loc, h) = found;
         let queue = shard.seg(loc).queue();
@@ -978,6 +991,7 @@ impl Engine for SegStore {
             stats.get_expired += c.get_expired;
             stats.get_flushed += c.get_flushed;
         }
+        stats.curr_items += self.flash_items();
         stats.restart = self.restart;
         stats.malloced_bytes = self.g.allocated.load(Ordering::Relaxed);
         stats
@@ -1021,6 +1035,7 @@ impl Engine for SegStore {
             shard.counters = shard::Counters::default();
             shard.classes.reset();
         }
+        self.flash_reset_stats();
     }
 
     fn walk(&self, cursor: &mut WalkCursor, budget: usize, now: RelTime, visit: &mut dyn FnMut(ItemView<'_>, Visit) -> bool) -> bool {
@@ -1031,6 +1046,7 @@ impl Engine for SegStore {
         for shard in self.shards.iter().filter(|_| reclaim_expired) {
             lock(shard).reclaim_expired(&self.g, now, shard::RECLAIM_PER_TICK, None);
         }
+        self.flash_maintain();
         self.persist_state();
     }
 
@@ -1039,11 +1055,40 @@ impl Engine for SegStore {
     }
 
     fn close(&self) -> std::io::Result<()> {
+        self.flash_close();
         let Some(file) = &self.g.file else { return Ok(()) };
         // Every shard locked: no store is half-written while the file is
         // marked clean.
         let guards: Vec<_> = self.shards.iter().map(|s| lock(s)).collect();
         let mut buffers = guards.iter().flat_map(|s| s.segs.iter().map(|seg| &seg.buf));
         file.close(self.file_state(), &mut buffers)
+    }
+
+    fn flash_enabled(&self) -> bool {
+        self.g.flash.is_some()
+    }
+
+    fn flash_check(&self, key: &[u8], now: RelTime) -> Option<crate::FlashRead> {
+        self.flash_check_impl(key, now)
+    }
+
+    fn finish_flash_read(
+        &self,
+        read: &crate::FlashRead,
+        data: Option<&[u8]>,
+        opts: GetOptions,
+        into_ram: bool,
+        now: RelTime,
+        visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
+    ) -> crate::FlashFinish {
+        self.finish_flash_read_impl(read, data, opts, into_ram, now, visit)
+    }
+
+    fn abandon_flash_read(&self, read: &crate::FlashRead) {
+        self.abandon_flash_read_impl(read)
+    }
+
+    fn ext_stats(&self) -> Option<crate::ExtStats> {
+        self.ext_stats_impl()
     }
 }

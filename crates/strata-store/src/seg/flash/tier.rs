@@ -1,0 +1,706 @@
+//! The flash device side: the `ext_path` files cut into pages (flash
+//! segments of `ext_page_size`), the write buffer, and the FIFO of pages.
+//!
+//! ```text
+//!  files:  ext_path 0: │ page 0 │ page 1 │ ... │      ext_path 1: │ page k │ ...
+//!  page:   │ header block (4 KiB) │ records ... (written one write buffer at a time)
+//!  header: magic "STRFLASH" │ page u32 │ version u32 │ secret u64 │ check u32
+//!  wbuf:   two store-wide buffers of ext_wbuf_size (counted in -m): one is
+//!          filled under the writer's mutex by evicting shards; a full one is
+//!          handed to the `strata-flash-writer` thread, which writes it with
+//!          one aligned pwrite (O_DIRECT when the filesystem allows it) while
+//!          the other fills, so no request waits for the device unless it is
+//!          slower than eviction (then the filler waits for the buffer).
+//!          A record in a buffer not yet written is read from the buffer.
+//!  pages:  Free ─► Open (the one the wbuf fills) ─► Sealed (FIFO) ─► reclaimed
+//!          (oldest first, when no page is free): its version goes up, which
+//!          makes every index entry and record on it stale at once.
+//! ```
+//!
+//! With a memory file (`-e`), the page table (each page's version, FIFO
+//! position and how many blocks of it are on flash) is kept in a mapped
+//! file (`<ext_path>.idx/pages`, `page_table.rs`), so a restart rebuilds the
+//! FIFO and knows which index entries point at records that were written
+//! (entries into the unwritten tail of a page, lost with the write buffer
+//! at a crash, are dropped).
+//!
+//! Lock order: a shard's mutex, then the writer's (never the other way), so
+//! evicting shards can write while readers check other shards.
+//!
+//! A write error (or a write that did not complete) counts `write_errors`,
+//! retires the page (new version: its records are never served) and makes
+//! the items that were in the buffer misses; new items keep going to the
+//! next page. When no page can be opened, items are evicted as without
+//! flash and counted in `write_fallbacks`.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use xxhash_rust::xxh3::xxh3_64;
+
+use super::index::{MAX_BLOCKS, MAX_PAGES, MAX_PAGE_BYTES};
+use super::page_table::PageTable;
+use super::record;
+use crate::ext_config::ExtTunables;
+use crate::flash_read::{FlashBuf, FLASH_ALIGN_BYTES};
+use crate::{ExtConfig, ExtPageStats, ExtStats};
+
+pub const BLOCK: u64 = FLASH_ALIGN_BYTES as u64;
+const PAGE_MAGIC: &[u8; 8] = b"STRFLASH";
+/// No page is open.
+pub const NO_PAGE: u32 = u32::MAX;
+
+/// Where a page lives.
+pub struct PageSpot {
+    pub file: usize,
+    pub base: u64,
+}
+
+/// Where a record went.
+#[derive(Clone, Copy, Debug)]
+pub struct Placed {
+    pub page: u32,
+    pub offset: u64,
+    pub version: u32,
+    pub blocks: u32,
+}
+
+/// A full buffer waiting for (or under) its write.
+struct Inflight {
+    page: u32,
+    version: u32,
+    page_off: u64,
+    len: usize,
+    buf: Arc<FlashBuf>,
+}
+
+pub struct Writer {
+    wbuf: FlashBuf,
+    /// Buffers free to fill next (one, when none is being written).
+    spare: Vec<FlashBuf>,
+    /// Full buffers in write order; the writer thread takes the front.
+    inflight: VecDeque<Inflight>,
+    stop: bool,
+    /// Bytes of `wbuf` filled.
+    fill: usize,
+    /// The open page, and the page offset `wbuf` starts at.
+    page: u32,
+    page_off: u64,
+    free: VecDeque<u32>,
+    sealed: VecDeque<u32>,
+    /// Per page: records written since it was opened (for stats extstore).
+    failed: bool,
+}
+
+/// Counters written under the writer's lock or by flash reads (both rare
+/// next to requests): relaxed atomics.
+#[derive(Default)]
+pub struct Counters {
+    pub get_extstore: AtomicU64,
+    pub get_aborted: AtomicU64,
+    pub recache: AtomicU64,
+    pub miss: AtomicU64,
+    pub badcrc: AtomicU64,
+    pub compact_rescues: AtomicU64,
+    pub compact_lost: AtomicU64,
+    pub page_allocs: AtomicU64,
+    pub page_evictions: AtomicU64,
+    pub page_reclaims: AtomicU64,
+    pub objects_evicted: AtomicU64,
+    pub objects_read: AtomicU64,
+    pub objects_written: AtomicU64,
+    pub bytes_evicted: AtomicU64,
+    pub bytes_written: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub write_errors: AtomicU64,
+    pub write_fallbacks: AtomicU64,
+    pub io_queue: AtomicU64,
+    pub recache_counter: AtomicU64,
+}
+
+/// The tier and its writer thread (stopped and joined on drop).
+pub struct Tier {
+    inner: Arc<Inner>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::ops::Deref for Tier {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.inner
+    }
+}
+
+impl Drop for Tier {
+    fn drop(&mut self) {
+        lock(&self.inner.writer).stop = true;
+        self.inner.work.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+pub struct Inner {
+    /// Signalled when a buffer is handed to the writer thread, and when it
+    /// has written one (a buffer is free again).
+    work: std::sync::Condvar,
+    written: std::sync::Condvar,
+    pub files: Vec<Arc<File>>,
+    pub spots: Vec<PageSpot>,
+    pub page_size: u64,
+    pub wbuf_size: usize,
+    pub secret: u64,
+    pub tunables: Arc<ExtTunables>,
+    pub versions: Vec<AtomicU32>,
+    /// FIFO position of each page when it was opened (for "old page").
+    pub page_seq: Vec<AtomicU64>,
+    /// Per page: live records, and records and bytes written since it was
+    /// opened (bytes used = live x average record: an index entry does not
+    /// know its record's length).
+    pub live_items: Vec<AtomicU64>,
+    written_items: Vec<AtomicU64>,
+    written_bytes: Vec<AtomicU64>,
+    next_seq: AtomicU64,
+    /// The oldest sealed page's sequence number.
+    oldest_seq: AtomicU64,
+    /// Pages never used yet (the writer's free list, readable without it).
+    free_pages: AtomicU64,
+    /// The open page and the offset its unwritten part starts at (readers
+    /// of records there are served from the write buffer).
+    pub open_page: AtomicU32,
+    pub buckets: Vec<u32>,
+    pub writer: Mutex<Writer>,
+    pub c: Counters,
+    /// Set by a reclaim: the index sweep has stale entries to drop.
+    pub reclaims: AtomicU64,
+    pub direct_io: bool,
+    /// Per page: blocks known to be on flash (a restart trusts only entries
+    /// below this).
+    pub written_blocks: Vec<AtomicU32>,
+    /// `-e`: the persistent page table.
+    table: Option<Mutex<PageTable>>,
+    /// The page table held a tier of this geometry: its index files are
+    /// to be recovered.
+    pub recovered: bool,
+}
+
+fn relaxed() -> Ordering {
+    Ordering::Relaxed
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Open (creating, and growing to its size) one `ext_path` file, with
+/// O_DIRECT when the filesystem takes it.
+fn open_file(path: &std::path::Path, size: u64) -> std::io::Result<(File, bool)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true).write(true).create(true).truncate(false);
+    let (file, direct) = match opts.clone().custom_flags(libc::O_DIRECT).open(path) {
+        Ok(f) => (f, true),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => (opts.open(path)?, false),
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    if meta.is_file() && meta.len() < size {
+        file.set_len(size)?;
+    }
+    Ok((file, direct))
+}
+
+impl Tier {
+    /// Open every `ext_path` of `ext`. A missing directory, an unwritable
+    /// file or one too small for two pages is an error that names it.
+    /// `persist`: the directory of the page table, the shard count, and
+    /// whether a table found there may be recovered (the memory file was).
+    /// `memory_bytes`: `-m`, which the write buffers are counted in.
+    pub fn open(ext: &ExtConfig, memory_bytes: u64, secret: u64, persist: Option<(&std::path::Path, u32, bool)>) -> std::io::Result<Tier> {
+        let invalid = |msg: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, msg);
+        let page_size = ext.page_size_bytes;
+        if page_size < 2 * BLOCK || page_size % BLOCK != 0 || page_size > MAX_PAGE_BYTES {
+            return Err(invalid(format!("ext_page_size: {page_size} bytes is not a multiple of 4 KiB between 8 KiB and 64 MiB")));
+        }
+        // Two buffers are counted in -m: each at most a sixteenth of it.
+        let wbuf_size = ext.wbuf_size_bytes.min(page_size).min((memory_bytes / 16).max(64 << 10)) as usize & !(FLASH_ALIGN_BYTES - 1);
+        if wbuf_size < 2 * FLASH_ALIGN_BYTES {
+            return Err(invalid(format!("ext_wbuf_size: {} bytes is under 8 KiB", ext.wbuf_size_bytes)));
+        }
+        let mut files = Vec::new();
+        let mut spots = Vec::new();
+        let mut buckets = Vec::new();
+        let mut direct_io = true;
+        for (i, p) in ext.paths.iter().enumerate() {
+            let pages = p.size_bytes / page_size;
+            if pages < 2 {
+                return Err(invalid(format!(
+                    "ext_path {}: {} bytes hold fewer than 2 pages of ext_page_size ({page_size} bytes)",
+                    p.path.display(),
+                    p.size_bytes
+                )));
+            }
+            let (file, direct) = open_file(&p.path, pages * page_size)
+                .map_err(|e| std::io::Error::new(e.kind(), format!("ext_path {}: {e}", p.path.display())))?;
+            direct_io &= direct;
+            files.push(Arc::new(file));
+            for n in 0..pages {
+                spots.push(PageSpot { file: i, base: n * page_size });
+                buckets.push(p.bucket.number());
+            }
+        }
+        if spots.is_empty() {
+            return Err(invalid("ext_path: no file given".into()));
+        }
+        if spots.len() as u64 > u64::from(MAX_PAGES) {
+            return Err(invalid(format!("ext_path: {} pages, more than {MAX_PAGES}", spots.len())));
+        }
+        let n = spots.len();
+        ext.fill_page_defaults(n as u64);
+        let (table, found) = match persist {
+            Some((dir, shards, may_recover)) => {
+                let (t, found) = PageTable::open(&dir.join("pages"), secret, page_size, n, shards, may_recover)?;
+                (Some(t), found)
+            }
+            None => (None, None),
+        };
+        let mut tier = Inner {
+            work: std::sync::Condvar::new(),
+            written: std::sync::Condvar::new(),
+            written_blocks: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            table: None,
+            recovered: found.is_some(),
+            files,
+            page_size,
+            wbuf_size,
+            secret,
+            tunables: ext.tunables.clone(),
+            versions: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            page_seq: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            live_items: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            written_items: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            written_bytes: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            next_seq: AtomicU64::new(1),
+            oldest_seq: AtomicU64::new(1),
+            free_pages: AtomicU64::new(n as u64),
+            open_page: AtomicU32::new(NO_PAGE),
+            buckets,
+            writer: Mutex::new(Writer {
+                wbuf: FlashBuf::new(wbuf_size),
+                spare: vec![FlashBuf::new(wbuf_size)],
+                inflight: VecDeque::new(),
+                stop: false,
+                fill: 0,
+                page: NO_PAGE,
+                page_off: 0,
+                free: (0..n as u32).collect(),
+                sealed: VecDeque::new(),
+                failed: false,
+            }),
+            c: Counters::default(),
+            reclaims: AtomicU64::new(0),
+            spots,
+            direct_io,
+        };
+        tier.secret = found.unwrap_or(secret);
+        if let Some(table) = table {
+            if found.is_some() {
+                tier.restore(&table);
+            }
+            tier.table = Some(Mutex::new(table));
+        }
+        let inner = Arc::new(tier);
+        let worker = inner.clone();
+        let thread = std::thread::Builder::new().name("strata-flash-writer".into()).spawn(move || worker.write_loop())?;
+        Ok(Tier { inner, thread: Some(thread) })
+    }
+}
+
+impl Inner {
+    /// Bytes of `-m` the write buffers take.
+    pub fn buffer_bytes(&self) -> u64 {
+        2 * self.wbuf_size as u64
+    }
+
+    /// The writer thread: write full buffers in order, one at a time.
+    fn write_loop(&self) {
+        let mut w = lock(&self.writer);
+        loop {
+            let Some(job) = w.inflight.front() else {
+                if w.stop {
+                    return;
+                }
+                w = self.work.wait(w).unwrap_or_else(|e| e.into_inner());
+                continue;
+            };
+            let (page, version, page_off, len, buf) = (job.page, job.version, job.page_off, job.len, job.buf.clone());
+            drop(w);
+            let spot = &self.spots[page as usize];
+            let result = self.files[spot.file].write_all_at(&buf[..len], spot.base + page_off);
+            drop(buf);
+            w = lock(&self.writer);
+            let job = w.inflight.pop_front().expect("the job written");
+            let buf = Arc::try_unwrap(job.buf).unwrap_or_else(|_| FlashBuf::new(self.wbuf_size));
+            w.spare.push(buf);
+            if result.is_ok() {
+                self.c.bytes_written.fetch_add(len as u64, relaxed());
+            }
+            self.finish_write(&mut w, page, version, page_off + len as u64, result.is_ok());
+            self.written.notify_all();
+        }
+    }
+
+    /// Account a finished write (`end`: the page offset it reached).
+    fn finish_write(&self, w: &mut Writer, page: u32, version: u32, end: u64, ok: bool) {
+        if self.version(page) != version {
+            return; // retired meanwhile
+        }
+        if ok {
+            let blocks = (end / BLOCK) as u32;
+            self.written_blocks[page as usize].store(blocks, relaxed());
+            if let Some(t) = &self.table {
+                lock(t).set_written(page, blocks);
+            }
+            return;
+        }
+        self.c.write_errors.fetch_add(1, relaxed());
+        // Everything on the page is lost: a new version makes its entries
+        // stale; the page goes to the back of the FIFO.
+        self.reclaim(page);
+        let version = self.versions[page as usize].fetch_add(1, relaxed()) + 1;
+        if let Some(t) = &self.table {
+            lock(t).set_version(page, version);
+        }
+        if w.page == page {
+            w.page = NO_PAGE;
+            w.fill = 0;
+            self.open_page.store(NO_PAGE, relaxed());
+            w.sealed.push_back(page);
+        }
+        // Every page failing in a row: stop writing (fallback).
+        if self.c.write_errors.load(relaxed()) >= 2 * self.spots.len() as u64 + 2 {
+            w.failed = true;
+        }
+    }
+
+    /// Rebuild versions, the FIFO and the written extents from the table.
+    fn restore(&mut self, table: &PageTable) {
+        let w = self.writer.get_mut().unwrap_or_else(|e| e.into_inner());
+        let mut used: Vec<(u64, u32)> = Vec::new();
+        w.free.clear();
+        for p in 0..self.spots.len() as u32 {
+            let (version, written, seq) = table.page(p);
+            self.versions[p as usize].store(version, relaxed());
+            self.written_blocks[p as usize].store(written, relaxed());
+            self.page_seq[p as usize].store(seq, relaxed());
+            if seq == 0 {
+                w.free.push_back(p);
+            } else {
+                used.push((seq, p));
+            }
+        }
+        used.sort_unstable();
+        self.free_pages.store(w.free.len() as u64, relaxed());
+        w.sealed = used.iter().map(|&(_, p)| p).collect();
+        let next = used.last().map_or(1, |&(seq, _)| seq + 1);
+        self.next_seq.store(next, relaxed());
+        self.oldest_seq.store(used.first().map_or(next, |&(seq, _)| seq), relaxed());
+    }
+
+    /// Recovery: an entry is kept if its page still has its version and
+    /// its record was written before the stop (counted live).
+    pub fn recover_entry(&self, page: u32, version4: u8, offset: u64) -> bool {
+        let p = page as usize;
+        if p >= self.spots.len() || self.is_stale(page, version4) {
+            return false;
+        }
+        let written = u64::from(self.written_blocks[p].load(relaxed())) * BLOCK;
+        if offset + record::HEADER as u64 > written {
+            return false;
+        }
+        self.live_items[p].fetch_add(1, relaxed());
+        self.written_items[p].fetch_add(1, relaxed());
+        self.written_bytes[p].store(written, relaxed());
+        true
+    }
+
+    fn persist_page(&self, page: u32) {
+        if let Some(t) = &self.table {
+            let p = page as usize;
+            lock(t).set_page(page, self.versions[p].load(relaxed()), self.written_blocks[p].load(relaxed()), self.page_seq[p].load(relaxed()));
+        }
+    }
+
+    pub fn page_count(&self) -> usize {
+        self.spots.len()
+    }
+
+    /// Bytes of `page` known to be on flash.
+    pub fn written_bytes_of(&self, page: u32) -> u64 {
+        u64::from(self.written_blocks[page as usize].load(relaxed())) * BLOCK
+    }
+
+    pub fn version(&self, page: u32) -> u32 {
+        self.versions[page as usize].load(relaxed())
+    }
+
+    /// Whether `page` is in the oldest quarter of the FIFO while fewer
+    /// than `ext_compact_under` pages are free (a read item there is
+    /// rescued: rewritten before its page is reclaimed).
+    pub fn is_old(&self, page: u32) -> bool {
+        if self.free_pages.load(relaxed()) > u64::from(self.tunables.compact_under.load(relaxed())) {
+            return false;
+        }
+        let seq = self.page_seq[page as usize].load(relaxed());
+        let (oldest, next) = (self.oldest_seq.load(relaxed()), self.next_seq.load(relaxed()));
+        let span = next.saturating_sub(oldest);
+        span >= 4 && seq < oldest + span / 4
+    }
+
+    /// An entry for (`page`, `version`) that is no longer current.
+    pub fn is_stale(&self, page: u32, version4: u8) -> bool {
+        (self.version(page) & 0xf) as u8 != version4 & 0xf
+    }
+
+    /// Account a live record leaving flash (replaced, deleted, read back).
+    pub fn forget(&self, page: u32, version4: u8) {
+        if self.is_stale(page, version4) {
+            return;
+        }
+        let _ = self.live_items[page as usize].fetch_update(relaxed(), relaxed(), |n| Some(n.saturating_sub(1)));
+    }
+
+    /// Bytes of live records on `page` (estimated from its average record).
+    fn live_bytes(&self, p: usize) -> u64 {
+        let written = self.written_items[p].load(relaxed());
+        if written == 0 {
+            return 0;
+        }
+        self.live_items[p].load(relaxed()) * self.written_bytes[p].load(relaxed()) / written
+    }
+
+    /// Append a record (`write` fills the `len` bytes it is given) to the
+    /// write buffer, opening or reclaiming a page and writing the buffer out
+    /// as needed. None: no page could take it (counted by the caller).
+    pub fn append(&self, len: usize, write: impl FnOnce(&mut [u8], u64)) -> Option<Placed> {
+        let mut w = lock(&self.writer);
+        if w.failed {
+            return None;
+        }
+        if len > self.wbuf_size - FLASH_ALIGN_BYTES {
+            return None;
+        }
+        for _ in 0..3 {
+            if w.page == NO_PAGE {
+                self.open_page(&mut w)?;
+            }
+            let offset = w.page_off + w.fill as u64;
+            if offset + len as u64 > self.page_size {
+                w = self.flush(w);
+                self.seal(&mut w);
+                continue;
+            }
+            if w.fill + len > self.wbuf_size {
+                w = self.flush(w);
+                continue;
+            }
+            let blocks = ((offset % BLOCK + len as u64).div_ceil(BLOCK)) as u32;
+            if blocks > MAX_BLOCKS {
+                return None;
+            }
+            let page = w.page;
+            let version = self.version(page);
+            let fill = w.fill;
+            write(&mut w.wbuf[fill..fill + len], record::seed(self.secret, page, version));
+            w.fill += len;
+            self.live_items[page as usize].fetch_add(1, relaxed());
+            self.written_items[page as usize].fetch_add(1, relaxed());
+            self.written_bytes[page as usize].fetch_add(len as u64, relaxed());
+            self.c.objects_written.fetch_add(1, relaxed());
+            return Some(Placed { page, offset, version, blocks });
+        }
+        None
+    }
+
+    /// Copy out a record still in the write buffer (not yet on flash):
+    /// `at` its page offset. None if it has been written meanwhile.
+    pub fn unwritten(&self, page: u32, offset: u64, out: &mut Vec<u8>, blocks: u32) -> bool {
+        let w = lock(&self.writer);
+        let want = blocks as usize * FLASH_ALIGN_BYTES;
+        let version = self.version(page);
+        let mut copy = |buf: &[u8], from: u64, filled: usize| {
+            let from = from as usize;
+            out.clear();
+            out.extend_from_slice(&buf[from..(from + want).min(filled)]);
+            true
+        };
+        if w.page == page && offset >= w.page_off {
+            return copy(&w.wbuf, offset - w.page_off, w.fill);
+        }
+        for job in &w.inflight {
+            if job.page == page && job.version == version && offset >= job.page_off && offset < job.page_off + job.len as u64 {
+                return copy(&job.buf, offset - job.page_off, job.len);
+            }
+        }
+        false
+    }
+
+    fn open_page(&self, w: &mut Writer) -> Option<()> {
+        if w.failed {
+            return None;
+        }
+        let page = match w.free.pop_front() {
+            Some(p) => {
+                self.free_pages.store(w.free.len() as u64, relaxed());
+                p
+            }
+            None => {
+                let p = w.sealed.pop_front()?;
+                self.reclaim(p);
+                if let Some(&next) = w.sealed.front() {
+                    self.oldest_seq.store(self.page_seq[next as usize].load(relaxed()), relaxed());
+                }
+                p
+            }
+        };
+        let version = self.versions[page as usize].fetch_add(1, relaxed()) + 1;
+        let seq = self.next_seq.fetch_add(1, relaxed());
+        self.page_seq[page as usize].store(seq, relaxed());
+        if w.sealed.is_empty() {
+            self.oldest_seq.store(seq, relaxed());
+        }
+        self.written_blocks[page as usize].store(0, relaxed());
+        self.persist_page(page);
+        self.c.page_allocs.fetch_add(1, relaxed());
+        w.page = page;
+        w.page_off = 0;
+        // The header block goes out with the page's first write.
+        let header = &mut w.wbuf[..FLASH_ALIGN_BYTES];
+        header.fill(0);
+        header[0..8].copy_from_slice(PAGE_MAGIC);
+        header[8..12].copy_from_slice(&page.to_le_bytes());
+        header[12..16].copy_from_slice(&version.to_le_bytes());
+        header[16..24].copy_from_slice(&self.secret.to_le_bytes());
+        let check = xxh3_64(&header[0..24]) as u32;
+        header[24..28].copy_from_slice(&check.to_le_bytes());
+        w.fill = FLASH_ALIGN_BYTES;
+        self.open_page.store(page, relaxed());
+        Some(())
+    }
+
+    /// A page leaves the FIFO to be rewritten: everything on it is gone.
+    fn reclaim(&self, page: u32) {
+        let p = page as usize;
+        let bytes = self.live_bytes(p);
+        let items = self.live_items[p].swap(0, relaxed());
+        self.written_items[p].store(0, relaxed());
+        self.written_bytes[p].store(0, relaxed());
+        if items > 0 {
+            self.c.page_evictions.fetch_add(1, relaxed());
+            self.c.objects_evicted.fetch_add(items, relaxed());
+            self.c.bytes_evicted.fetch_add(bytes, relaxed());
+        } else {
+            self.c.page_reclaims.fetch_add(1, relaxed());
+        }
+        self.reclaims.fetch_add(1, relaxed());
+    }
+
+    fn seal(&self, w: &mut Writer) {
+        if w.page != NO_PAGE {
+            w.sealed.push_back(w.page);
+            if w.sealed.len() == 1 {
+                self.oldest_seq.store(self.page_seq[w.page as usize].load(relaxed()), relaxed());
+            }
+        }
+        w.page = NO_PAGE;
+        self.open_page.store(NO_PAGE, relaxed());
+    }
+
+    /// Hand the buffer's filled part (rounded up to whole blocks) to the
+    /// writer thread and go on in a spare buffer (waiting for one if both
+    /// are taken: the device is slower than eviction).
+    fn flush<'a>(&'a self, mut w: std::sync::MutexGuard<'a, Writer>) -> std::sync::MutexGuard<'a, Writer> {
+        if w.page == NO_PAGE || w.fill == 0 {
+            return w;
+        }
+        let len = w.fill.div_ceil(FLASH_ALIGN_BYTES) * FLASH_ALIGN_BYTES;
+        let fill = w.fill;
+        w.wbuf[fill..len].fill(0);
+        while w.spare.is_empty() {
+            w = self.written.wait(w).unwrap_or_else(|e| e.into_inner());
+        }
+        if w.page == NO_PAGE {
+            return w; // the page failed while we waited
+        }
+        let spare = w.spare.pop().expect("a spare buffer");
+        let full = std::mem::replace(&mut w.wbuf, spare);
+        let (page, page_off) = (w.page, w.page_off);
+        w.inflight.push_back(Inflight { page, version: self.version(page), page_off, len, buf: Arc::new(full) });
+        w.page_off += len as u64;
+        w.fill = 0;
+        self.work.notify_one();
+        w
+    }
+
+    /// Write the buffer out now and wait until it is on flash (graceful
+    /// stop, tests). Appending goes on at the next block.
+    pub fn flush_now(&self) {
+        let mut w = self.flush(lock(&self.writer));
+        while !w.inflight.is_empty() {
+            w = self.written.wait(w).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    pub fn stats(&self) -> ExtStats {
+        let c = &self.c;
+        let r = relaxed();
+        let w = lock(&self.writer);
+        let pages_free = w.free.len() as u64;
+        drop(w);
+        let n = self.spots.len() as u64;
+        let pages: Vec<ExtPageStats> = (0..self.spots.len())
+            .map(|p| ExtPageStats {
+                version: u64::from(self.versions[p].load(r)),
+                bytes_used: self.live_bytes(p),
+                bucket: self.buckets[p],
+                free_bucket: self.buckets[p],
+            })
+            .collect();
+        let objects_used = self.live_items.iter().map(|a| a.load(r)).sum();
+        let bytes_used: u64 = pages.iter().map(|p| p.bytes_used).sum();
+        let pages_used = n - pages_free;
+        ExtStats {
+            get_extstore: c.get_extstore.load(r),
+            get_aborted_extstore: c.get_aborted.load(r),
+            recache_from_extstore: c.recache.load(r),
+            miss_from_extstore: c.miss.load(r),
+            badcrc_from_extstore: c.badcrc.load(r),
+            compact_lost: c.compact_lost.load(r),
+            compact_rescues: c.compact_rescues.load(r),
+            page_allocs: c.page_allocs.load(r),
+            page_evictions: c.page_evictions.load(r),
+            page_reclaims: c.page_reclaims.load(r),
+            pages_free,
+            pages_used,
+            objects_evicted: c.objects_evicted.load(r),
+            objects_read: c.objects_read.load(r),
+            objects_written: c.objects_written.load(r),
+            objects_used,
+            bytes_evicted: c.bytes_evicted.load(r),
+            bytes_written: c.bytes_written.load(r),
+            bytes_read: c.bytes_read.load(r),
+            bytes_used,
+            bytes_fragmented: (pages_used * self.page_size).saturating_sub(bytes_used),
+            limit_maxbytes: n * self.page_size,
+            io_queue: c.io_queue.load(r),
+            write_errors: c.write_errors.load(r),
+            write_fallbacks: c.write_fallbacks.load(r),
+            pages,
+            ..ExtStats::default()
+        }
+    }
+}
