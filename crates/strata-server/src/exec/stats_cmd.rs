@@ -235,7 +235,7 @@ fn reserved_fds(curr_connections: u64) -> u64 {
 }
 
 /// memcached 1.6.45's `process_stat_settings`, in its order and formats (a
-/// build without extstore, TLS, the proxy or seccomp, as Strata is), then
+/// build with extstore, without TLS, the proxy or seccomp), then
 /// Strata's own. Knobs a segment store has no use for report what was asked
 /// (crate::tunables).
 fn settings(exec: &Executor<'_>, t: &mut Stats) {
@@ -307,6 +307,7 @@ fn settings(exec: &Executor<'_>, t: &mut Stats) {
     stat(t, "read_buf_mem_limit", tu.read_buf_mem_limit_bytes);
     stat(t, "track_sizes", yes_no(st.track_sizes));
     stat(t, "inline_ascii_response", "no");
+    crate::ops::extstore::settings_lines(exec, &mut |name, value| stat(t, name, value));
     stat(t, "num_napi_ids", tu.napi_ids);
     let memory_file = st.memory_file.as_ref().map(|p| p.display().to_string());
     stat(t, "memory_file", memory_file.unwrap_or_else(|| "(null)".to_string()));
