@@ -22,6 +22,9 @@
 pub mod class_stats;
 pub mod classes;
 pub mod clock;
+pub mod ext_config;
+pub mod ext_stats;
+pub mod flash_read;
 pub mod map;
 pub mod seg;
 pub mod walk;
@@ -29,6 +32,9 @@ pub mod walk;
 pub use class_stats::{ClassCounters, ClassStats};
 pub use classes::{ClassGeometry, SlabClasses};
 pub use clock::{Clock, RelTime};
+pub use ext_config::{ExtBucket, ExtConfig, ExtPath, ExtTunable, ExtTunables};
+pub use ext_stats::{ExtPageStats, ExtStats};
+pub use flash_read::{FlashBuf, FlashFinish, FlashRead, FLASH_ALIGN_BYTES};
 pub use map::MapStore;
 pub use seg::SegStore;
 pub use walk::{Visit, WalkCursor, WALK_BATCH};
@@ -395,6 +401,48 @@ pub trait Engine: Send + Sync {
     /// (memory file: write it back and mark it clean).
     fn close(&self) -> std::io::Result<()> {
         Ok(())
+    }
+
+    // The flash tier (`-o ext_path`); see `flash_read` for the whole path
+    // of a flash read. An engine without one answers none / false.
+
+    /// A flash tier is attached: the server must call [`Engine::flash_check`]
+    /// as `flash_read` says. A worker can read this once at start.
+    fn flash_enabled(&self) -> bool {
+        false
+    }
+
+    /// Where `key`'s item is on flash, when it is there (and not in RAM).
+    /// No I/O; counts `get_extstore` and `extstore_io_queue`.
+    fn flash_check(&self, _key: &[u8], _now: RelTime) -> Option<FlashRead> {
+        None
+    }
+
+    /// Hand back the bytes of a [`FlashRead`] (`None`: the read failed).
+    /// Checks them and either shows a plain read's item to `visit` (with
+    /// `created` false; the returned [`GetAction`] is applied), or brings
+    /// the item into RAM (`into_ram`, `opts.touch` or `opts.vivify`, or the
+    /// `ext_recache_rate`-th flash hit), or finds no valid copy. `opts` as
+    /// for [`Engine::get`] (`no_bump`, `uncounted`; `touch` and `vivify` are
+    /// applied by running the command again).
+    fn finish_flash_read(
+        &self,
+        _read: &FlashRead,
+        _data: Option<&[u8]>,
+        _opts: GetOptions,
+        _into_ram: bool,
+        _now: RelTime,
+        _visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
+    ) -> FlashFinish {
+        FlashFinish::Absent
+    }
+
+    /// A handed-out read will not be finished (its connection closed).
+    fn abandon_flash_read(&self, _read: &FlashRead) {}
+
+    /// The flash tier's counters (`stats`, `stats extstore`); None without one.
+    fn ext_stats(&self) -> Option<ExtStats> {
+        None
     }
 }
 

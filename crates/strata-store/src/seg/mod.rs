@@ -29,6 +29,7 @@
 
 mod buffer;
 mod file;
+mod flash;
 mod item;
 mod shard;
 mod table;
@@ -89,6 +90,8 @@ pub(crate) struct Globals {
     explicit_cas_max: AtomicU64,
     /// The memory file (`-e`), if any: segment buffers are its extents.
     file: Option<MemFile>,
+    /// The flash tier (`-o ext_path`, `flash/`), if any.
+    flash: Option<flash::Tier>,
     /// Where a segment's first item starts (after its header in a memory file).
     pub data_start: usize,
     /// `-M`: a store was refused for want of memory and nothing has left
@@ -461,6 +464,7 @@ impl SegStore {
             g: Globals {
                 data_start: if checked { SEGMENT_HEADER } else { 0 },
                 file,
+                flash: None,
                 segment_size,
                 jumbo_threshold: segment_size / 4,
                 memory_limit: AtomicU64::new(config.memory_limit_bytes),
@@ -580,6 +584,7 @@ impl SegStore {
         shard.write_check(loc);
         let size = memcached_item_size(spec.key_len, spec.flags, spec.value_len, !self.g.config.cas_disabled);
         shard.link(&self.g, key, hash, loc, len, (self.g.config.classes.class_of(size), size));
+        self.flash_forget(shard, hash);
         true
     }
 
@@ -664,6 +669,9 @@ impl Engine for SegStore {
         let hash = hash_key(key);
         let mut guard = self.lock(hash);
         let shard = &mut *guard;
+        if shard.flash.is_some() && (opts.touch.is_some() || opts.vivify.is_some()) {
+            self.flash_forget(shard, hash);
+        }
         let (found, created) = match self.live(shard, key, hash, now) {
             Some(found) => (found, false),
             None => {
@@ -715,6 +723,7 @@ impl Engine for SegStore {
         let mut guard = self.lock(hash);
         let shard = &mut *guard;
         let key = req.key;
+        self.flash_forget(shard, hash);
         if !self.item_size_ok(key.len(), req.flags, req.value.len()) {
             if req.mode == StoreMode::Set {
                 if let Some((slot, loc, h)) = shard.find(key, hash) {
@@ -808,6 +817,7 @@ impl Engine for SegStore {
             return StoreResult::OutOfMemory;
         }
         shard.counters.total_items += 1;
+        self.flash_note_stored(shard, value_len);
         StoreResult::Stored { cas: self.g.shown_cas(cas), value_len }
     }
 
@@ -816,6 +826,7 @@ impl Engine for SegStore {
         let mut guard = self.lock(hash);
         let shard = &mut *guard;
         let key = req.key;
+        self.flash_forget(shard, hash);
         let Some(found) = self.live(shard, key, hash, now) else {
             let Some(ttl) = req.vivify else { return DeltaResult::NotFound };
             let value = req.initial.to_string();
@@ -879,6 +890,7 @@ impl Engine for SegStore {
         let hash = hash_key(req.key);
         let mut guard = self.lock(hash);
         let shard = &mut *guard;
+        self.flash_forget(shard, hash);
         let Some(found) = self.live(shard, req.key, hash, now) else { return DeleteResult::NotFound };
         let (slot, loc, h) = found;
         let meta = self.meta(shard, loc, &h);
@@ -929,6 +941,7 @@ impl Engine for SegStore {
         let hash = hash_key(key);
         let mut guard = self.lock(hash);
         let shard = &mut *guard;
+        self.flash_forget(shard, hash);
         let Some(found) = self.live(shard, key, hash, now) else { return false };
         let (_, loc, h) = found;
         let queue = shard.seg(loc).queue();
@@ -972,6 +985,7 @@ impl Engine for SegStore {
             stats.get_expired += c.get_expired;
             stats.get_flushed += c.get_flushed;
         }
+        stats.curr_items += self.flash_items();
         stats.restart = self.restart;
         stats.malloced_bytes = self.g.allocated.load(Ordering::Relaxed);
         stats
@@ -1025,6 +1039,7 @@ impl Engine for SegStore {
         for shard in self.shards.iter().filter(|_| reclaim_expired) {
             lock(shard).reclaim_expired(&self.g, now, shard::RECLAIM_PER_TICK, None);
         }
+        self.flash_maintain();
         self.persist_state();
     }
 
@@ -1033,11 +1048,40 @@ impl Engine for SegStore {
     }
 
     fn close(&self) -> std::io::Result<()> {
+        self.flash_close();
         let Some(file) = &self.g.file else { return Ok(()) };
         // Every shard locked: no store is half-written while the file is
         // marked clean.
         let guards: Vec<_> = self.shards.iter().map(|s| lock(s)).collect();
         let mut buffers = guards.iter().flat_map(|s| s.segs.iter().map(|seg| &seg.buf));
         file.close(self.file_state(), &mut buffers)
+    }
+
+    fn flash_enabled(&self) -> bool {
+        self.g.flash.is_some()
+    }
+
+    fn flash_check(&self, key: &[u8], now: RelTime) -> Option<crate::FlashRead> {
+        self.flash_check_impl(key, now)
+    }
+
+    fn finish_flash_read(
+        &self,
+        read: &crate::FlashRead,
+        data: Option<&[u8]>,
+        opts: GetOptions,
+        into_ram: bool,
+        now: RelTime,
+        visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
+    ) -> crate::FlashFinish {
+        self.finish_flash_read_impl(read, data, opts, into_ram, now, visit)
+    }
+
+    fn abandon_flash_read(&self, read: &crate::FlashRead) {
+        self.abandon_flash_read_impl(read)
+    }
+
+    fn ext_stats(&self) -> Option<crate::ExtStats> {
+        self.ext_stats_impl()
     }
 }

@@ -246,6 +246,8 @@ pub struct Shard {
     index: u16,
     /// Items carry a check (memory file).
     pub checked: bool,
+    /// Where this shard's keys on flash are (`-o ext_path`, flash/index.rs).
+    pub flash: Option<Box<super::flash::FlashIndex>>,
 }
 
 /// What recovering a segment found.
@@ -290,6 +292,7 @@ impl Shard {
             bytes: 0,
             scratch: Vec::new(),
             scratch_value: Vec::new(),
+            flash: None,
         }
     }
 
@@ -803,7 +806,10 @@ impl Shard {
                     let freq = if mode == Mode::Compact { freq } else { freq.saturating_sub(1) };
                     kept.push((offset as u32, freq));
                     kept_hashes.push((offset as u32, hash));
+                } else if self.demote_to_flash(g, loc, &h, hash, now) {
+                    self.unlink(g, slot, loc, &h, Gone::Replaced);
                 } else {
+                    let item = &self.segs[v as usize].buf[offset..];
                     let last_access = h.access(item, create_time);
                     log_eviction(g, h.key(item), &h, exptime, last_access, now);
                     let e = Eviction { had_ttl: exptime != 0, fetched: false, active: keep, last_access, now };

@@ -1,0 +1,299 @@
+//! The flash tier's settings: memcached 1.6.45's `-o ext_*` options, as plain
+//! data the CLI fills and the engine reads (`SegStore::attach_flash`).
+//!
+//! Defaults and units are memcached's (`storage.c`, `storage_init_config`
+//! and `storage_read_config`):
+//!
+//! ```text
+//!  option             field               default          unit / note
+//!  ext_path=F:S[:B]   paths               (none)           S with m|g|t|p suffix -> size_bytes
+//!  ext_page_size      page_size_bytes     64 MiB           option given in MiB
+//!  ext_wbuf_size      wbuf_size_bytes     4 MiB            option given in MiB
+//!  ext_threads        threads             1                I/O threads (epoll engine)
+//!  ext_io_depth       io_depth            1                reads in flight per I/O thread
+//!  ext_item_size      tunables.item_size  512              bytes; smaller items are not written
+//!  ext_item_age       tunables.item_age   u32::MAX         seconds idle; MAX = no age limit
+//!  ext_low_ttl        tunables.low_ttl    0                seconds
+//!  ext_recache_rate   tunables.recache_rate 2000           one flash hit in N goes back to RAM
+//!  ext_compact_under  tunables.compact_under 0 -> 1% of pages (at least 1)
+//!  ext_drop_under     tunables.drop_under    0 -> 1% of pages (at least 1)
+//!  ext_max_sleep      tunables.max_sleep  1,000,000        microseconds
+//!  ext_max_frag       tunables.max_frag   0.8              fraction of a page
+//!  ext_drop_unread    tunables.drop_unread false           (flag, no value)
+//! ```
+//!
+//! The nine tunables can change at run time (memcached's `extstore <name>
+//! <value>` command), so they live in [`ExtTunables`], a set of atomics the
+//! server and the engine share through an `Arc`: the command writes them,
+//! `stats settings` and the engine read them (relaxed loads; a change takes
+//! effect at the next item the engine looks at). The rest is fixed at start.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// memcached's default `ext_page_size`: 64 MiB.
+pub const DEFAULT_PAGE_SIZE_BYTES: u64 = 64 << 20;
+/// memcached's default `ext_wbuf_size`: 4 MiB.
+pub const DEFAULT_WBUF_SIZE_BYTES: u64 = 4 << 20;
+/// memcached's default `ext_item_size`.
+pub const DEFAULT_ITEM_SIZE_BYTES: u32 = 512;
+/// memcached's `ext_item_age` default: no age limit.
+pub const ITEM_AGE_UNLIMITED: u32 = u32::MAX;
+/// memcached's default `ext_recache_rate`.
+pub const DEFAULT_RECACHE_RATE: u32 = 2000;
+/// memcached's default `ext_max_sleep`, microseconds.
+pub const DEFAULT_MAX_SLEEP_US: u32 = 1_000_000;
+/// memcached's default `ext_max_frag`.
+pub const DEFAULT_MAX_FRAG: f64 = 0.8;
+
+/// The optional third field of `ext_path` (memcached's `PAGE_BUCKET_*`):
+/// which kind of page the file's free pages go to first. Strata keeps one
+/// FIFO of flash segments per file, so the bucket is accepted, shown in
+/// `stats extstore` (`free_bucket`), and otherwise has no effect.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ExtBucket {
+    #[default]
+    Default,
+    Compact,
+    LowTtl,
+    Chunked,
+    ColdCompact,
+    Old,
+}
+
+impl ExtBucket {
+    /// memcached's name in `ext_path=F:S:name`.
+    pub fn parse(name: &str) -> Option<ExtBucket> {
+        Some(match name {
+            "default" => ExtBucket::Default,
+            "compact" => ExtBucket::Compact,
+            "lowttl" => ExtBucket::LowTtl,
+            "chunked" => ExtBucket::Chunked,
+            "coldcompact" => ExtBucket::ColdCompact,
+            "old" => ExtBucket::Old,
+            _ => return None,
+        })
+    }
+
+    /// memcached's number for the bucket (`PAGE_BUCKET_DEFAULT` = 0, ...),
+    /// as `stats extstore` prints it.
+    pub fn number(self) -> u32 {
+        match self {
+            ExtBucket::Default => 0,
+            ExtBucket::Compact => 1,
+            ExtBucket::Chunked => 2,
+            ExtBucket::LowTtl => 3,
+            ExtBucket::Old => 4,
+            ExtBucket::ColdCompact => 5,
+        }
+    }
+}
+
+/// One `ext_path=FILE:SIZE[:BUCKET]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExtPath {
+    pub path: PathBuf,
+    /// SIZE with its unit applied (`64m` = 64 MiB; m, g, t, p as memcached).
+    pub size_bytes: u64,
+    pub bucket: ExtBucket,
+}
+
+impl ExtPath {
+    /// memcached's `storage_conf_parse`: `FILE:SIZE[:BUCKET]`, SIZE a number
+    /// with a unit letter (m, g, t or p, either case). The error is
+    /// memcached's message for the bad part.
+    pub fn parse(spec: &str) -> Result<ExtPath, String> {
+        let mut parts = spec.split(':');
+        let path = parts.next().filter(|p| !p.is_empty()).ok_or_else(|| "ext_path requires a file path".to_string())?;
+        let size = parts
+            .next()
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| "must supply size to ext_path, ie: ext_path=/f/e:64m (M|G|T|P supported)".to_string())?;
+        let bad_size = || "must supply size to ext_path, ie: ext_path=/f/e:64m (m|g|t|p supported)".to_string();
+        let unit = size.chars().last().ok_or_else(bad_size)?.to_ascii_lowercase();
+        let multiplier: u64 = match unit {
+            'm' => 1 << 20,
+            'g' => 1 << 30,
+            't' => 1 << 40,
+            'p' => 1 << 50,
+            _ => return Err(bad_size()),
+        };
+        // memcached uses atoi: leading digits, anything else is 0.
+        let digits: String = size[..size.len() - 1].chars().take_while(|c| c.is_ascii_digit()).collect();
+        let base: u64 = digits.parse().unwrap_or(0);
+        let bucket = match parts.next() {
+            None => ExtBucket::Default,
+            Some(name) => ExtBucket::parse(name).ok_or_else(|| format!("Unknown extstore bucket: {name}"))?,
+        };
+        Ok(ExtPath { path: PathBuf::from(path), size_bytes: base.saturating_mul(multiplier), bucket })
+    }
+}
+
+/// The run-time tunables (`extstore <name> <value>`), shared between the
+/// server and the engine. Every field is a relaxed atomic.
+#[derive(Debug)]
+pub struct ExtTunables {
+    /// `ext_item_size`: items (memcached's item size) smaller than this
+    /// stay in RAM and are evicted as usual.
+    pub item_size: AtomicU32,
+    /// `ext_item_age`: seconds an item must have been idle to go to flash.
+    pub item_age: AtomicU32,
+    /// `ext_low_ttl`: items with fewer seconds left to live stay in RAM
+    /// (memcached sends them to a separate page bucket; Strata does not
+    /// write them at all: they would expire before the page is reclaimed).
+    pub low_ttl: AtomicU32,
+    /// `ext_recache_rate`: one flash hit in this many brings the item back
+    /// into RAM (0: never).
+    pub recache_rate: AtomicU32,
+    /// `ext_compact_under`: reclaim starts rescuing read items when fewer
+    /// than this many pages are free (0 at start: 1% of pages, at least 1).
+    pub compact_under: AtomicU32,
+    /// `ext_drop_under`: when fewer pages than this are free, reclaim drops
+    /// items instead of rescuing them (0 at start: 1% of pages, at least 1).
+    pub drop_under: AtomicU32,
+    /// `ext_max_sleep`, microseconds: longest pause of the background writer.
+    pub max_sleep: AtomicU32,
+    /// `ext_max_frag` as `f64::to_bits`; read with [`ExtTunables::max_frag`].
+    max_frag_bits: AtomicU64,
+    /// `ext_drop_unread`: reclaim never rescues an item not read since it
+    /// was written (Strata's reclaim rescues only read items anyway).
+    pub drop_unread: AtomicBool,
+}
+
+impl Default for ExtTunables {
+    fn default() -> Self {
+        ExtTunables {
+            item_size: AtomicU32::new(DEFAULT_ITEM_SIZE_BYTES),
+            item_age: AtomicU32::new(ITEM_AGE_UNLIMITED),
+            low_ttl: AtomicU32::new(0),
+            recache_rate: AtomicU32::new(DEFAULT_RECACHE_RATE),
+            compact_under: AtomicU32::new(0),
+            drop_under: AtomicU32::new(0),
+            max_sleep: AtomicU32::new(DEFAULT_MAX_SLEEP_US),
+            max_frag_bits: AtomicU64::new(DEFAULT_MAX_FRAG.to_bits()),
+            drop_unread: AtomicBool::new(false),
+        }
+    }
+}
+
+/// One `extstore <name> <value>` change (memcached's `process_extstore_command`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ExtTunable {
+    ItemSize(u32),
+    ItemAge(u32),
+    LowTtl(u32),
+    RecacheRate(u32),
+    CompactUnder(u32),
+    DropUnder(u32),
+    MaxSleep(u32),
+    MaxFrag(f64),
+    DropUnread(bool),
+}
+
+impl ExtTunables {
+    pub fn max_frag(&self) -> f64 {
+        f64::from_bits(self.max_frag_bits.load(Ordering::Relaxed))
+    }
+
+    pub fn set(&self, change: ExtTunable) {
+        let r = Ordering::Relaxed;
+        match change {
+            ExtTunable::ItemSize(v) => self.item_size.store(v, r),
+            ExtTunable::ItemAge(v) => self.item_age.store(v, r),
+            ExtTunable::LowTtl(v) => self.low_ttl.store(v, r),
+            ExtTunable::RecacheRate(v) => self.recache_rate.store(v, r),
+            ExtTunable::CompactUnder(v) => self.compact_under.store(v, r),
+            ExtTunable::DropUnder(v) => self.drop_under.store(v, r),
+            ExtTunable::MaxSleep(v) => self.max_sleep.store(v, r),
+            ExtTunable::MaxFrag(v) => self.max_frag_bits.store(v.to_bits(), r),
+            ExtTunable::DropUnread(v) => self.drop_unread.store(v, r),
+        }
+    }
+}
+
+/// Every `ext_*` option. `paths` empty means no flash tier.
+#[derive(Clone, Debug)]
+pub struct ExtConfig {
+    pub paths: Vec<ExtPath>,
+    /// `ext_page_size`: the unit flash space is allocated and reclaimed in
+    /// (a flash segment). memcached takes MiB on the command line.
+    pub page_size_bytes: u64,
+    /// `ext_wbuf_size`: one write buffer; items are packed into it in RAM
+    /// and written to flash whole. memcached refuses `-I` above it.
+    pub wbuf_size_bytes: u64,
+    /// `ext_threads`: I/O threads for flash reads under the epoll engine.
+    pub threads: u32,
+    /// `ext_io_depth`: reads an I/O thread keeps in flight.
+    pub io_depth: u32,
+    /// Shared with the server (`extstore` command, `stats settings`).
+    pub tunables: Arc<ExtTunables>,
+}
+
+impl Default for ExtConfig {
+    fn default() -> Self {
+        ExtConfig {
+            paths: Vec::new(),
+            page_size_bytes: DEFAULT_PAGE_SIZE_BYTES,
+            wbuf_size_bytes: DEFAULT_WBUF_SIZE_BYTES,
+            threads: 1,
+            io_depth: 1,
+            tunables: Arc::new(ExtTunables::default()),
+        }
+    }
+}
+
+impl ExtConfig {
+    pub fn enabled(&self) -> bool {
+        !self.paths.is_empty()
+    }
+
+    /// memcached's start-time fill-in of `ext_compact_under` and
+    /// `ext_drop_under` left at 0: 1% of the pages (at least 1).
+    pub fn fill_page_defaults(&self, page_count: u64) {
+        let one_percent = ((page_count as f64 * 0.01) as u32).max(1);
+        let t = &self.tunables;
+        if t.compact_under.load(Ordering::Relaxed) == 0 {
+            t.compact_under.store(one_percent, Ordering::Relaxed);
+            t.drop_under.store(one_percent, Ordering::Relaxed);
+        }
+        if t.drop_under.load(Ordering::Relaxed) == 0 {
+            t.drop_under.store(one_percent, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ext_path_parses_as_memcached() {
+        let p = ExtPath::parse("/tmp/f:64m").expect("valid");
+        assert_eq!(p, ExtPath { path: "/tmp/f".into(), size_bytes: 64 << 20, bucket: ExtBucket::Default });
+        assert_eq!(ExtPath::parse("/tmp/f:2G:compact").expect("valid").size_bytes, 2 << 30);
+        assert_eq!(ExtPath::parse("/tmp/f:2G:compact").expect("valid").bucket, ExtBucket::Compact);
+        assert!(ExtPath::parse("/tmp/f").is_err());
+        assert!(ExtPath::parse("/tmp/f:64").is_err());
+        assert!(ExtPath::parse("/tmp/f:64k").is_err());
+        assert_eq!(ExtPath::parse("/tmp/f:1m:what").unwrap_err(), "Unknown extstore bucket: what");
+    }
+
+    #[test]
+    fn tunables_default_and_set() {
+        let t = ExtTunables::default();
+        assert_eq!(t.item_size.load(Ordering::Relaxed), 512);
+        assert_eq!(t.item_age.load(Ordering::Relaxed), u32::MAX);
+        assert_eq!(t.recache_rate.load(Ordering::Relaxed), 2000);
+        assert_eq!(t.max_frag(), 0.8);
+        t.set(ExtTunable::MaxFrag(0.5));
+        t.set(ExtTunable::ItemSize(100));
+        assert_eq!(t.max_frag(), 0.5);
+        assert_eq!(t.item_size.load(Ordering::Relaxed), 100);
+        let c = ExtConfig::default();
+        c.fill_page_defaults(32);
+        assert_eq!(c.tunables.compact_under.load(Ordering::Relaxed), 1);
+        c.fill_page_defaults(1000);
+        assert_eq!(c.tunables.compact_under.load(Ordering::Relaxed), 1, "only a value left at 0 is filled in");
+    }
+}

@@ -1,0 +1,118 @@
+//! The flash tier's counters, with memcached 1.6.45's stat names: the lines
+//! `storage_stats` and the `get_*_extstore` lines of `server_stats` add to
+//! `stats`, and the per-page lines of `stats extstore`
+//! (`process_extstore_stats`). [`Engine::ext_stats`](crate::Engine::ext_stats)
+//! returns them summed (None without a flash tier, so the server prints no
+//! extstore line, as memcached without `ext_path`).
+//!
+//! Meanings in Strata (a "page" is a flash segment of `ext_page_size`):
+//! - `objects_*` / `bytes_*`: items (key, value, a 32-byte flash header,
+//!   padding to 16 bytes) written to flash, read back, live on flash now,
+//!   and dropped when their page was reclaimed;
+//! - `page_allocs`: pages opened for writing; `page_evictions`: pages
+//!   reclaimed with live items on them; `page_reclaims`: pages reclaimed
+//!   with none;
+//! - `compact_rescues`: items read since written, moved from a reclaimed
+//!   page to the write buffer again (FIFO with reinsertion); `compact_lost`:
+//!   such items there was no room for;
+//! - `write_errors` / `write_fallbacks`: a failed or impossible write (error,
+//!   full device) and the items that then were evicted as without flash.
+
+/// One `stats extstore` page row.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExtPageStats {
+    /// `N:version`: bumped each time the page is (re)opened for writing.
+    pub version: u64,
+    /// `N:bytes`: bytes of live items on the page.
+    pub bytes_used: u64,
+    /// `N:bucket`: the bucket the page holds items of.
+    pub bucket: u32,
+    /// `N:free_bucket`: the bucket its file's free pages go to.
+    pub free_bucket: u32,
+}
+
+/// Every counter memcached prints for extstore, plus Strata's own.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ExtStats {
+    // `stats`, from memcached's thread stats (reads of flash items).
+    /// `get_extstore`: flash reads handed to the server.
+    pub get_extstore: u64,
+    /// `get_aborted_extstore`: reads given up (connection gone).
+    pub get_aborted_extstore: u64,
+    /// `get_oom_extstore`: reads that could not get a buffer (0 in Strata).
+    pub get_oom_extstore: u64,
+    /// `recache_from_extstore`: flash hits written back into RAM.
+    pub recache_from_extstore: u64,
+    /// `miss_from_extstore`: flash reads that found no valid item (replaced,
+    /// reclaimed, expired or flushed meanwhile, read error).
+    pub miss_from_extstore: u64,
+    /// `badcrc_from_extstore`: flash reads whose item failed its check.
+    pub badcrc_from_extstore: u64,
+
+    // `stats`, storage_stats.
+    /// `extstore_memory_pressure` (memcached: share of RAM pages kept for
+    /// extstore headers; Strata: write buffers' share of `-m`).
+    pub memory_pressure: f64,
+    pub compact_lost: u64,
+    pub compact_rescues: u64,
+    pub compact_resc_cold: u64,
+    pub compact_resc_old: u64,
+    pub compact_skipped: u64,
+    pub page_allocs: u64,
+    pub page_evictions: u64,
+    pub page_reclaims: u64,
+    pub pages_free: u64,
+    pub pages_used: u64,
+    pub objects_evicted: u64,
+    pub objects_read: u64,
+    pub objects_written: u64,
+    pub objects_used: u64,
+    pub bytes_evicted: u64,
+    pub bytes_written: u64,
+    pub bytes_read: u64,
+    pub bytes_used: u64,
+    pub bytes_fragmented: u64,
+    /// `extstore_limit_maxbytes`: pages x page size.
+    pub limit_maxbytes: u64,
+    /// `extstore_io_queue`: reads handed out and not yet finished.
+    pub io_queue: u64,
+
+    // Strata's own.
+    /// Failed flash writes (I/O error or short write).
+    pub write_errors: u64,
+    /// Items that could not go to flash (write error, no free page) and
+    /// were evicted instead.
+    pub write_fallbacks: u64,
+    /// Bytes of values clients stored (set, add, replace, cas, append,
+    /// prepend, incr/decr rewrites), the denominator of write amplification.
+    pub client_bytes_stored: u64,
+
+    /// `stats extstore`: one row per page.
+    pub pages: Vec<ExtPageStats>,
+}
+
+impl ExtStats {
+    /// Bytes written to flash per byte clients stored (`extstore_write_amp`
+    /// in Strata's `stats`; 0 before anything was stored).
+    pub fn write_amplification(&self) -> f64 {
+        if self.client_bytes_stored == 0 {
+            0.0
+        } else {
+            self.bytes_written as f64 / self.client_bytes_stored as f64
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_amplification_is_flash_bytes_per_stored_byte() {
+        let mut s = ExtStats::default();
+        assert_eq!(s.write_amplification(), 0.0);
+        s.client_bytes_stored = 1000;
+        s.bytes_written = 1500;
+        assert_eq!(s.write_amplification(), 1.5);
+    }
+}

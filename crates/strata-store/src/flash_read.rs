@@ -1,0 +1,137 @@
+//! The contract of a flash read between the engine and the server: the
+//! engine never does I/O on the request path; it says where an item is, the
+//! server reads it (io_uring on the worker's ring, or an `ext_threads` I/O
+//! thread under epoll), and hands the bytes back to be checked.
+//!
+//! ```text
+//!  worker                         engine (shard lock held only inside each call)
+//!  ──────                         ──────
+//!  cmd on key K ──flash_check(K)──► K in RAM or absent: None ─► run cmd as always
+//!                ◄─ Some(FlashRead{file, offset, len, (hash, page, version, at, K)})
+//!  park cmd (replies stay in order), read len bytes at offset into a FlashBuf
+//!  (O_DIRECT: offset, length and buffer aligned to FLASH_ALIGN_BYTES)
+//!            ──finish_flash_read(read, Some(bytes) | None on error, opts, into_ram)─►
+//!                                 checks: page still holds `version`; item check
+//!                                 (badcrc); full key; expiry and flush; K's index
+//!                                 entry still points at this copy
+//!                ◄─ Visited  (a plain read: `visit` was called with the item,
+//!                             reply built from it; a hit counted; maybe recached)
+//!                ◄─ InRam    (item copied into RAM: run cmd again, it finds it)
+//!                ◄─ Absent   (no valid copy: run cmd again, it takes its miss path)
+//! ```
+//!
+//! Rules for the server:
+//! - Call [`Engine::flash_check`](crate::Engine::flash_check) before any
+//!   command that needs the current item (get family with `touch`/`vivify`,
+//!   gat, touch, add, replace, cas, append, prepend, incr, decr, delete, every
+//!   meta command), or, for a plain `get`/`gets`/`mg` without T/N, only after
+//!   the engine's `get` missed (saves a probe on RAM hits). `set` never needs it.
+//! - After `finish_flash_read` returns `InRam` or `Absent`, run the command
+//!   once more *without* another flash check: if the item went back to
+//!   flash meanwhile (rare: an eviction in between), the command sees it as
+//!   absent (reads) or drops it first (writes), exactly as if it had been
+//!   evicted a moment earlier, which a cache may always do.
+//! - Every `FlashRead` handed out must be finished or abandoned
+//!   ([`Engine::abandon_flash_read`](crate::Engine::abandon_flash_read)), so
+//!   `extstore_io_queue` and `get_aborted_extstore` stay true.
+//! - `into_ram = false` only for reads; with `opts.touch` or `opts.vivify`
+//!   the engine takes the `InRam` path anyway.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+/// Alignment of a flash read's offset, length and buffer (O_DIRECT; 4 KiB
+/// covers every logical block size in use).
+pub const FLASH_ALIGN_BYTES: usize = 4096;
+
+/// Where an item on flash is, and what identifies it. Built by the engine
+/// only; the server reads `len_bytes` at `offset_bytes` of `file`.
+#[derive(Clone, Debug)]
+pub struct FlashRead {
+    /// The flash file (opened with O_DIRECT when the filesystem allows it);
+    /// `as_raw_fd()` for io_uring. Open for the engine's whole life.
+    pub file: Arc<File>,
+    /// Multiple of [`FLASH_ALIGN_BYTES`].
+    pub offset_bytes: u64,
+    /// Multiple of [`FLASH_ALIGN_BYTES`]; the item lies within.
+    pub len_bytes: usize,
+    pub(crate) id: FlashId,
+}
+
+/// What `finish_flash_read` needs to check the bytes (engine-private).
+#[derive(Clone, Debug)]
+#[allow(dead_code)] // read by seg/flash as it grows
+pub(crate) struct FlashId {
+    pub key: Box<[u8]>,
+    pub hash: u64,
+    /// Flash page (segment) number within the tier, and the version it had
+    /// when the read was handed out: a reclaimed page has a new version.
+    pub page: u32,
+    pub version: u32,
+    /// The item's byte offset within the read buffer.
+    pub at: u32,
+}
+
+impl FlashRead {
+    /// A buffer the read can go into (aligned for O_DIRECT).
+    pub fn buffer(&self) -> FlashBuf {
+        FlashBuf::new(self.len_bytes)
+    }
+
+    /// The blocking convenience (tests, and an I/O thread): `pread` the
+    /// whole extent. A short read (file truncated) is an error.
+    pub fn read_blocking(&self) -> std::io::Result<FlashBuf> {
+        let mut buf = self.buffer();
+        self.file.read_exact_at(&mut buf, self.offset_bytes)?;
+        Ok(buf)
+    }
+
+    /// The key this read is for.
+    pub fn key(&self) -> &[u8] {
+        &self.id.key
+    }
+}
+
+/// A page-aligned buffer (an anonymous mapping), usable for O_DIRECT reads
+/// and as an io_uring read target (`as_mut_ptr`, valid while it lives).
+pub struct FlashBuf {
+    map: memmap2::MmapMut,
+    len: usize,
+}
+
+impl FlashBuf {
+    pub fn new(len: usize) -> FlashBuf {
+        let map = memmap2::MmapMut::map_anon(len.max(1)).expect("mapping a flash read buffer");
+        FlashBuf { map, len }
+    }
+
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.map.as_mut_ptr()
+    }
+}
+
+impl std::ops::Deref for FlashBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.map[..self.len]
+    }
+}
+
+impl std::ops::DerefMut for FlashBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.map[..self.len]
+    }
+}
+
+/// What `finish_flash_read` did; see the module docs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlashFinish {
+    /// A plain read was answered: `visit` was called once with the item.
+    Visited,
+    /// The item is in RAM now: run the command again.
+    InRam,
+    /// No valid copy (replaced, reclaimed, expired, flushed, bad check, read
+    /// error): run the command again; it takes its miss path.
+    Absent,
+}

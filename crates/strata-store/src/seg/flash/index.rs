@@ -1,0 +1,259 @@
+//! A shard's flash index: where each of its keys that live on flash is.
+//! Open addressing with linear probing and backward-shift deletion, like the
+//! RAM table (`seg/table.rs`), but an entry carries its own hash bits, since
+//! rehashing (growth, deletion) cannot read the key from flash.
+//!
+//! ```text
+//!  entry: 3 x u32 = 12 bytes
+//!  w0: hash bits 0..31 (home slot by fastrange, and the first filter)
+//!  w1:  0      1..2   3..6        7..15        16..21          22..31
+//!      ┌─────┬──────┬──────────┬────────────┬───────────────┬─────────────┐
+//!      │used │ freq │ version4 │ blocks 9b  │ hash 40..45   │ page 0..9   │
+//!      └─────┴──────┴──────────┴────────────┴───────────────┴─────────────┘
+//!  w2:  0..9 page 10..19 │ 10..31 offset in the page / 16 (22 bits: 64 MiB pages)
+//! ```
+//!
+//! - 38 bits of hash identify a key: two keys of one shard share them about
+//!   once in 2^38 / entries; every key check is exact anyway (a flash read
+//!   compares the full key), and a write of a key drops *every* entry with
+//!   its bits, so an alias costs at most an early eviction, never an old value.
+//! - `version4`: the low 4 bits of the page's version when the item was
+//!   written. A reclaimed page gets a new version, so its entries are seen
+//!   as stale without visiting them (and swept in the background,
+//!   `FlashIndex::sweep`); the record's check is seeded with the full
+//!   version, so an alias after 16 reuses still never passes.
+//! - `blocks`: 4 KiB blocks the record spans from its aligned start, the
+//!   length of its read (records up to 2 MiB).
+//! - At 85% full at most, 12 bytes an entry is 12-16 bytes per flash item.
+
+pub const MAX_BLOCKS: u32 = (1 << 9) - 1;
+pub const MAX_PAGES: u32 = 1 << 20;
+/// Offsets are in 16-byte units, 22 bits.
+pub const MAX_PAGE_BYTES: u64 = 16 << 22;
+
+const MIN_CAPACITY: usize = 64;
+
+/// A flash location with its read length and bookkeeping bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub page: u32,
+    /// Byte offset of the record in its page (a multiple of 16).
+    pub offset: u64,
+    pub blocks: u32,
+    pub version4: u8,
+    pub freq: u8,
+}
+
+fn filter_of(hash: u64) -> u32 {
+    ((hash >> 40) & 0x3f) as u32
+}
+
+fn pack(hash: u64, e: &Entry) -> [u32; 3] {
+    debug_assert!(e.page < MAX_PAGES && e.offset < MAX_PAGE_BYTES && e.offset % 16 == 0 && e.blocks <= MAX_BLOCKS);
+    let w1 = 1
+        | u32::from(e.freq & 3) << 1
+        | u32::from(e.version4 & 0xf) << 3
+        | e.blocks << 7
+        | filter_of(hash) << 16
+        | (e.page & 0x3ff) << 22;
+    let w2 = (e.page >> 10) | ((e.offset / 16) as u32) << 10;
+    [hash as u32, w1, w2]
+}
+
+fn unpack(s: [u32; 3]) -> Entry {
+    Entry {
+        freq: ((s[1] >> 1) & 3) as u8,
+        version4: ((s[1] >> 3) & 0xf) as u8,
+        blocks: (s[1] >> 7) & MAX_BLOCKS,
+        page: (s[1] >> 22) | (s[2] & 0x3ff) << 10,
+        offset: u64::from(s[2] >> 10) * 16,
+    }
+}
+
+fn used(s: &[u32; 3]) -> bool {
+    s[1] & 1 != 0
+}
+
+pub struct FlashIndex {
+    slots: Vec<[u32; 3]>,
+    len: usize,
+    /// Bytes of values clients stored in this shard (write amplification's
+    /// denominator), counted under the shard lock.
+    pub client_bytes: u64,
+    /// Where the background sweep for stale entries goes on.
+    pub sweep_at: usize,
+}
+
+impl FlashIndex {
+    pub fn new() -> FlashIndex {
+        FlashIndex { slots: vec![[0; 3]; MIN_CAPACITY], len: 0, client_bytes: 0, sweep_at: 0 }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    fn home(&self, h32: u32) -> usize {
+        (u64::from(h32) * self.slots.len() as u64 >> 32) as usize
+    }
+
+    fn next(&self, i: usize) -> usize {
+        if i + 1 == self.slots.len() {
+            0
+        } else {
+            i + 1
+        }
+    }
+
+    /// The first slot with `hash`'s bits whose entry satisfies `is_it`.
+    pub fn find(&self, hash: u64, mut is_it: impl FnMut(&Entry) -> bool) -> Option<usize> {
+        let (h32, filter) = (hash as u32, filter_of(hash));
+        let mut i = self.home(h32);
+        loop {
+            let s = self.slots[i];
+            if !used(&s) {
+                return None;
+            }
+            if s[0] == h32 && (s[1] >> 16) & 0x3f == filter && is_it(&unpack(s)) {
+                return Some(i);
+            }
+            i = self.next(i);
+        }
+    }
+
+    pub fn get(&self, i: usize) -> Entry {
+        unpack(self.slots[i])
+    }
+
+    /// Rewrite slot `i` (same key) with a new entry.
+    pub fn set(&mut self, i: usize, hash: u64, e: &Entry) {
+        debug_assert_eq!(self.slots[i][0], hash as u32);
+        self.slots[i] = pack(hash, e);
+    }
+
+    pub fn insert(&mut self, hash: u64, e: &Entry) {
+        if (self.len + 1) * 100 > self.slots.len() * 85 {
+            self.resize(self.slots.len() + self.slots.len() / 2);
+        }
+        self.place(pack(hash, e));
+        self.len += 1;
+    }
+
+    fn place(&mut self, s: [u32; 3]) {
+        let mut i = self.home(s[0]);
+        while used(&self.slots[i]) {
+            i = self.next(i);
+        }
+        self.slots[i] = s;
+    }
+
+    fn resize(&mut self, capacity: usize) {
+        let old = std::mem::replace(&mut self.slots, vec![[0; 3]; capacity.max(MIN_CAPACITY)]);
+        for s in old.into_iter().filter(used) {
+            self.place(s);
+        }
+    }
+
+    /// Remove slot `i`, shifting later entries of its cluster back.
+    pub fn remove(&mut self, i: usize) {
+        let mut hole = i;
+        let mut j = self.next(i);
+        loop {
+            let s = self.slots[j];
+            if !used(&s) {
+                break;
+            }
+            let home = self.home(s[0]);
+            let stays = if hole <= j { hole < home && home <= j } else { hole < home || home <= j };
+            if !stays {
+                self.slots[hole] = s;
+                hole = j;
+            }
+            j = self.next(j);
+        }
+        self.slots[hole] = [0; 3];
+        self.len -= 1;
+        if self.len * 100 < self.slots.len() * 20 && self.slots.len() > MIN_CAPACITY * 4 {
+            self.resize(self.slots.len() / 2);
+            self.sweep_at = 0;
+        }
+    }
+
+    /// Remove every entry with `hash`'s bits, telling `gone` about each.
+    pub fn remove_all(&mut self, hash: u64, mut gone: impl FnMut(&Entry)) {
+        while let Some(i) = self.find(hash, |_| true) {
+            gone(&self.get(i));
+            self.remove(i);
+        }
+    }
+
+    /// Look at up to `budget` slots from the sweep cursor, removing entries
+    /// `stale` says are; true when the cursor wrapped around.
+    pub fn sweep(&mut self, budget: usize, mut stale: impl FnMut(&Entry) -> bool) -> bool {
+        let mut looked = 0;
+        while looked < budget {
+            if self.sweep_at >= self.slots.len() {
+                self.sweep_at = 0;
+                return true;
+            }
+            let i = self.sweep_at;
+            let s = self.slots[i];
+            looked += 1;
+            if used(&s) && stale(&unpack(s)) {
+                // Something may shift into `i`: look at it again.
+                self.remove(i);
+                continue;
+            }
+            self.sweep_at += 1;
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn entries_round_trip() {
+        let e = Entry { page: MAX_PAGES - 1, offset: MAX_PAGE_BYTES - 16, blocks: MAX_BLOCKS, version4: 15, freq: 3 };
+        assert_eq!(unpack(pack(u64::MAX, &e)), e);
+        let e = Entry { page: 1234, offset: 4096 + 48, blocks: 2, version4: 5, freq: 1 };
+        assert_eq!(unpack(pack(0x1234_5678_9abc_def0, &e)), e);
+    }
+
+    #[test]
+    fn insert_find_remove_against_a_model() {
+        let mut t = FlashIndex::new();
+        let mut model: HashMap<u64, Entry> = HashMap::new();
+        let mut x: u64 = 11;
+        for step in 0..30_000u32 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let k = (x >> 33) % 4000;
+            // Few distinct homes: long clusters.
+            let hash = (k.wrapping_mul(0x9e37_79b9_7f4a_7c15) & 0xff00_0000_0000_0000) | (k << 8) | (k & 0xff);
+            match t.find(hash, |_| true) {
+                Some(i) => {
+                    assert_eq!(Some(&t.get(i)), model.get(&hash), "step {step}");
+                    t.remove(i);
+                    model.remove(&hash);
+                }
+                None => {
+                    assert!(!model.contains_key(&hash), "step {step}");
+                    let e = Entry { page: (k % 1000) as u32, offset: k * 16, blocks: 1, version4: (k % 16) as u8, freq: 0 };
+                    t.insert(hash, &e);
+                    model.insert(hash, e);
+                }
+            }
+            assert_eq!(t.len(), model.len());
+        }
+        let before = t.len();
+        while !t.sweep(100, |e| e.page % 2 == 0) {}
+        assert_eq!(t.len(), model.values().filter(|e| e.page % 2 == 1).count());
+        assert!(t.len() < before);
+        for (hash, e) in &model {
+            assert_eq!(t.find(*hash, |_| true).map(|i| t.get(i)), if e.page % 2 == 1 { Some(*e) } else { None });
+        }
+    }
+}

@@ -1,0 +1,398 @@
+//! The flash tier (`-o ext_path`): RAM holds the index, flash holds items.
+//!
+//! ```text
+//!  RAM segments ──evict (S3-FIFO)──► item >= ext_item_size, idle >= ext_item_age,
+//!                                    TTL left >= ext_low_ttl?
+//!                                      no ─► evicted as without flash
+//!                                      yes ─► record into the write buffer (tier.rs)
+//!                                             RAM slot unlinked, flash entry linked
+//!  shard: Mutex<Shard>: RAM table (table.rs) + flash index (index.rs, 12 B/entry)
+//!         a key is in at most one of them; every write of a key drops its
+//!         flash entries (`flash_forget`, in `SegStore::put` and at the start
+//!         of every command that changes an item)
+//!  flash: pages in FIFO; a reclaimed page's entries go stale at once
+//!         (page version) and are swept by `maintain`
+//! ```
+//!
+//! The path of a flash read (see `flash_read.rs` for the server's side):
+//! `flash_check` finds the key's entry and hands out a [`FlashRead`] (or,
+//! for a record still in the write buffer, copies it straight into RAM);
+//! the server reads; `finish_flash_read` checks the page version, the
+//! record's check, the full key, expiry and flush, then answers a plain
+//! read through the visitor, or copies the item into RAM (`into_ram`, a
+//! touch, every `ext_recache_rate`-th hit).
+//!
+//! Reinsertion: a read item whose page is in the oldest quarter of the FIFO
+//! is rewritten into the write buffer when read (its bytes are at hand, so
+//! reclaim never reads flash): FIFO with reinsertion of items read since
+//! they were written, done at read time.
+//!
+//! Not built yet: recovery of the flash tier at restart (`-e` with
+//! `ext_path`): a restarted store starts with an empty flash tier.
+
+mod index;
+mod record;
+mod tier;
+
+use std::sync::atomic::Ordering;
+
+pub(crate) use self::index::FlashIndex;
+use self::index::Entry;
+pub(crate) use self::tier::Tier;
+use super::item::{Header, FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
+use super::shard::{Shard, Spec};
+use super::table::Loc;
+use super::{hash_key, lock, Globals, SegStore};
+use crate::class_stats::Queue;
+use crate::flash_read::FlashId;
+use crate::{ExtConfig, ExtStats, FlashFinish, FlashRead, GetAction, GetOptions, ItemMeta, ItemView, RelTime};
+
+/// Index slots the background sweep looks at per shard per tick.
+const SWEEP_PER_TICK: usize = 1 << 16;
+
+fn relaxed() -> Ordering {
+    Ordering::Relaxed
+}
+
+impl SegStore {
+    /// Attach a flash tier (`-o ext_path=...`), before serving. A missing,
+    /// unwritable or too small file is an error (the CLI exits 2). The write
+    /// buffer is counted in `-m`. Returns a line for the log.
+    pub fn attach_flash(&mut self, ext: ExtConfig) -> std::io::Result<String> {
+        let secret = {
+            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+            xxhash_rust::xxh3::xxh3_64(&[t.to_le_bytes().as_slice(), &std::process::id().to_le_bytes()].concat())
+        };
+        let tier = Tier::open(&ext, secret)?;
+        let wbuf = tier.wbuf_size as u64;
+        self.g.config.initial_malloced_bytes += wbuf;
+        self.g.allocated.fetch_add(wbuf, relaxed());
+        for shard in self.shards.iter() {
+            lock(shard).flash = Some(Box::new(FlashIndex::new()));
+        }
+        let line = format!(
+            "flash tier: {} pages of {} MiB in {} file(s){}; write buffer {} KiB of -m",
+            tier.page_count(),
+            tier.page_size >> 20,
+            tier.files.len(),
+            if tier.direct_io { ", direct I/O" } else { " (the filesystem refused O_DIRECT: page cache I/O)" },
+            wbuf >> 10
+        );
+        self.g.flash = Some(tier);
+        Ok(line)
+    }
+
+    /// Drop every flash entry of `hash` (a write of the key, or a command
+    /// that changes it: the RAM copy, if any, is the current one).
+    #[inline]
+    pub(super) fn flash_forget(&self, shard: &mut Shard, hash: u64) {
+        if let (Some(fi), Some(tier)) = (shard.flash.as_mut(), &self.g.flash) {
+            fi.remove_all(hash, |e| tier.forget(e.page, e.version4));
+        }
+    }
+
+    /// Count bytes a client stored (write amplification's denominator).
+    #[inline]
+    pub(super) fn flash_note_stored(&self, shard: &mut Shard, value_len: usize) {
+        if let Some(fi) = shard.flash.as_mut() {
+            fi.client_bytes += value_len as u64;
+        }
+    }
+
+    pub(super) fn flash_check_impl(&self, key: &[u8], now: RelTime) -> Option<FlashRead> {
+        let tier = self.g.flash.as_ref()?;
+        let hash = hash_key(key);
+        let mut guard = self.lock(hash);
+        let shard = &mut *guard;
+        let mut bytes = Vec::new();
+        loop {
+            let fi = shard.flash.as_mut()?;
+            let i = fi.find(hash, |_| true)?;
+            let e = fi.get(i);
+            if tier.is_stale(e.page, e.version4) {
+                fi.remove(i);
+                continue;
+            }
+            let version = tier.version(e.page);
+            if e.page == tier.open_page.load(relaxed()) && tier.unwritten(e.page, e.offset, &mut bytes, e.blocks) {
+                // Still in the write buffer: no I/O, straight back to RAM.
+                let seed = record::seed(tier.secret, e.page, version);
+                self.accept(shard, tier, hash, key, e, &bytes, seed, GetOptions::default(), true, now, &mut |_, _| GetAction::default());
+                return None;
+            }
+            tier.c.get_extstore.fetch_add(1, relaxed());
+            tier.c.io_queue.fetch_add(1, relaxed());
+            let spot = &tier.spots[e.page as usize];
+            let aligned = e.offset & !(tier::BLOCK - 1);
+            return Some(FlashRead {
+                file: tier.files[spot.file].clone(),
+                offset_bytes: spot.base + aligned,
+                len_bytes: e.blocks as usize * crate::FLASH_ALIGN_BYTES,
+                id: FlashId { key: key.into(), hash, page: e.page, version, at: (e.offset - aligned) as u32 },
+            });
+        }
+    }
+
+    pub(super) fn finish_flash_read_impl(
+        &self,
+        read: &FlashRead,
+        data: Option<&[u8]>,
+        opts: GetOptions,
+        into_ram: bool,
+        now: RelTime,
+        visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
+    ) -> FlashFinish {
+        let Some(tier) = &self.g.flash else { return FlashFinish::Absent };
+        let _ = tier.c.io_queue.fetch_update(relaxed(), relaxed(), |n| Some(n.saturating_sub(1)));
+        let id = &read.id;
+        let mut guard = self.lock(id.hash);
+        let shard = &mut *guard;
+        let spot = &tier.spots[id.page as usize];
+        let offset = read.offset_bytes - spot.base + u64::from(id.at);
+        let Some(fi) = shard.flash.as_mut() else { return FlashFinish::Absent };
+        let Some(i) = fi.find(id.hash, |e| e.page == id.page && e.offset == offset) else {
+            // Replaced, deleted or already brought back meanwhile.
+            tier.c.miss.fetch_add(1, relaxed());
+            return FlashFinish::Absent;
+        };
+        let e = fi.get(i);
+        if tier.version(id.page) != id.version {
+            fi.remove(i);
+            tier.c.miss.fetch_add(1, relaxed());
+            return FlashFinish::Absent;
+        }
+        let Some(data) = data.filter(|d| d.len() >= read.len_bytes) else {
+            fi.remove(i);
+            tier.forget(e.page, e.version4);
+            tier.c.miss.fetch_add(1, relaxed());
+            return FlashFinish::Absent;
+        };
+        let seed = record::seed(tier.secret, id.page, id.version);
+        self.accept(shard, tier, id.hash, &id.key, e, &data[id.at as usize..], seed, opts, into_ram, now, visit)
+    }
+
+    /// Check a record read for `key` (its entry `e`, still current) and
+    /// act on it; see `finish_flash_read`.
+    #[allow(clippy::too_many_arguments)]
+    fn accept(
+        &self,
+        shard: &mut Shard,
+        tier: &Tier,
+        hash: u64,
+        key: &[u8],
+        e: Entry,
+        bytes: &[u8],
+        seed: u64,
+        opts: GetOptions,
+        into_ram: bool,
+        now: RelTime,
+        visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
+    ) -> FlashFinish {
+        let drop_entry = |shard: &mut Shard| {
+            if let Some(fi) = shard.flash.as_mut() {
+                if let Some(i) = fi.find(hash, |x| x.page == e.page && x.offset == e.offset) {
+                    fi.remove(i);
+                    tier.forget(e.page, e.version4);
+                }
+            }
+        };
+        let Some(rec) = record::decode(bytes, seed) else {
+            tier.c.badcrc.fetch_add(1, relaxed());
+            drop_entry(shard);
+            return FlashFinish::Absent;
+        };
+        if rec.key != key {
+            // Another key with the same hash bits: this key is not on flash.
+            tier.c.miss.fetch_add(1, relaxed());
+            return FlashFinish::Absent;
+        }
+        tier.c.objects_read.fetch_add(1, relaxed());
+        tier.c.bytes_read.fetch_add(rec.len as u64, relaxed());
+        let m = rec.meta;
+        if self.g.is_flushed(m.access, m.cas, now) {
+            shard.counters.get_flushed += 1;
+            drop_entry(shard);
+            return FlashFinish::Absent;
+        }
+        if m.exptime != 0 && m.exptime <= now {
+            shard.counters.get_expired += 1;
+            drop_entry(shard);
+            return FlashFinish::Absent;
+        }
+        let rate = tier.tunables.recache_rate.load(relaxed());
+        let due = !into_ram && rate != 0 && tier.c.recache_counter.fetch_add(1, relaxed()) % u64::from(rate) == 0;
+        if into_ram || due || opts.touch.is_some() || opts.vivify.is_some() {
+            let spec = Spec {
+                bits: m.bits,
+                key_len: key.len(),
+                value_len: rec.value.len(),
+                cas: m.cas,
+                access: m.access,
+                flags: m.flags,
+                exptime: m.exptime,
+            };
+            // `put` drops the flash entry once the RAM copy is linked.
+            if self.put(shard, key, hash, &spec, &[rec.value], None, now) {
+                tier.c.recache.fetch_add(1, relaxed());
+                return FlashFinish::InRam;
+            }
+            if into_ram || opts.touch.is_some() || opts.vivify.is_some() {
+                return FlashFinish::Absent;
+            }
+        }
+        if !opts.uncounted {
+            let (cls, _) = (self.g.request_class(key.len(), m.flags, rec.value.len()), 0);
+            shard.classes.hit(cls, Queue::Warm, false);
+        }
+        let meta = ItemMeta {
+            flags: m.flags,
+            exptime: m.exptime,
+            cas: self.g.shown_cas(m.cas),
+            last_access: m.access,
+            fetched: m.bits & FETCHED != 0,
+            stale: m.bits & STALE != 0,
+            token_sent: m.bits & TOKEN_SENT != 0,
+            key_binary: m.bits & KEY_BINARY != 0,
+        };
+        let action = visit(ItemView { key, value: rec.value, meta }, false);
+        if action.set_token_sent {
+            let spec = Spec {
+                bits: m.bits | TOKEN_SENT | FETCHED,
+                key_len: key.len(),
+                value_len: rec.value.len(),
+                cas: m.cas,
+                access: now,
+                flags: m.flags,
+                exptime: m.exptime,
+            };
+            self.put(shard, key, hash, &spec, &[rec.value], None, now);
+            return FlashFinish::Visited;
+        }
+        if opts.no_bump {
+            return FlashFinish::Visited;
+        }
+        let Some(fi) = shard.flash.as_mut() else { return FlashFinish::Visited };
+        let Some(i) = fi.find(hash, |x| x.page == e.page && x.offset == e.offset) else { return FlashFinish::Visited };
+        if !tier.is_old(e.page) {
+            let freq = (e.freq + 1).min(3);
+            fi.set(i, hash, &Entry { freq, ..e });
+            return FlashFinish::Visited;
+        }
+        // Rescue: a read item on a page near reclaim is written again.
+        let meta = record::Meta { bits: m.bits | FETCHED, access: now, ..m };
+        match tier.append(rec.len, |out, seed| {
+            record::encode(out, key, rec.value, &meta, seed);
+        }) {
+            Some(p) => {
+                tier.forget(e.page, e.version4);
+                let fresh = Entry { page: p.page, offset: p.offset, blocks: p.blocks, version4: (p.version & 0xf) as u8, freq: 0 };
+                fi.set(i, hash, &fresh);
+                tier.c.compact_rescues.fetch_add(1, relaxed());
+            }
+            None => {
+                tier.c.compact_lost.fetch_add(1, relaxed());
+            }
+        }
+        FlashFinish::Visited
+    }
+
+    pub(super) fn abandon_flash_read_impl(&self, _read: &FlashRead) {
+        if let Some(tier) = &self.g.flash {
+            let _ = tier.c.io_queue.fetch_update(relaxed(), relaxed(), |n| Some(n.saturating_sub(1)));
+            tier.c.get_aborted.fetch_add(1, relaxed());
+        }
+    }
+
+    pub(super) fn ext_stats_impl(&self) -> Option<ExtStats> {
+        let tier = self.g.flash.as_ref()?;
+        let mut stats = tier.stats();
+        for shard in self.shards.iter() {
+            if let Some(fi) = lock(shard).flash.as_ref() {
+                stats.client_bytes_stored += fi.client_bytes;
+            }
+        }
+        let limit = self.g.memory_limit.load(relaxed()).max(1);
+        stats.memory_pressure = tier.wbuf_size as f64 / limit as f64;
+        Some(stats)
+    }
+
+    /// Live items on flash (memcached counts them in `curr_items`).
+    pub(super) fn flash_items(&self) -> u64 {
+        self.g.flash.as_ref().map_or(0, |t| t.live_items.iter().map(|a| a.load(relaxed())).sum())
+    }
+
+    /// Once a tick: sweep stale entries (of reclaimed pages) out of the
+    /// flash indexes, a bounded number of slots per shard.
+    pub(super) fn flash_maintain(&self) {
+        let Some(tier) = &self.g.flash else { return };
+        for shard in self.shards.iter() {
+            if let Some(fi) = lock(shard).flash.as_mut() {
+                fi.sweep(SWEEP_PER_TICK, |e| tier.is_stale(e.page, e.version4));
+            }
+        }
+    }
+
+    /// Graceful stop: write out the write buffer.
+    pub(super) fn flash_close(&self) {
+        if let Some(tier) = &self.g.flash {
+            tier.flush_now();
+        }
+    }
+
+    /// Entries in the flash indexes (stale ones not yet swept included).
+    #[doc(hidden)]
+    pub fn flash_entries(&self) -> usize {
+        self.shards.iter().map(|s| lock(s).flash.as_ref().map_or(0, |f| f.len())).sum()
+    }
+
+    /// Test hook: write out the write buffer now, so reads go to the file.
+    #[doc(hidden)]
+    pub fn flash_flush(&self) {
+        self.flash_close();
+    }
+}
+
+impl Shard {
+    /// Eviction's offer to flash: write the item at `loc` into the flash
+    /// tier if it qualifies (`ext_item_size`, `ext_item_age`, `ext_low_ttl`)
+    /// and there is room; true if it went (the caller unlinks it from RAM
+    /// without counting an eviction).
+    pub fn demote_to_flash(&mut self, g: &Globals, loc: Loc, h: &Header, hash: u64, now: RelTime) -> bool {
+        let (Some(tier), true) = (&g.flash, self.flash.is_some()) else { return false };
+        let t = &tier.tunables;
+        let (_, size) = g.item_class(h);
+        if size < t.item_size.load(relaxed()) as usize {
+            return false;
+        }
+        let item = self.item(loc);
+        let seg = self.seg(loc);
+        let access = h.access(item, seg.create_time);
+        let age = t.item_age.load(relaxed());
+        if age != crate::ext_config::ITEM_AGE_UNLIMITED && now.saturating_sub(access) < age {
+            return false;
+        }
+        let exptime = h.exptime(item);
+        if exptime != 0 && (exptime <= now || exptime - now < t.low_ttl.load(relaxed())) {
+            return false;
+        }
+        let meta = record::Meta {
+            cas: h.cas(item, seg.cas_base),
+            flags: h.flags,
+            exptime,
+            access,
+            bits: h.bits & (FETCHED | STALE | TOKEN_SENT | KEY_BINARY),
+        };
+        let (key, value) = (h.key(item), h.value(item));
+        let placed = tier.append(record::record_len(key.len(), value.len()), |out, seed| {
+            record::encode(out, key, value, &meta, seed);
+        });
+        let Some(p) = placed else {
+            tier.c.write_fallbacks.fetch_add(1, relaxed());
+            return false;
+        };
+        let fi = self.flash.as_mut().expect("flash index");
+        fi.remove_all(hash, |e| tier.forget(e.page, e.version4));
+        fi.insert(hash, &Entry { page: p.page, offset: p.offset, blocks: p.blocks, version4: (p.version & 0xf) as u8, freq: 0 });
+        true
+    }
+}

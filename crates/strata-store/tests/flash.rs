@@ -1,0 +1,283 @@
+//! The flash tier (`-o ext_path`) at store level: a tiny `-m` forces items
+//! to flash; every flash read goes through the server's protocol
+//! (`flash_check`, a blocking read, `finish_flash_read`) as `Driven` below
+//! does it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use strata_store::{
+    DeleteRequest, DeleteResult, DeltaMode, DeltaRequest, DeltaResult, Engine, EngineConfig, ExtConfig, ExtPath, ExtTunable,
+    ExtTunables, FlashFinish, GetAction, GetOptions, ItemMeta, RelTime, SegStore, StoreMode, StoreRequest, StoreResult,
+};
+
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("strata-flash-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        TempDir(dir)
+    }
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// 64 KiB pages, 32 KiB write buffer, `size_mb` of flash, every item size.
+pub fn ext(path: &Path, size_bytes: u64) -> ExtConfig {
+    let tunables = Arc::new(ExtTunables::default());
+    tunables.set(ExtTunable::ItemSize(0));
+    ExtConfig {
+        paths: vec![ExtPath { path: path.to_path_buf(), size_bytes, bucket: Default::default() }],
+        page_size_bytes: 64 << 10,
+        wbuf_size_bytes: 32 << 10,
+        tunables,
+        ..ExtConfig::default()
+    }
+}
+
+pub fn flash_store(memory_bytes: u64, path: &Path, flash_bytes: u64) -> SegStore {
+    let mut s = SegStore::new(EngineConfig { memory_limit_bytes: memory_bytes, ..EngineConfig::default() });
+    s.attach_flash(ext(path, flash_bytes)).expect("flash tier");
+    s
+}
+
+fn set(s: &dyn Engine, key: &[u8], value: &[u8], now: RelTime) -> StoreResult {
+    let req = StoreRequest {
+        key,
+        value,
+        flags: 7,
+        exptime: 0,
+        mode: StoreMode::Set,
+        cas: 0,
+        invalidate: false,
+        vivify_ttl: None,
+        key_binary: false,
+        new_cas: None,
+    };
+    s.store(&req, now)
+}
+
+/// A read as the server does it: RAM first, then flash.
+fn get(s: &SegStore, key: &[u8], into_ram: bool, now: RelTime) -> (Option<(Vec<u8>, ItemMeta)>, Option<FlashFinish>) {
+    let mut seen = None;
+    let mut visit = |view: strata_store::ItemView<'_>, _created: bool| {
+        seen = Some((view.value.to_vec(), view.meta));
+        GetAction::default()
+    };
+    if s.get(key, GetOptions::default(), now, &mut visit) {
+        return (seen, None);
+    }
+    let Some(read) = s.flash_check(key, now) else {
+        // Maybe it was in the write buffer and went straight back to RAM.
+        s.get(key, GetOptions::default(), now, &mut visit);
+        return (seen, None);
+    };
+    let data = read.read_blocking().ok();
+    let done = s.finish_flash_read(&read, data.as_deref(), GetOptions::default(), into_ram, now, &mut visit);
+    if done != FlashFinish::Visited {
+        s.get(key, GetOptions::default(), now, &mut visit);
+    }
+    (seen, Some(done))
+}
+
+fn value_for(i: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|j| b'a' + ((i * 7 + j) % 26) as u8).collect()
+}
+
+#[test]
+fn items_evicted_from_ram_are_served_from_flash() {
+    let dir = TempDir::new("basic");
+    let s = flash_store(2 << 20, &dir.file("flash"), 16 << 20);
+    let now = 100;
+    let n = 6000;
+    for i in 0..n {
+        let key = format!("key:{i}");
+        assert!(matches!(set(&s, key.as_bytes(), &value_for(i, 1000), now), StoreResult::Stored { .. }));
+    }
+    s.flash_flush();
+    let before = s.ext_stats().expect("flash stats");
+    assert!(before.objects_written > 3000, "{before:?}");
+    assert!(s.stats().evictions < 100, "evicted instead of written: {}", s.stats().evictions);
+    let (mut hits, mut from_flash) = (0, 0);
+    for i in 0..n {
+        let key = format!("key:{i}");
+        let (seen, done) = get(&s, key.as_bytes(), false, now);
+        if let Some((value, meta)) = seen {
+            assert_eq!(value, value_for(i, 1000), "key {i}: a wrong value");
+            assert_eq!(meta.flags, 7);
+            hits += 1;
+        }
+        from_flash += usize::from(done.is_some());
+        s.check_integrity();
+    }
+    let after = s.ext_stats().expect("flash stats");
+    assert!(hits >= n * 99 / 100, "{hits} of {n} served");
+    assert!(from_flash > 3000, "{from_flash} read from flash");
+    assert_eq!(after.badcrc_from_extstore, 0);
+    assert!(after.objects_read >= from_flash as u64 - after.miss_from_extstore);
+    assert!(after.bytes_written > 3_000_000);
+    assert!(after.write_amplification() > 0.5, "{}", after.write_amplification());
+    assert_eq!(after.io_queue, 0);
+}
+
+#[test]
+fn every_command_works_on_a_flash_item() {
+    let dir = TempDir::new("commands");
+    let s = flash_store(1 << 20, &dir.file("flash"), 8 << 20);
+    let now = 100;
+    for i in 0..3000 {
+        set(&s, format!("key:{i}").as_bytes(), &value_for(i, 600), now);
+    }
+    s.flash_flush();
+    // Key 0 is long gone from RAM: on flash.
+    let on_flash = |key: &[u8]| {
+        let mut hit = false;
+        s.get(key, GetOptions { no_bump: true, uncounted: true, ..GetOptions::default() }, now, &mut |_, _| {
+            hit = true;
+            GetAction::default()
+        });
+        !hit && s.flash_check(key, now).inspect(|r| s.abandon_flash_read(r)).is_some()
+    };
+    let bring = |key: &[u8]| {
+        if let Some(read) = s.flash_check(key, now) {
+            let data = read.read_blocking().expect("read");
+            let done = s.finish_flash_read(&read, Some(&data), GetOptions::default(), true, now, &mut |_, _| GetAction::default());
+            assert_eq!(done, FlashFinish::InRam);
+        }
+    };
+    assert!(on_flash(b"key:0"));
+    // add: the item exists.
+    bring(b"key:0");
+    let add = StoreRequest { key: b"key:0", value: b"x", flags: 0, exptime: 0, mode: StoreMode::Add, cas: 0, invalidate: false, vivify_ttl: None, key_binary: false, new_cas: None };
+    assert_eq!(s.store(&add, now), StoreResult::NotStored);
+    // append keeps the old value.
+    assert!(on_flash(b"key:1"));
+    bring(b"key:1");
+    let app = StoreRequest { mode: StoreMode::Append, key: b"key:1", value: b"TAIL", ..add };
+    assert!(matches!(s.store(&app, now), StoreResult::Stored { value_len: 604, .. }));
+    let (seen, _) = get(&s, b"key:1", true, now);
+    let mut expect = value_for(1, 600);
+    expect.extend_from_slice(b"TAIL");
+    assert_eq!(seen.expect("hit").0, expect);
+    // delete of a flash item: gone for good.
+    assert!(on_flash(b"key:2"));
+    bring(b"key:2");
+    assert_eq!(s.delete(&DeleteRequest { key: b"key:2", ..DeleteRequest::default() }, now), DeleteResult::Deleted);
+    assert!(get(&s, b"key:2", false, now).0.is_none());
+    // A delete that raced an eviction to flash (no pre-check) still deletes.
+    assert!(on_flash(b"key:3"));
+    assert_eq!(s.delete(&DeleteRequest { key: b"key:3", ..DeleteRequest::default() }, now), DeleteResult::NotFound);
+    assert!(s.flash_check(b"key:3", now).is_none(), "the flash copy is dropped");
+    // incr on a numeric flash item.
+    let mut counter = b"42".to_vec();
+    counter.resize(600, b' ');
+    set(&s, b"counter", &counter, now);
+    for i in 3000..6000 {
+        set(&s, format!("key:{i}").as_bytes(), &value_for(i, 600), now);
+    }
+    s.flash_flush();
+    assert!(on_flash(b"counter"));
+    bring(b"counter");
+    let incr = DeltaRequest { key: b"counter", mode: DeltaMode::Incr, delta: 1, cas: 0, vivify: None, initial: 0, touch: None, in_place: true, new_cas: None };
+    assert!(matches!(s.delta(&incr, now), DeltaResult::Ok { value: 43, .. }));
+    // A set over a flash item replaces it; the flash copy never comes back.
+    assert!(on_flash(b"key:5"));
+    set(&s, b"key:5", b"new", now);
+    assert_eq!(get(&s, b"key:5", false, now).0.expect("hit").0, b"new");
+    s.check_integrity();
+}
+
+#[test]
+fn a_corrupted_or_truncated_file_is_a_counted_miss_never_a_wrong_value() {
+    let dir = TempDir::new("corrupt");
+    let path = dir.file("flash");
+    let s = flash_store(1 << 20, &path, 8 << 20);
+    let now = 100;
+    let n = 3000;
+    for i in 0..n {
+        set(&s, format!("key:{i}").as_bytes(), &value_for(i, 700), now);
+    }
+    s.flash_flush();
+    // Flip bytes all over the file's first half.
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(&path).expect("open");
+        let len = f.metadata().expect("len").len();
+        let mut at = 4096 + 100;
+        while at < len / 2 {
+            f.write_all_at(&[0x5a; 8], at).expect("write");
+            at += 1500;
+        }
+    }
+    let mut wrong = 0;
+    for i in 0..n {
+        if let (Some((value, _)), _) = get(&s, format!("key:{i}").as_bytes(), false, now) {
+            wrong += usize::from(value != value_for(i, 700));
+        }
+    }
+    assert_eq!(wrong, 0);
+    let st = s.ext_stats().expect("stats");
+    assert!(st.badcrc_from_extstore > 100, "{st:?}");
+    // Truncated: reads past the end fail; a miss, counted.
+    std::fs::OpenOptions::new().write(true).open(&path).expect("open").set_len(4096).expect("truncate");
+    let misses_before = s.ext_stats().expect("stats").miss_from_extstore;
+    for i in 0..n {
+        if let (Some((value, _)), _) = get(&s, format!("key:{i}").as_bytes(), false, now) {
+            assert_eq!(value, value_for(i, 700));
+        }
+    }
+    assert!(s.ext_stats().expect("stats").miss_from_extstore > misses_before);
+    s.check_integrity();
+}
+
+#[test]
+fn a_bad_ext_path_is_an_error_at_start() {
+    let dir = TempDir::new("bad");
+    let mut s = SegStore::new(EngineConfig::default());
+    let missing = ext(&dir.file("no/such/dir/flash"), 8 << 20);
+    assert!(s.attach_flash(missing).is_err());
+    let small = ext(&dir.file("small"), 64 << 10);
+    let err = s.attach_flash(small).expect_err("one page");
+    assert!(err.to_string().contains("fewer than 2 pages"), "{err}");
+    assert!(!s.flash_enabled());
+}
+
+#[test]
+fn the_flash_fifo_wraps_and_reclaims_pages() {
+    let dir = TempDir::new("wrap");
+    // 1 MiB of flash: 16 pages; write 8x that.
+    let s = flash_store(1 << 20, &dir.file("flash"), 1 << 20);
+    let now = 100;
+    let n = 8000;
+    for i in 0..n {
+        set(&s, format!("key:{i}").as_bytes(), &value_for(i, 1000), now);
+    }
+    s.maintain(now, true);
+    let st = s.ext_stats().expect("stats");
+    assert!(st.page_evictions + st.page_reclaims > 16, "{st:?}");
+    assert!(st.objects_evicted > 0);
+    assert_eq!(st.pages_free, 0);
+    let mut hits = 0;
+    for i in 0..n {
+        if let (Some((value, _)), _) = get(&s, format!("key:{i}").as_bytes(), false, now) {
+            assert_eq!(value, value_for(i, 1000));
+            hits += 1;
+        }
+    }
+    // RAM (~1 MiB) plus flash (~1 MiB) of ~1 KiB items: the newest ~1,500.
+    assert!(hits > 1000 && hits < 3000, "{hits}");
+    for _ in 0..10 {
+        s.maintain(now, true);
+    }
+    assert!(s.flash_entries() < 3000, "stale entries are swept: {}", s.flash_entries());
+    s.check_integrity();
+}
