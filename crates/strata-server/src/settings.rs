@@ -118,8 +118,9 @@ pub struct Settings {
     /// memcached's knobs with no effect on segments, kept for `stats settings`.
     pub tunables: crate::tunables::Tunables,
     /// `-o ext_*`: the flash tier (memcached's extstore options); on when
-    /// `ext.paths` is not empty.
-    pub ext: ExtSettings,
+    /// `ext.paths` is not empty. Its run-time tunables are shared with the
+    /// engine (`ext.tunables`, changed by the `extstore` command).
+    pub ext: strata_store::ExtConfig,
     /// `MEMCACHED_PORT_FILENAME`: where to write the bound ports.
     pub port_file: Option<PathBuf>,
 }
@@ -190,125 +191,8 @@ impl Default for Settings {
             lru_crawler_tocrawl: 0,
             large_pages: false,
             tunables: crate::tunables::Tunables::default(),
-            ext: ExtSettings::default(),
+            ext: strata_store::ExtConfig::default(),
             port_file: None,
-        }
-    }
-}
-
-/// memcached's page bucket an `ext_path` file's pages are given to
-/// (`ext_path=FILE:SIZE:BUCKET`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ExtBucket {
-    #[default]
-    Default,
-    Compact,
-    Chunked,
-    LowTtl,
-    ColdCompact,
-    Old,
-}
-
-impl ExtBucket {
-    /// memcached's `storage_conf_parse` names.
-    pub fn parse(name: &str) -> Option<ExtBucket> {
-        Some(match name {
-            "default" => ExtBucket::Default,
-            "compact" => ExtBucket::Compact,
-            "chunked" => ExtBucket::Chunked,
-            "lowttl" => ExtBucket::LowTtl,
-            "coldcompact" => ExtBucket::ColdCompact,
-            "old" => ExtBucket::Old,
-            _ => return None,
-        })
-    }
-}
-
-/// One `-o ext_path=FILE:SIZE[:BUCKET]`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ExtPath {
-    pub path: PathBuf,
-    pub size_bytes: u64,
-    pub bucket: ExtBucket,
-}
-
-/// memcached 1.6.45's extstore options (`storage_init_config` defaults),
-/// read by `-o ext_*`. Units are bytes, seconds and microseconds as the
-/// names say; memcached takes the sizes in megabytes.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ExtSettings {
-    /// `ext_path`, in the order given (repeatable).
-    pub paths: Vec<ExtPath>,
-    /// `ext_page_size` (default 64 MiB).
-    pub page_size_bytes: u64,
-    /// `ext_wbuf_size` (default 4 MiB).
-    pub wbuf_size_bytes: u64,
-    /// `ext_threads`: the epoll engine's flash I/O threads (default 1).
-    pub threads: u32,
-    /// `ext_io_depth` (default 1).
-    pub io_depth: u32,
-    /// `ext_item_size`: items at least this large may go to flash (512).
-    pub item_size_bytes: u32,
-    /// `ext_item_age`: only items idle this long (default: no limit).
-    pub item_age_s: u32,
-    /// `ext_low_ttl` (0).
-    pub low_ttl_s: u32,
-    /// `ext_recache_rate`: bring a flash item back to RAM every N reads (2000).
-    pub recache_rate: u32,
-    /// `ext_compact_under`, `ext_drop_under`: free pages (0: 1% of the pages).
-    pub compact_under: u32,
-    pub drop_under: u32,
-    /// `ext_max_sleep` (1 s).
-    pub max_sleep_us: u32,
-    /// `ext_max_frag` (0.8).
-    pub max_frag: f64,
-    /// `ext_drop_unread`.
-    pub drop_unread: bool,
-}
-
-impl Default for ExtSettings {
-    fn default() -> Self {
-        ExtSettings {
-            paths: Vec::new(),
-            page_size_bytes: 64 << 20,
-            wbuf_size_bytes: 4 << 20,
-            threads: 1,
-            io_depth: 1,
-            item_size_bytes: 512,
-            item_age_s: u32::MAX,
-            low_ttl_s: 0,
-            recache_rate: 2000,
-            compact_under: 0,
-            drop_under: 0,
-            max_sleep_us: 1_000_000,
-            max_frag: 0.8,
-            drop_unread: false,
-        }
-    }
-}
-
-impl ExtSettings {
-    /// The flash tier is on.
-    pub fn enabled(&self) -> bool {
-        !self.paths.is_empty()
-    }
-
-    /// Pages of the file memcached sizes its defaults from (the last
-    /// `ext_path` given: its list is built by prepending).
-    pub fn last_path_pages(&self) -> u64 {
-        match self.paths.last() {
-            Some(p) if self.page_size_bytes > 0 => p.size_bytes / self.page_size_bytes,
-            _ => 0,
-        }
-    }
-
-    /// memcached's `storage_init`: `ext_compact_under` and `ext_drop_under`
-    /// left at 0 become 1% of the pages, at least 1.
-    pub fn resolve_defaults(&mut self) {
-        if self.enabled() && self.compact_under == 0 {
-            let one_percent = (self.last_path_pages() as f64 * 0.01) as u32;
-            self.compact_under = one_percent.max(1);
-            self.drop_under = one_percent.max(1);
         }
     }
 }

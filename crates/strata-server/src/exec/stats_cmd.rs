@@ -43,6 +43,7 @@ pub(crate) fn collect(exec: &Executor<'_>, group: &[u8]) -> Group {
         b"slabs" => crate::ops::slab_view::slabs(exec, &mut t),
         b"sizes" => crate::ops::slab_view::sizes(exec, &mut t),
         b"conns" => crate::ops::conns::conns(exec, &mut t),
+        b"extstore" => crate::ops::extstore::pages(exec, &mut |name, value| t.push((name, value))),
         _ => return Group::Unknown,
     }
     Group::Values(t)
@@ -128,6 +129,15 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
         ("get_misses", s.get_misses),
         ("get_expired", e.get_expired),
         ("get_flushed", e.get_flushed),
+    ] {
+        stat(t, name, value);
+    }
+    let ext = shared.engine.ext_stats();
+    let mut put = |name: &str, value: String| stat(t, name, value);
+    if let Some(x) = &ext {
+        crate::ops::extstore::get_lines(x, &mut put);
+    }
+    for (name, value) in [
         ("delete_misses", s.delete_misses),
         ("delete_hits", s.delete_hits),
         ("incr_misses", s.incr_misses),
@@ -191,6 +201,9 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
     stat(t, "log_watcher_skipped", log.watcher_skipped);
     stat(t, "log_watcher_sent", log.watcher_sent);
     stat(t, "log_watchers", log.watchers);
+    if let Some(x) = &ext {
+        crate::ops::extstore::storage_lines(x, &mut |name, value| stat(t, name, value));
+    }
     stat(t, "unexpected_napi_ids", 0);
     stat(t, "round_robin_fallback", 0);
     stat(t, "bytes", e.bytes);
@@ -223,6 +236,9 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
         stat(t, "restart_damaged", r.damaged);
         stat(t, "restart_expired", r.expired);
         stat(t, "restart_seconds", format!("{:.6}", r.seconds));
+    }
+    if let Some(x) = &ext {
+        crate::ops::extstore::own_lines(x, &mut |name, value| stat(t, name, value));
     }
 }
 

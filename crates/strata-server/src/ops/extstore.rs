@@ -1,96 +1,40 @@
-//! The flash tier's operator side: the tunables `extstore <name> <value>`
-//! changes at run time (memcached 1.6.45's `process_extstore_command`), and
-//! what `stats settings` prints of them.
+//! The flash tier's operator side: `extstore <name> <value>` (memcached
+//! 1.6.45's `process_extstore_command`), and what `stats settings`, `stats`
+//! and `stats extstore` print of the tier.
 //!
-//! memcached keeps these in its global `settings` and its storage threads
-//! read them as they go; here they are one [`ExtTunables`] of relaxed
-//! atomics in `Shared`, read by `stats settings` and handed to the engine
-//! on each change. As in memcached, the command is answered (`OK`) whether
-//! or not a flash tier runs; without one the values only show in `stats
-//! settings`.
+//! memcached keeps the tunables in its global `settings` and its storage
+//! threads read them as they go; here they are the engine's
+//! [`ExtTunables`](strata_store::ExtTunables), relaxed atomics behind the
+//! `Arc` in `Settings::ext` that the engine holds too, so a change takes
+//! effect at the next item the engine looks at. As in memcached, the command
+//! is answered (`OK`) whether or not a flash tier runs; without one the
+//! values only show in `stats settings`.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
-use strata_proto::admin::ExtTunable;
+use strata_proto::admin::ExtTunable as Wire;
+use strata_store::{ExtStats, ExtTunable};
 
 use crate::exec::Executor;
-use crate::settings::ExtSettings;
 
-/// The run-time copy of the `ext_*` values `extstore` may change.
-pub struct ExtTunables {
-    pub item_size_bytes: AtomicU32,
-    pub item_age_s: AtomicU32,
-    pub low_ttl_s: AtomicU32,
-    pub recache_rate: AtomicU32,
-    pub compact_under: AtomicU32,
-    pub drop_under: AtomicU32,
-    pub max_sleep_us: AtomicU32,
-    /// `f64::to_bits` of `ext_max_frag`.
-    max_frag_bits: AtomicU64,
-    pub drop_unread: AtomicBool,
-}
-
-impl ExtTunables {
-    pub fn new(ext: &ExtSettings) -> ExtTunables {
-        ExtTunables {
-            item_size_bytes: AtomicU32::new(ext.item_size_bytes),
-            item_age_s: AtomicU32::new(ext.item_age_s),
-            low_ttl_s: AtomicU32::new(ext.low_ttl_s),
-            recache_rate: AtomicU32::new(ext.recache_rate),
-            compact_under: AtomicU32::new(ext.compact_under),
-            drop_under: AtomicU32::new(ext.drop_under),
-            max_sleep_us: AtomicU32::new(ext.max_sleep_us),
-            max_frag_bits: AtomicU64::new(ext.max_frag.to_bits()),
-            drop_unread: AtomicBool::new(ext.drop_unread),
-        }
-    }
-
-    pub fn max_frag(&self) -> f64 {
-        f64::from_bits(self.max_frag_bits.load(Ordering::Relaxed))
-    }
-
-    /// The current values, as the command line's struct (paths and sizes
-    /// from `base`, which the command cannot change).
-    pub fn current(&self, base: &ExtSettings) -> ExtSettings {
-        let load = |a: &AtomicU32| a.load(Ordering::Relaxed);
-        ExtSettings {
-            item_size_bytes: load(&self.item_size_bytes),
-            item_age_s: load(&self.item_age_s),
-            low_ttl_s: load(&self.low_ttl_s),
-            recache_rate: load(&self.recache_rate),
-            compact_under: load(&self.compact_under),
-            drop_under: load(&self.drop_under),
-            max_sleep_us: load(&self.max_sleep_us),
-            max_frag: self.max_frag(),
-            drop_unread: self.drop_unread.load(Ordering::Relaxed),
-            ..base.clone()
-        }
-    }
-
-    fn set(&self, tunable: ExtTunable) {
-        let store = |a: &AtomicU32, v: u32| a.store(v, Ordering::Relaxed);
-        match tunable {
-            ExtTunable::ItemSize(v) => store(&self.item_size_bytes, v),
-            ExtTunable::ItemAge(v) => store(&self.item_age_s, v),
-            ExtTunable::LowTtl(v) => store(&self.low_ttl_s, v),
-            ExtTunable::RecacheRate(v) => store(&self.recache_rate, v),
-            ExtTunable::CompactUnder(v) => store(&self.compact_under, v),
-            ExtTunable::DropUnder(v) => store(&self.drop_under, v),
-            ExtTunable::MaxSleep(v) => store(&self.max_sleep_us, v),
-            ExtTunable::MaxFrag(v) => self.max_frag_bits.store(v.to_bits(), Ordering::Relaxed),
-            ExtTunable::DropUnread(v) => self.drop_unread.store(v, Ordering::Relaxed),
-            ExtTunable::FreeMemchunks => {}
-        }
-    }
-}
-
-/// `extstore <name> <value>`: memcached answers `OK` once the value
-/// parsed, `ERROR` otherwise (`None`).
-pub fn command(exec: &Executor<'_>, set: Option<ExtTunable>) -> &'static str {
-    let Some(tunable) = set else { return "ERROR" };
-    let shared = exec.shared;
-    shared.ops.ext.set(tunable);
-    let _current = shared.ops.ext.current(&shared.settings.ext);
+/// `extstore <name> <value>`: `OK` once the value parsed, `ERROR`
+/// otherwise (`None`).
+pub fn command(exec: &Executor<'_>, set: Option<Wire>) -> &'static str {
+    let Some(wire) = set else { return "ERROR" };
+    let change = match wire {
+        Wire::ItemSize(v) => ExtTunable::ItemSize(v),
+        Wire::ItemAge(v) => ExtTunable::ItemAge(v),
+        Wire::LowTtl(v) => ExtTunable::LowTtl(v),
+        Wire::RecacheRate(v) => ExtTunable::RecacheRate(v),
+        Wire::CompactUnder(v) => ExtTunable::CompactUnder(v),
+        Wire::DropUnder(v) => ExtTunable::DropUnder(v),
+        Wire::MaxSleep(v) => ExtTunable::MaxSleep(v),
+        Wire::MaxFrag(v) => ExtTunable::MaxFrag(v),
+        Wire::DropUnread(v) => ExtTunable::DropUnread(v),
+        // Deprecated in memcached: checked, accepted, ignored.
+        Wire::FreeMemchunks => return "OK",
+    };
+    exec.shared.settings.ext.tunables.set(change);
     "OK"
 }
 
@@ -99,16 +43,83 @@ pub fn command(exec: &Executor<'_>, set: Option<ExtTunable>) -> &'static str {
 /// `ext_path`), `slab_automove_freeratio` among them.
 pub fn settings_lines(exec: &Executor<'_>, stat: &mut dyn FnMut(&'static str, String)) {
     let settings = &exec.shared.settings;
-    let ext = exec.shared.ops.ext.current(&settings.ext);
-    stat("ext_item_size", ext.item_size_bytes.to_string());
-    stat("ext_item_age", ext.item_age_s.to_string());
-    stat("ext_low_ttl", ext.low_ttl_s.to_string());
-    stat("ext_recache_rate", ext.recache_rate.to_string());
+    let ext = &settings.ext;
+    let t = &ext.tunables;
+    let load = |a: &std::sync::atomic::AtomicU32| a.load(Ordering::Relaxed).to_string();
+    stat("ext_item_size", load(&t.item_size));
+    stat("ext_item_age", load(&t.item_age));
+    stat("ext_low_ttl", load(&t.low_ttl));
+    stat("ext_recache_rate", load(&t.recache_rate));
     stat("ext_wbuf_size", ext.wbuf_size_bytes.to_string());
-    stat("ext_compact_under", ext.compact_under.to_string());
-    stat("ext_drop_under", ext.drop_under.to_string());
-    stat("ext_max_sleep", ext.max_sleep_us.to_string());
-    stat("ext_max_frag", format!("{:.2}", ext.max_frag));
+    stat("ext_compact_under", load(&t.compact_under));
+    stat("ext_drop_under", load(&t.drop_under));
+    stat("ext_max_sleep", load(&t.max_sleep));
+    stat("ext_max_frag", format!("{:.2}", t.max_frag()));
     stat("slab_automove_freeratio", format!("{:.3}", settings.tunables.slab_automove_freeratio));
-    stat("ext_drop_unread", if ext.drop_unread { "yes" } else { "no" }.to_string());
+    let drop_unread = t.drop_unread.load(Ordering::Relaxed);
+    stat("ext_drop_unread", if drop_unread { "yes" } else { "no" }.to_string());
+}
+
+/// The `get_*_extstore` lines memcached's `server_stats` prints after
+/// `get_flushed` while extstore runs.
+pub fn get_lines(e: &ExtStats, stat: &mut dyn FnMut(&'static str, String)) {
+    stat("get_extstore", e.get_extstore.to_string());
+    stat("get_aborted_extstore", e.get_aborted_extstore.to_string());
+    stat("get_oom_extstore", e.get_oom_extstore.to_string());
+    stat("recache_from_extstore", e.recache_from_extstore.to_string());
+    stat("miss_from_extstore", e.miss_from_extstore.to_string());
+    stat("badcrc_from_extstore", e.badcrc_from_extstore.to_string());
+}
+
+/// memcached's `storage_stats`, which `stats` prints after `log_watchers`.
+pub fn storage_lines(e: &ExtStats, stat: &mut dyn FnMut(&'static str, String)) {
+    stat("extstore_memory_pressure", format!("{:.2}", e.memory_pressure));
+    for (name, value) in [
+        ("extstore_compact_lost", e.compact_lost),
+        ("extstore_compact_rescues", e.compact_rescues),
+        ("extstore_compact_resc_cold", e.compact_resc_cold),
+        ("extstore_compact_resc_old", e.compact_resc_old),
+        ("extstore_compact_skipped", e.compact_skipped),
+        ("extstore_page_allocs", e.page_allocs),
+        ("extstore_page_evictions", e.page_evictions),
+        ("extstore_page_reclaims", e.page_reclaims),
+        ("extstore_pages_free", e.pages_free),
+        ("extstore_pages_used", e.pages_used),
+        ("extstore_objects_evicted", e.objects_evicted),
+        ("extstore_objects_read", e.objects_read),
+        ("extstore_objects_written", e.objects_written),
+        ("extstore_objects_used", e.objects_used),
+        ("extstore_bytes_evicted", e.bytes_evicted),
+        ("extstore_bytes_written", e.bytes_written),
+        ("extstore_bytes_read", e.bytes_read),
+        ("extstore_bytes_used", e.bytes_used),
+        ("extstore_bytes_fragmented", e.bytes_fragmented),
+        ("extstore_limit_maxbytes", e.limit_maxbytes),
+        ("extstore_io_queue", e.io_queue),
+    ] {
+        stat(name, value.to_string());
+    }
+}
+
+/// Strata's own flash lines, after memcached's fields: failed writes, items
+/// evicted because they could not go to flash, the bytes clients stored,
+/// and flash bytes written per byte stored (write amplification).
+pub fn own_lines(e: &ExtStats, stat: &mut dyn FnMut(&'static str, String)) {
+    stat("extstore_write_errors", e.write_errors.to_string());
+    stat("extstore_write_fallbacks", e.write_fallbacks.to_string());
+    stat("extstore_client_bytes_stored", e.client_bytes_stored.to_string());
+    stat("extstore_write_amp", format!("{:.3}", e.write_amplification()));
+}
+
+/// `stats extstore`: memcached's `process_extstore_stats`, four lines per
+/// page (`N:version`, `N:bytes`, `N:bucket`, `N:free_bucket`); nothing
+/// without a flash tier.
+pub fn pages(exec: &Executor<'_>, stat: &mut dyn FnMut(String, String)) {
+    let Some(e) = exec.shared.engine.ext_stats() else { return };
+    for (i, p) in e.pages.iter().enumerate() {
+        stat(format!("{i}:version"), p.version.to_string());
+        stat(format!("{i}:bytes"), p.bytes_used.to_string());
+        stat(format!("{i}:bucket"), p.bucket.to_string());
+        stat(format!("{i}:free_bucket"), p.free_bucket.to_string());
+    }
 }

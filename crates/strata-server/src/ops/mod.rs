@@ -29,8 +29,6 @@ pub struct OpsState {
     pub detail: detail::Detail,
     /// The log path behind `watch` (`logger.rs`).
     pub log: logger::Logger,
-    /// The flash tier's run-time tunables (`extstore.rs`).
-    pub ext: extstore::ExtTunables,
 }
 
 impl OpsState {
@@ -39,7 +37,6 @@ impl OpsState {
             crawler: crawler::Crawler::new(settings),
             detail: detail::Detail::new(settings),
             log: logger::Logger::new(settings),
-            ext: extstore::ExtTunables::new(&settings.ext),
         }
     }
 }

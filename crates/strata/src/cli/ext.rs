@@ -20,8 +20,9 @@
 //! starts with zero I/O threads (reads never finish); Strata refuses both.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 
-use strata_server::settings::{ExtBucket, ExtPath, ExtSettings};
+use strata_store::{ExtBucket, ExtConfig, ExtPath, ExtTunable};
 
 use super::{number, CliError};
 
@@ -41,27 +42,30 @@ pub fn is_ext_option(key: &str) -> bool {
 }
 
 /// One `-o ext_*` option. `opt` is the whole `key=value` for messages.
-pub fn apply(ext: &mut ExtSettings, opt: &str, key: &str, value: Option<&str>) -> Result<(), CliError> {
+pub fn apply(ext: &mut ExtConfig, opt: &str, key: &str, value: Option<&str>) -> Result<(), CliError> {
+    let t = &ext.tunables;
+    let set = |a: &AtomicU32, v: u32| a.store(v, Ordering::Relaxed);
     match key {
         "ext_page_size" => ext.page_size_bytes = u64::from(u32_arg(key, value)?) << 20,
         "ext_wbuf_size" => ext.wbuf_size_bytes = u64::from(u32_arg(key, value)?) << 20,
         "ext_threads" => ext.threads = u32_arg(key, value)?,
         "ext_io_depth" => ext.io_depth = u32_arg(key, value)?,
-        "ext_item_size" => ext.item_size_bytes = u32_arg(key, value)?,
-        "ext_item_age" => ext.item_age_s = u32_arg(key, value)?,
-        "ext_low_ttl" => ext.low_ttl_s = u32_arg(key, value)?,
-        "ext_recache_rate" => ext.recache_rate = u32_arg(key, value)?,
-        "ext_compact_under" => ext.compact_under = u32_arg(key, value)?,
-        "ext_drop_under" => ext.drop_under = u32_arg(key, value)?,
-        "ext_max_sleep" => ext.max_sleep_us = u32_arg(key, value)?,
+        "ext_item_size" => set(&t.item_size, u32_arg(key, value)?),
+        "ext_item_age" => set(&t.item_age, u32_arg(key, value)?),
+        "ext_low_ttl" => set(&t.low_ttl, u32_arg(key, value)?),
+        "ext_recache_rate" => set(&t.recache_rate, u32_arg(key, value)?),
+        "ext_compact_under" => set(&t.compact_under, u32_arg(key, value)?),
+        "ext_drop_under" => set(&t.drop_under, u32_arg(key, value)?),
+        "ext_max_sleep" => set(&t.max_sleep, u32_arg(key, value)?),
         "ext_max_frag" => {
             let v = value.ok_or_else(|| error("Missing ext_max_frag argument"))?;
-            ext.max_frag = number::<f64>(v)
+            let frag = number::<f64>(v)
                 .filter(|f| f.is_finite())
                 .ok_or_else(|| error("could not parse argument to ext_max_frag"))?;
+            t.set(ExtTunable::MaxFrag(frag));
         }
         // memcached ignores a value here (`ext_drop_unread=0` turns it on too).
-        "ext_drop_unread" => ext.drop_unread = true,
+        "ext_drop_unread" => t.set(ExtTunable::DropUnread(true)),
         "ext_path" => {
             let v = value.ok_or_else(|| error("missing argument to ext_path, ie: ext_path=/d/file:5G"))?;
             let path = parse_path(v).map_err(|first| error(format!("{first}failed to parse ext_path argument")))?;
@@ -100,7 +104,7 @@ fn parse_path(arg: &str) -> Result<ExtPath, String> {
 }
 
 /// memcached's `storage_check_config` (exit 64), once every flag is read.
-pub fn check_usage(ext: &ExtSettings, item_size_max: usize, udp: bool) -> Result<(), CliError> {
+pub fn check_usage(ext: &ExtConfig, item_size_max: usize, udp: bool) -> Result<(), CliError> {
     if !ext.enabled() {
         return Ok(());
     }
@@ -118,7 +122,7 @@ pub fn check_usage(ext: &ExtSettings, item_size_max: usize, udp: bool) -> Result
 
 /// memcached's `extstore_init` checks on the geometry (exit 1, its
 /// "Failed to initialize external storage" line).
-pub fn check_geometry(ext: &ExtSettings) -> Result<(), CliError> {
+pub fn check_geometry(ext: &ExtConfig) -> Result<(), CliError> {
     if !ext.enabled() {
         return Ok(());
     }
@@ -152,7 +156,7 @@ pub const MAX_EXT_THREADS: u32 = 256;
 /// Each `ext_path` file: creatable and writable, a regular file or a block
 /// device, at least one page, and (a regular file) no larger than what its
 /// device has room for. Exit 2: the file, not the flags, is wrong.
-pub fn check_files(ext: &ExtSettings) -> Result<(), CliError> {
+pub fn check_files(ext: &ExtConfig) -> Result<(), CliError> {
     for p in &ext.paths {
         check_file(p, ext.page_size_bytes).map_err(|why| CliError::new(2, format!("ext_path {}: {why}", p.path.display())))?;
     }

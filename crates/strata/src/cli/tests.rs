@@ -152,9 +152,11 @@ fn extstore_options() {
     let s = run(&["-o", &path]).unwrap();
     assert!(s.ext.enabled() && file.exists(), "the file is created at start, as memcached does");
     let ext = &s.ext;
+    let load = |a: &std::sync::atomic::AtomicU32| a.load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!((ext.page_size_bytes, ext.wbuf_size_bytes, ext.threads, ext.io_depth), (64 << 20, 4 << 20, 1, 1));
-    assert_eq!((ext.item_size_bytes, ext.item_age_s, ext.recache_rate, ext.max_frag), (512, u32::MAX, 2000, 0.8));
-    assert_eq!((ext.compact_under, ext.drop_under), (1, 1), "1% of one page, at least 1");
+    let t = &ext.tunables;
+    assert_eq!((load(&t.item_size), load(&t.item_age), load(&t.recache_rate), t.max_frag()), (512, u32::MAX, 2000, 0.8));
+    assert_eq!((load(&t.compact_under), load(&t.drop_under)), (0, 0), "filled in by the engine from its pages");
     let opts = format!(
         "ext_page_size=8,ext_wbuf_size=2,ext_threads=3,ext_io_depth=4,ext_item_size=100,ext_item_age=60,ext_low_ttl=5,\
          ext_recache_rate=10,ext_max_sleep=7,ext_max_frag=0.5,ext_drop_unread,{path}:compact,{path}"
@@ -162,12 +164,13 @@ fn extstore_options() {
     let s = run(&["-I", "2m", "-o", &opts]).unwrap();
     let ext = &s.ext;
     assert_eq!((ext.page_size_bytes, ext.wbuf_size_bytes, ext.threads, ext.io_depth), (8 << 20, 2 << 20, 3, 4));
-    assert_eq!((ext.item_size_bytes, ext.item_age_s, ext.low_ttl_s, ext.recache_rate), (100, 60, 5, 10));
-    assert_eq!((ext.max_sleep_us, ext.max_frag, ext.drop_unread), (7, 0.5, true));
+    let t = &ext.tunables;
+    assert_eq!((load(&t.item_size), load(&t.item_age), load(&t.low_ttl), load(&t.recache_rate)), (100, 60, 5, 10));
+    assert_eq!((load(&t.max_sleep), t.max_frag(), t.drop_unread.load(std::sync::atomic::Ordering::Relaxed)), (7, 0.5, true));
     assert_eq!(ext.paths.len(), 2);
-    assert_eq!(ext.paths[0].bucket, strata_server::settings::ExtBucket::Compact);
+    assert_eq!(ext.paths[0].bucket, strata_store::ExtBucket::Compact);
     let s = run(&["-o", &format!("ext_compact_under=3,ext_drop_under=9,{path}")]).unwrap();
-    assert_eq!((s.ext.compact_under, s.ext.drop_under), (3, 9));
+    assert_eq!((load(&s.ext.tunables.compact_under), load(&s.ext.tunables.drop_under)), (3, 9));
     // The file: a directory, a missing directory, no room on the device.
     let (code, message) = refused(&["-o", &format!("ext_path={}:64m", dir.display())]);
     assert_eq!(code, 2);

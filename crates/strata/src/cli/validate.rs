@@ -125,7 +125,6 @@ pub fn finish(mut d: Draft) -> Result<Options, CliError> {
     // the files.
     super::ext::check_geometry(&d.settings.ext)?;
     super::ext::check_files(&d.settings.ext)?;
-    d.settings.ext.resolve_defaults();
     Ok(Options {
         settings: d.settings,
         user: d.user,
