@@ -135,8 +135,10 @@ impl<'a> Executor<'a> {
                 FlashFinish::InRam | FlashFinish::Absent => hit(engine.get(key, opts, now, visit)),
             };
         }
-        // A read that creates the item on a miss must see a flash copy first.
-        if opts.vivify.is_some() && self.flash_first(key, index).is_err() {
+        // A read that changes the item (a touch) or creates it on a miss
+        // must see a flash copy first: the engine drops a key's flash
+        // entries before it changes the key.
+        if (opts.touch.is_some() || opts.vivify.is_some()) && self.flash_first(key, index).is_err() {
             return Read::Parked;
         }
         if engine.get(key, opts, now, visit) {
@@ -147,7 +149,9 @@ impl<'a> Executor<'a> {
                 self.park(read, index);
                 Read::Parked
             }
-            None => Read::Miss,
+            // The check copies a record still in the write buffer straight
+            // into RAM (no I/O) and answers None: look once more.
+            None => hit(engine.get(key, opts, now, visit)),
         }
     }
 }
