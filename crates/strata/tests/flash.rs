@@ -28,6 +28,16 @@ fn counter() -> Vec<u8> {
     v
 }
 
+/// Kills a server when the test ends, passed or not.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 struct Client {
     stream: TcpStream,
     pending: Vec<u8>,
@@ -80,7 +90,8 @@ fn run_on(engine: &str) {
         "io_engine={engine},ext_path={}:256m,ext_page_size=8,ext_wbuf_size=2,ext_threads=2",
         dir.join("flash").display()
     );
-    let (mut child, addrs) = spawn_listening(&["-t", "2", "-m", "8", "-o", &ext], 1);
+    let (child, addrs) = spawn_listening(&["-t", "2", "-m", "8", "-o", &ext], 1);
+    let _server = Killed(child);
     let stream = TcpStream::connect(addrs[0]).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let mut c = Client { stream, pending: Vec::new() };
@@ -178,8 +189,6 @@ fn run_on(engine: &str) {
     assert!(c.stat("get_extstore") > reads_before + 20, "the commands above read from flash");
     assert_eq!(c.stat("badcrc_from_extstore"), 0);
     assert_eq!(c.stat("extstore_io_queue"), 0, "every read handed out was finished");
-    let _ = child.kill();
-    let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -191,4 +200,83 @@ fn every_command_on_flash_items_with_epoll() {
 #[test]
 fn every_command_on_flash_items_with_the_default_engine() {
     run_on("auto");
+}
+
+/// `stats settings`, `stats` and the `extstore` command next to Debian's
+/// memcached (1.6.18, built with extstore) started with the same
+/// `ext_path`: the same extstore field names in the same order, and the
+/// replies 1.6.18 and 1.6.45 agree on. Skipped without /usr/bin/memcached.
+#[test]
+fn extstore_stats_and_command_as_memcached() {
+    let memcached = "/usr/bin/memcached";
+    if !std::path::Path::new(memcached).exists() {
+        eprintln!("no {memcached}: the comparison is skipped");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("strata-flash-shape-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // 1.6.18 wants the page size before the path.
+    let ext = |name: &str| format!("ext_page_size=8,ext_wbuf_size=2,ext_path={}:128m", dir.join(name).display());
+    let (strata, addrs) = spawn_listening(&["-t", "1", "-o", &ext("strata")], 1);
+    let _strata = Killed(strata);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let reference = std::process::Command::new(memcached)
+        .args(["-u", "root", "-U", "0", "-l", "127.0.0.1", "-p", &port.to_string(), "-o", &ext("memcached")])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _reference = Killed(reference);
+    let connect = |addr: std::net::SocketAddr| {
+        for _ in 0..100 {
+            if let Ok(s) = TcpStream::connect(addr) {
+                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                return Client { stream: s, pending: Vec::new() };
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("could not connect to {addr}");
+    };
+    let mut ours = connect(addrs[0]);
+    let mut theirs = connect(([127, 0, 0, 1], port).into());
+    let names = |c: &mut Client, group: &str, filter: &dyn Fn(&str) -> bool| -> Vec<String> {
+        c.send(format!("stats {group}\r\n").as_bytes());
+        let text = String::from_utf8(c.until(b"END\r\n")).unwrap();
+        text.lines()
+            .filter_map(|l| l.strip_prefix("STAT "))
+            .map(|l| l.split(' ').next().unwrap().to_string())
+            .filter(|n| filter(n))
+            .collect()
+    };
+    let ext_field = |n: &str| n.starts_with("ext_") || n.contains("extstore");
+    assert_eq!(names(&mut ours, "settings", &ext_field), names(&mut theirs, "settings", &ext_field));
+    // Strata's own lines, and the three 1.6.45 added after 1.6.18.
+    let memcached_field = |n: &str| {
+        ext_field(n)
+            && !matches!(
+                n,
+                "extstore_write_errors"
+                    | "extstore_write_fallbacks"
+                    | "extstore_client_bytes_stored"
+                    | "extstore_write_amp"
+                    | "extstore_memory_pressure"
+                    | "extstore_compact_resc_cold"
+                    | "extstore_compact_resc_old"
+            )
+    };
+    assert_eq!(names(&mut ours, "", &memcached_field), names(&mut theirs, "", &memcached_field));
+    // Refusals first: 1.6.18 leaves 0 behind a value it could not parse.
+    for command in [
+        "extstore", "extstore item_size", "extstore bogus 1", "extstore max_frag x", "extstore item_size 100",
+        "extstore item_age 7", "extstore low_ttl 2", "extstore recache_rate 9", "extstore compact_under 3",
+        "extstore drop_under 2", "extstore max_sleep 5", "extstore max_frag 0.5", "extstore drop_unread 1",
+    ] {
+        let request = format!("{command}\r\n");
+        assert_eq!(ours.line(request.as_bytes()), theirs.line(request.as_bytes()), "{command}");
+    }
+    let settings = |c: &mut Client| {
+        c.send(b"stats settings\r\n");
+        String::from_utf8(c.until(b"END\r\n")).unwrap().lines().filter(|l| l.contains("ext_")).map(String::from).collect::<Vec<_>>()
+    };
+    assert_eq!(settings(&mut ours), settings(&mut theirs), "the values the commands set");
+    let _ = std::fs::remove_dir_all(&dir);
 }
