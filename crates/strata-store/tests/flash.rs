@@ -281,3 +281,140 @@ fn the_flash_fifo_wraps_and_reclaims_pages() {
     assert!(s.flash_entries() < 3000, "stale entries are swept: {}", s.flash_entries());
     s.check_integrity();
 }
+
+/// A store on a memory file (`-e`) with a flash tier, as `-e` and
+/// `ext_path` together start.
+fn persistent_store(dir: &TempDir) -> (SegStore, String) {
+    let config = EngineConfig { memory_limit_bytes: 1 << 20, ..EngineConfig::default() };
+    let (mut s, _) = SegStore::open_file(config, &dir.file("memory"), false).expect("memory file");
+    let line = s.attach_flash(ext(&dir.file("flash"), 8 << 20)).expect("flash tier");
+    (s, line)
+}
+
+fn fill(s: &SegStore, n: usize, len: usize, now: RelTime) {
+    for i in 0..n {
+        assert!(matches!(set(s, format!("key:{i}").as_bytes(), &value_for(i, len), now), StoreResult::Stored { .. }));
+    }
+}
+
+/// (served, wrong) over keys 0..n, with `expect(i)` the value key i must have.
+fn served(s: &SegStore, n: usize, now: RelTime, expect: impl Fn(usize) -> Option<Vec<u8>>) -> (usize, usize) {
+    let (mut hits, mut wrong) = (0, 0);
+    for i in 0..n {
+        let (seen, _) = get(s, format!("key:{i}").as_bytes(), false, now);
+        if let Some((value, _)) = seen {
+            hits += 1;
+            wrong += usize::from(Some(value) != expect(i));
+        }
+    }
+    (hits, wrong)
+}
+
+#[test]
+fn the_flash_tier_survives_a_graceful_restart() {
+    let dir = TempDir::new("graceful");
+    let (s, line) = persistent_store(&dir);
+    assert!(line.contains("persistent"), "{line}");
+    let now = 100;
+    fill(&s, 4000, 1000, now);
+    assert!(s.ext_stats().expect("stats").objects_used > 2500);
+    s.close().expect("graceful stop");
+    drop(s);
+    let (s, line) = persistent_store(&dir);
+    assert!(line.contains("restored"), "{line}");
+    let (hits, wrong) = served(&s, 4000, now, |i| Some(value_for(i, 1000)));
+    assert_eq!(wrong, 0);
+    assert!(hits >= 3960, "{hits} of 4000 after a graceful restart");
+    s.check_integrity();
+}
+
+#[test]
+fn the_flash_tier_survives_a_crash_and_never_brings_back_old_values() {
+    let dir = TempDir::new("crash");
+    let (s, _) = persistent_store(&dir);
+    let now = 100;
+    fill(&s, 4000, 1000, now);
+    // Delete every 5th key, overwrite every 7th with a new value: most of
+    // them are on flash by now.
+    for i in (0..4000).step_by(5) {
+        s.delete(&DeleteRequest { key: format!("key:{i}").as_bytes(), ..DeleteRequest::default() }, now);
+    }
+    for i in (0..4000).step_by(7) {
+        set(&s, format!("key:{i}").as_bytes(), format!("new {i}").as_bytes(), now);
+    }
+    // kill -9: no close; the write buffer's items are lost.
+    drop(s);
+    let (s, line) = persistent_store(&dir);
+    assert!(line.contains("restored"), "{line}");
+    let expect = |i: usize| {
+        if i % 7 == 0 {
+            Some(format!("new {i}").into_bytes())
+        } else if i % 5 == 0 {
+            None
+        } else {
+            Some(value_for(i, 1000))
+        }
+    };
+    let (hits, wrong) = served(&s, 4000, now, expect);
+    assert_eq!(wrong, 0, "a deleted or replaced value came back");
+    let live = (0..4000).filter(|&i| expect(i).is_some()).count();
+    assert!(hits * 100 >= live * 98, "{hits} of {live} after a crash");
+    s.check_integrity();
+}
+
+#[test]
+fn a_corrupted_flash_file_at_restart_serves_only_what_verifies() {
+    let dir = TempDir::new("restart-corrupt");
+    let (s, _) = persistent_store(&dir);
+    let now = 100;
+    fill(&s, 4000, 1000, now);
+    s.close().expect("graceful stop");
+    drop(s);
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(dir.file("flash")).expect("open");
+        let mut at = 4096 + 10;
+        while at < 4 << 20 {
+            f.write_all_at(&[0xa5; 16], at).expect("write");
+            at += 3000;
+        }
+    }
+    let (s, _) = persistent_store(&dir);
+    let (hits, wrong) = served(&s, 4000, now, |i| Some(value_for(i, 1000)));
+    assert_eq!(wrong, 0);
+    assert!(hits > 500, "{hits}: the undamaged items are still served");
+    assert!(s.ext_stats().expect("stats").badcrc_from_extstore > 100);
+}
+
+#[test]
+fn without_a_memory_file_the_flash_tier_starts_empty() {
+    let dir = TempDir::new("cold");
+    let s = flash_store(1 << 20, &dir.file("flash"), 8 << 20);
+    fill(&s, 3000, 1000, 100);
+    s.close().expect("stop");
+    drop(s);
+    let s = flash_store(1 << 20, &dir.file("flash"), 8 << 20);
+    assert_eq!(served(&s, 3000, 100, |i| Some(value_for(i, 1000))), (0, 0));
+}
+
+#[test]
+fn write_errors_fall_back_to_eviction_and_are_counted() {
+    // Every write to /dev/full fails (ENOSPC); its reads return zeros.
+    if !Path::new("/dev/full").exists() {
+        return;
+    }
+    let s = flash_store(1 << 20, Path::new("/dev/full"), 1 << 20);
+    let now = 100;
+    for i in 0..4000 {
+        set(&s, format!("key:{i}").as_bytes(), &value_for(i, 1000), now);
+    }
+    s.flash_flush();
+    let st = s.ext_stats().expect("stats");
+    assert!(st.write_errors > 0, "{st:?}");
+    assert!(st.write_fallbacks > 0, "items evicted once flash gave up: {st:?}");
+    assert!(s.stats().evictions > 1000);
+    let (hits, wrong) = served(&s, 4000, now, |i| Some(value_for(i, 1000)));
+    assert_eq!(wrong, 0);
+    assert!(hits > 100, "RAM still serves: {hits}");
+    assert_eq!(st.bytes_written, 0);
+}

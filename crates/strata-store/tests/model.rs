@@ -13,12 +13,78 @@
 //! integrity walk runs after every step. Explicit CAS numbers (meta `E`:
 //! below, near and far above the counter) and `md x` (replace the item with
 //! an empty one) are among the operations.
+//!
+//! With a flash tier (`matches_the_model_with_flash`), 1 MiB of RAM sends
+//! most items to flash, and every operation first goes through the
+//! server's flash protocol (`Driven`): an item found on flash is read back
+//! and the operation then runs on it, so every reply must still match.
 
 use proptest::prelude::*;
 use strata_store::{
-    memcached_item_size, DeleteRequest, DeltaMode, DeltaRequest, EmptyItem, Engine, EngineConfig, GetAction, GetOptions,
-    ItemMeta, MapStore, RelTime, SegStore, SlabClasses, StoreMode, StoreRequest,
+    memcached_item_size, DeleteRequest, DeleteResult, DeltaMode, DeltaRequest, DeltaResult, EmptyItem, Engine, EngineConfig,
+    EngineStats, GetAction, GetOptions, ItemMeta, ItemView, MapStore, RelTime, SegStore, SlabClasses, StoreMode, StoreRequest,
+    StoreResult, Visit, WalkCursor,
 };
+
+/// A segment store as the server drives it when it has a flash tier: before
+/// a command on a key, the key's flash copy (if any) is read (blocking here)
+/// and brought into RAM.
+struct Driven<'a>(&'a SegStore);
+
+impl Driven<'_> {
+    fn fetch(&self, key: &[u8], now: RelTime) {
+        if let Some(read) = self.0.flash_check(key, now) {
+            let data = read.read_blocking().ok();
+            self.0.finish_flash_read(&read, data.as_deref(), GetOptions::default(), true, now, &mut |_, _| GetAction::default());
+        }
+    }
+}
+
+impl Engine for Driven<'_> {
+    fn get(&self, key: &[u8], opts: GetOptions, now: RelTime, visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction) -> bool {
+        self.fetch(key, now);
+        self.0.get(key, opts, now, visit)
+    }
+    fn store(&self, req: &StoreRequest<'_>, now: RelTime) -> StoreResult {
+        if req.mode != StoreMode::Set {
+            self.fetch(req.key, now);
+        }
+        self.0.store(req, now)
+    }
+    fn delta(&self, req: &DeltaRequest<'_>, now: RelTime) -> DeltaResult {
+        self.fetch(req.key, now);
+        self.0.delta(req, now)
+    }
+    fn delete(&self, req: &DeleteRequest<'_>, now: RelTime) -> DeleteResult {
+        self.fetch(req.key, now);
+        self.0.delete(req, now)
+    }
+    fn touch(&self, key: &[u8], exptime: RelTime, now: RelTime) -> bool {
+        self.fetch(key, now);
+        self.0.touch(key, exptime, now)
+    }
+    fn flush_all(&self, at: RelTime, now: RelTime) {
+        self.0.flush_all(at, now)
+    }
+    fn stats(&self) -> EngineStats {
+        self.0.stats()
+    }
+    fn item_size_ok(&self, key_len: usize, flags: u32, value_len: usize) -> bool {
+        self.0.item_size_ok(key_len, flags, value_len)
+    }
+    fn set_memory_limit(&self, bytes: u64) {
+        self.0.set_memory_limit(bytes)
+    }
+    fn maintain(&self, now: RelTime, reclaim_expired: bool) {
+        self.0.maintain(now, reclaim_expired)
+    }
+    fn walk(&self, cursor: &mut WalkCursor, budget: usize, now: RelTime, visit: &mut dyn FnMut(ItemView<'_>, Visit) -> bool) -> bool {
+        self.0.walk(cursor, budget, now, visit)
+    }
+    fn reset_stats(&self) {
+        self.0.reset_stats()
+    }
+}
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -32,9 +98,14 @@ enum Op {
 }
 
 fn op(keys: u8, heavy: bool) -> impl Strategy<Value = Op> {
+    op_with(keys, heavy, 1)
+}
+
+/// `op`, with items given no TTL `forever` times as often as a short one.
+fn op_with(keys: u8, heavy: bool, forever: u32) -> impl Strategy<Value = Op> {
     let (store_weight, flush_weight) = if heavy { (16, 0) } else { (6, 1) };
     let key = 0u8..keys;
-    let ttl = prop_oneof![Just(0u8), 1u8..20];
+    let ttl = prop_oneof![forever => Just(0u8), 1 => 1u8..20];
     prop_oneof![
         6 => (key.clone(), proptest::option::weighted(0.2, ttl.clone()), any::<bool>(), proptest::option::weighted(0.1, ttl.clone()), any::<bool>(), explicit())
             .prop_map(|(key, touch, no_bump, vivify, token, new_cas)| Op::Get { key, touch, no_bump, vivify, token, new_cas }),
@@ -224,6 +295,40 @@ fn run(ops: &[Op], memory_bytes: u64, cas_disabled: bool) {
     run_with(ops, memory_bytes, cas_disabled, None);
 }
 
+/// Items that left the store: RAM evictions, and flash copies lost to page
+/// reclaim, failed writes or checks.
+fn losses(seg: &SegStore) -> u64 {
+    let flash = seg.ext_stats().map_or(0, |x| x.objects_evicted + x.write_fallbacks + x.badcrc_from_extstore + x.miss_from_extstore);
+    seg.stats().evictions + flash
+}
+
+/// `run` with a flash tier of `flash_bytes` (64 KiB pages, 32 KiB write
+/// buffer, every item size) in a temporary file.
+fn run_flash(ops: &[Op], memory_bytes: u64, flash_bytes: u64) {
+    use std::sync::Arc;
+    use strata_store::{ExtConfig, ExtPath, ExtTunable, ExtTunables};
+    let path = std::env::temp_dir().join(format!("strata-model-flash-{}-{:?}", std::process::id(), std::thread::current().id()));
+    let tunables = Arc::new(ExtTunables::default());
+    tunables.set(ExtTunable::ItemSize(0));
+    let ext = ExtConfig {
+        paths: vec![ExtPath { path: path.clone(), size_bytes: flash_bytes, bucket: Default::default() }],
+        page_size_bytes: 64 << 10,
+        wbuf_size_bytes: 32 << 10,
+        tunables,
+        ..ExtConfig::default()
+    };
+    let config = EngineConfig { memory_limit_bytes: memory_bytes, ..EngineConfig::default() };
+    let mut seg = SegStore::new(config.clone());
+    seg.attach_flash(ext).expect("flash tier");
+    run_on(ops, &seg, &Driven(&seg), config);
+    let st = seg.ext_stats().expect("flash stats");
+    assert_eq!((st.badcrc_from_extstore, st.io_queue), (0, 0));
+    if std::env::var_os("STRATA_FLASH_MODEL_VERBOSE").is_some() {
+        eprintln!("ops {} written {} read {} reclaimed pages {}", ops.len(), st.objects_written, st.objects_read, st.page_evictions);
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
 /// With `file`, the store lives in a memory file and is restarted from it
 /// every 50 steps, alternately after a graceful stop and after a crash
 /// (dropped without `close`, as `kill -9` leaves the file); the model goes on
@@ -236,6 +341,10 @@ fn run_with(ops: &[Op], memory_bytes: u64, cas_disabled: bool, file: Option<&std
     };
     if let Some(path) = file {
         let _ = std::fs::remove_file(path);
+    }
+    if file.is_none() {
+        let seg = open(&config);
+        return run_on(ops, &seg, &seg, config);
     }
     let mut seg = open(&config);
     let mut evicted_before = 0;
@@ -298,6 +407,52 @@ fn run_with(ops: &[Op], memory_bytes: u64, cas_disabled: bool, file: Option<&std
     }
 }
 
+/// The model run without restarts: `store` is how operations reach `seg`
+/// (itself, or `Driven` with a flash tier).
+fn run_on(ops: &[Op], seg: &SegStore, store: &dyn Engine, config: EngineConfig) {
+    let memory_bytes = config.memory_limit_bytes;
+    let cas_disabled = config.cas_disabled;
+    let model = MapStore::new(EngineConfig { memory_limit_bytes: 1 << 40, ..config });
+    let mut now: RelTime = 100;
+    let mut flushes: Vec<(RelTime, u64)> = Vec::new();
+    for (step, op) in ops.iter().enumerate() {
+        if let Op::Tick { seconds } = op {
+            now += RelTime::from(*seconds);
+        }
+        let op_key = match op {
+            Op::Get { key, .. } | Op::Store { key, .. } | Op::Delta { key, .. } | Op::Delete { key, .. } | Op::Touch { key, .. } => Some(*key),
+            Op::Flush { .. } | Op::Tick { .. } => None,
+        };
+        if let Some(key) = op_key {
+            let k = key_of(key);
+            let (s, m) = (peek(store, &k, now), peek(&model, &k, now));
+            if s.is_none() && m.is_some() {
+                let (meta, _) = model.probe(&k).expect("model has it");
+                let flushed = flushes
+                    .iter()
+                    .any(|&(live, cas)| meta.last_access <= live || (cas != 0 && meta.cas < cas && meta.last_access <= live + 1));
+                assert!(flushed || losses(seg) > 0, "step {step}: {op:?}: key {key} lost without an eviction");
+                model.delete(&DeleteRequest { key: &k, ..DeleteRequest::default() }, now);
+            } else {
+                assert_eq!(s, m, "step {step}: {op:?}: stores disagree before the op");
+            }
+        }
+        let (a, b) = (apply(store, op, step, now), apply(&model, op, step, now));
+        assert_eq!(a, b, "step {step}: {op:?}");
+        seg.check_integrity();
+        let epoch = model.flush_epoch();
+        if epoch.0 != 0 && epoch.0 <= now && !flushes.contains(&epoch) {
+            flushes.push(epoch);
+        }
+        let stats = seg.stats();
+        assert!(seg.allocated_bytes() <= memory_bytes.max(1 << 20), "allocated past -m");
+        assert!(stats.curr_items <= model.stats().curr_items, "step {step}: {} items, the model {}", stats.curr_items, model.stats().curr_items);
+        if step % 25 == 24 || step + 1 == ops.len() {
+            check_classes(seg, 250, cas_disabled, now);
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
@@ -328,5 +483,12 @@ proptest! {
         let path = dir.join(format!("strata-model-{}.mem", std::process::id()));
         run_with(&ops, 1 << 20, cas_disabled, Some(&path));
         let _ = std::fs::remove_file(&path);
+    }
+
+    /// 1 MiB of RAM and 512 KiB of flash (8 pages of 64 KiB, so the FIFO
+    /// wraps): many items go to flash and come back; every reply must match.
+    #[test]
+    fn matches_the_model_with_flash(ops in proptest::collection::vec(op_with(250, true, 8), 1000..3000)) {
+        run_flash(&ops, 1 << 20, 512 << 10);
     }
 }

@@ -22,15 +22,27 @@
 //! read through the visitor, or copies the item into RAM (`into_ram`, a
 //! touch, every `ext_recache_rate`-th hit).
 //!
-//! Reinsertion: a read item whose page is in the oldest quarter of the FIFO
-//! is rewritten into the write buffer when read (its bytes are at hand, so
+//! Reinsertion: once no more than `ext_compact_under` pages are free, a
+//! read item whose page is in the oldest quarter of the FIFO is rewritten into the write buffer when read (its bytes are at hand, so
 //! reclaim never reads flash): FIFO with reinsertion of items read since
 //! they were written, done at read time.
 //!
-//! Not built yet: recovery of the flash tier at restart (`-e` with
-//! `ext_path`): a restarted store starts with an empty flash tier.
+//! Restarts (`-e` with `ext_path`): the flash indexes and the page table
+//! are mapped files (`<ext_path>.idx/`), changed in place like the memory
+//! file, so a graceful stop or a `kill -9` leaves them as memory held
+//! them. The rules that keep an old value from coming back: an entry is
+//! dropped *before* the RAM item replacing its key is written (every
+//! changing command calls `flash_forget` first), and an item going to
+//! flash is linked there *before* its RAM copy is unlinked, so a crash
+//! between two steps leaves either nothing or two copies of the same item.
+//! At start, an entry is kept only if its page has the version it was
+//! written under and its record lies in the part of the page written
+//! before the stop (the write buffer's content is lost at a crash).
+//! Without `-e`, the flash file is reused but starts empty (a new secret
+//! makes its old records fail their check).
 
 mod index;
+mod mapped;
 mod record;
 mod tier;
 
@@ -63,20 +75,51 @@ impl SegStore {
             let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
             xxhash_rust::xxh3::xxh3_64(&[t.to_le_bytes().as_slice(), &std::process::id().to_le_bytes()].concat())
         };
-        let tier = Tier::open(&ext, secret)?;
-        let wbuf = tier.wbuf_size as u64;
+        // With a memory file the flash tier survives restarts too: its page
+        // table and indexes live in mapped files beside the first flash file.
+        let dir = match (&self.g.file, ext.paths.first()) {
+            (Some(_), Some(first)) => {
+                let mut name = first.path.clone().into_os_string();
+                name.push(".idx");
+                let dir = std::path::PathBuf::from(name);
+                std::fs::create_dir_all(&dir).map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+                Some(dir)
+            }
+            _ => None,
+        };
+        let shards = self.shards.len() as u32;
+        // Items on flash keep their CAS, TTL and times only on the memory
+        // file's clock and counter: recover them only if it was recovered.
+        let may_recover = self.restart.is_some_and(|r| r.ok);
+        let memory = self.g.memory_limit.load(relaxed());
+        let tier = Tier::open(&ext, memory, secret, dir.as_deref().map(|d| (d, shards, may_recover)))?;
+        let wbuf = tier.buffer_bytes();
         self.g.config.initial_malloced_bytes += wbuf;
         self.g.allocated.fetch_add(wbuf, relaxed());
-        for shard in self.shards.iter() {
-            lock(shard).flash = Some(Box::new(FlashIndex::new()));
+        let mut restored = 0;
+        for (i, shard) in self.shards.iter().enumerate() {
+            let index = match &dir {
+                Some(dir) => {
+                    let recovering = tier.recovered;
+                    FlashIndex::persistent(&dir.join(format!("shard.{i}")), |e| recovering && tier.recover_entry(e.page, e.version4, e.offset))?
+                }
+                None => FlashIndex::new(),
+            };
+            restored += index.len();
+            lock(shard).flash = Some(Box::new(index));
         }
         let line = format!(
-            "flash tier: {} pages of {} MiB in {} file(s){}; write buffer {} KiB of -m",
+            "flash tier: {} pages of {} MiB in {} file(s){}; write buffer {} KiB of -m{}",
             tier.page_count(),
             tier.page_size >> 20,
             tier.files.len(),
             if tier.direct_io { ", direct I/O" } else { " (the filesystem refused O_DIRECT: page cache I/O)" },
-            wbuf >> 10
+            wbuf >> 10,
+            match (&dir, tier.recovered) {
+                (Some(_), true) => format!("; restored {restored} items on flash"),
+                (Some(_), false) => "; persistent (with the memory file)".to_string(),
+                (None, _) => String::new(),
+            }
         );
         self.g.flash = Some(tier);
         Ok(line)
@@ -114,8 +157,8 @@ impl SegStore {
                 continue;
             }
             let version = tier.version(e.page);
-            if e.page == tier.open_page.load(relaxed()) && tier.unwritten(e.page, e.offset, &mut bytes, e.blocks) {
-                // Still in the write buffer: no I/O, straight back to RAM.
+            if e.offset >= tier.written_bytes_of(e.page) && tier.unwritten(e.page, e.offset, &mut bytes, e.blocks) {
+                // Still in a write buffer: no I/O, straight back to RAM.
                 let seed = record::seed(tier.secret, e.page, version);
                 self.accept(shard, tier, hash, key, e, &bytes, seed, GetOptions::default(), true, now, &mut |_, _| GetAction::default());
                 return None;

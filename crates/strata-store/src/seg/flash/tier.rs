@@ -5,13 +5,24 @@
 //!  files:  ext_path 0: │ page 0 │ page 1 │ ... │      ext_path 1: │ page k │ ...
 //!  page:   │ header block (4 KiB) │ records ... (written one write buffer at a time)
 //!  header: magic "STRFLASH" │ page u32 │ version u32 │ secret u64 │ check u32
-//!  wbuf:   one store-wide buffer of ext_wbuf_size (counted in -m), filled under
-//!          its mutex by evicting shards, written with one aligned pwrite
-//!          (O_DIRECT when the filesystem allows it) when full.
+//!  wbuf:   two store-wide buffers of ext_wbuf_size (counted in -m): one is
+//!          filled under the writer's mutex by evicting shards; a full one is
+//!          handed to the `strata-flash-writer` thread, which writes it with
+//!          one aligned pwrite (O_DIRECT when the filesystem allows it) while
+//!          the other fills, so no request waits for the device unless it is
+//!          slower than eviction (then the filler waits for the buffer).
+//!          A record in a buffer not yet written is read from the buffer.
 //!  pages:  Free ─► Open (the one the wbuf fills) ─► Sealed (FIFO) ─► reclaimed
 //!          (oldest first, when no page is free): its version goes up, which
 //!          makes every index entry and record on it stale at once.
 //! ```
+//!
+//! With a memory file (`-e`), the page table (each page's version, FIFO
+//! position and how many blocks of it are on flash) is kept in a mapped
+//! file (`<ext_path>.idx/pages`, [`PageTable`]), so a restart rebuilds the
+//! FIFO and knows which index entries point at records that were written
+//! (entries into the unwritten tail of a page, lost with the write buffer
+//! at a crash, are dropped).
 //!
 //! Lock order: a shard's mutex, then the writer's (never the other way), so
 //! evicting shards can write while readers check other shards.
@@ -56,8 +67,22 @@ pub struct Placed {
     pub blocks: u32,
 }
 
+/// A full buffer waiting for (or under) its write.
+struct Inflight {
+    page: u32,
+    version: u32,
+    page_off: u64,
+    len: usize,
+    buf: Arc<FlashBuf>,
+}
+
 pub struct Writer {
     wbuf: FlashBuf,
+    /// Buffers free to fill next (one, when none is being written).
+    spare: Vec<FlashBuf>,
+    /// Full buffers in write order; the writer thread takes the front.
+    inflight: VecDeque<Inflight>,
+    stop: bool,
     /// Bytes of `wbuf` filled.
     fill: usize,
     /// The open page, and the page offset `wbuf` starts at.
@@ -95,7 +120,113 @@ pub struct Counters {
     pub recache_counter: AtomicU64,
 }
 
+const TABLE_MAGIC: &[u8; 8] = b"STRFPGS1";
+const TABLE_HEAD: usize = 4096;
+
+/// The persistent page table (see the module docs).
+///
+/// ```text
+///  header (4 KiB): magic │ secret u64 │ page_size u64 │ pages u64 │ shards u32
+///  per page (16 B): version u32 │ written blocks u32 │ FIFO sequence u64
+/// ```
+pub struct PageTable {
+    map: memmap2::MmapMut,
+    /// Held for the `flock` on the file.
+    _file: File,
+}
+
+impl PageTable {
+    fn u64_at(&self, at: usize) -> u64 {
+        u64::from_le_bytes(self.map[at..at + 8].try_into().expect("8 bytes"))
+    }
+
+    fn put(&mut self, at: usize, bytes: &[u8]) {
+        self.map[at..at + bytes.len()].copy_from_slice(bytes);
+    }
+
+    fn set_page(&mut self, page: u32, version: u32, written_blocks: u32, seq: u64) {
+        let at = TABLE_HEAD + page as usize * 16;
+        self.put(at, &version.to_le_bytes());
+        self.put(at + 4, &written_blocks.to_le_bytes());
+        self.put(at + 8, &seq.to_le_bytes());
+    }
+
+    fn page(&self, page: u32) -> (u32, u32, u64) {
+        let at = TABLE_HEAD + page as usize * 16;
+        let u32_at = |i: usize| u32::from_le_bytes(self.map[i..i + 4].try_into().expect("4 bytes"));
+        (u32_at(at), u32_at(at + 4), self.u64_at(at + 8))
+    }
+
+    fn set_written(&mut self, page: u32, written_blocks: u32) {
+        self.put(TABLE_HEAD + page as usize * 16 + 4, &written_blocks.to_le_bytes());
+    }
+
+    fn set_version(&mut self, page: u32, version: u32) {
+        self.put(TABLE_HEAD + page as usize * 16, &version.to_le_bytes());
+    }
+
+    /// Open (locked) the table at `path`; Some(secret) when it holds a
+    /// tier of this geometry, else it is started afresh with `secret`.
+    fn open(path: &std::path::Path, secret: u64, page_size: u64, pages: usize, shards: u32, may_recover: bool) -> std::io::Result<(PageTable, Option<u64>)> {
+        let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        file.try_lock().map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::WouldBlock, format!("{}: in use by another process", path.display()))
+        })?;
+        let len = TABLE_HEAD + pages * 16;
+        let old_len = file.metadata()?.len();
+        if old_len != len as u64 {
+            file.set_len(0)?;
+            file.set_len(len as u64)?;
+        }
+        let map = super::mapped::map(&file, len)?;
+        let mut table = PageTable { map, _file: file };
+        let matches = may_recover
+            && &table.map[0..8] == TABLE_MAGIC
+            && table.u64_at(16) == page_size
+            && table.u64_at(24) == pages as u64
+            && table.u64_at(32) == u64::from(shards);
+        if matches {
+            let secret = table.u64_at(8);
+            return Ok((table, Some(secret)));
+        }
+        table.map.fill(0);
+        table.put(8, &secret.to_le_bytes());
+        table.put(16, &page_size.to_le_bytes());
+        table.put(24, &(pages as u64).to_le_bytes());
+        table.put(32, &u64::from(shards).to_le_bytes());
+        table.put(0, TABLE_MAGIC);
+        Ok((table, None))
+    }
+}
+
+/// The tier and its writer thread (stopped and joined on drop).
 pub struct Tier {
+    inner: Arc<Inner>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::ops::Deref for Tier {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.inner
+    }
+}
+
+impl Drop for Tier {
+    fn drop(&mut self) {
+        lock(&self.inner.writer).stop = true;
+        self.inner.work.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+pub struct Inner {
+    /// Signalled when a buffer is handed to the writer thread, and when it
+    /// has written one (a buffer is free again).
+    work: std::sync::Condvar,
+    written: std::sync::Condvar,
     pub files: Vec<Arc<File>>,
     pub spots: Vec<PageSpot>,
     pub page_size: u64,
@@ -114,6 +245,8 @@ pub struct Tier {
     next_seq: AtomicU64,
     /// The oldest sealed page's sequence number.
     oldest_seq: AtomicU64,
+    /// Pages never used yet (the writer's free list, readable without it).
+    free_pages: AtomicU64,
     /// The open page and the offset its unwritten part starts at (readers
     /// of records there are served from the write buffer).
     pub open_page: AtomicU32,
@@ -123,6 +256,14 @@ pub struct Tier {
     /// Set by a reclaim: the index sweep has stale entries to drop.
     pub reclaims: AtomicU64,
     pub direct_io: bool,
+    /// Per page: blocks known to be on flash (a restart trusts only entries
+    /// below this).
+    pub written_blocks: Vec<AtomicU32>,
+    /// `-e`: the persistent page table.
+    table: Option<Mutex<PageTable>>,
+    /// The page table held a tier of this geometry: its index files are
+    /// to be recovered.
+    pub recovered: bool,
 }
 
 fn relaxed() -> Ordering {
@@ -154,13 +295,17 @@ fn open_file(path: &std::path::Path, size: u64) -> std::io::Result<(File, bool)>
 impl Tier {
     /// Open every `ext_path` of `ext`. A missing directory, an unwritable
     /// file or one too small for two pages is an error that names it.
-    pub fn open(ext: &ExtConfig, secret: u64) -> std::io::Result<Tier> {
+    /// `persist`: the directory of the page table, the shard count, and
+    /// whether a table found there may be recovered (the memory file was).
+    /// `memory_bytes`: `-m`, which the write buffers are counted in.
+    pub fn open(ext: &ExtConfig, memory_bytes: u64, secret: u64, persist: Option<(&std::path::Path, u32, bool)>) -> std::io::Result<Tier> {
         let invalid = |msg: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, msg);
         let page_size = ext.page_size_bytes;
         if page_size < 2 * BLOCK || page_size % BLOCK != 0 || page_size > MAX_PAGE_BYTES {
             return Err(invalid(format!("ext_page_size: {page_size} bytes is not a multiple of 4 KiB between 8 KiB and 64 MiB")));
         }
-        let wbuf_size = ext.wbuf_size_bytes.min(page_size) as usize & !(FLASH_ALIGN_BYTES - 1);
+        // Two buffers are counted in -m: each at most a sixteenth of it.
+        let wbuf_size = ext.wbuf_size_bytes.min(page_size).min((memory_bytes / 16).max(64 << 10)) as usize & !(FLASH_ALIGN_BYTES - 1);
         if wbuf_size < 2 * FLASH_ALIGN_BYTES {
             return Err(invalid(format!("ext_wbuf_size: {} bytes is under 8 KiB", ext.wbuf_size_bytes)));
         }
@@ -194,7 +339,19 @@ impl Tier {
         }
         let n = spots.len();
         ext.fill_page_defaults(n as u64);
-        Ok(Tier {
+        let (table, found) = match persist {
+            Some((dir, shards, may_recover)) => {
+                let (t, found) = PageTable::open(&dir.join("pages"), secret, page_size, n, shards, may_recover)?;
+                (Some(t), found)
+            }
+            None => (None, None),
+        };
+        let mut tier = Inner {
+            work: std::sync::Condvar::new(),
+            written: std::sync::Condvar::new(),
+            written_blocks: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            table: None,
+            recovered: found.is_some(),
             files,
             page_size,
             wbuf_size,
@@ -207,10 +364,14 @@ impl Tier {
             written_bytes: (0..n).map(|_| AtomicU64::new(0)).collect(),
             next_seq: AtomicU64::new(1),
             oldest_seq: AtomicU64::new(1),
+            free_pages: AtomicU64::new(n as u64),
             open_page: AtomicU32::new(NO_PAGE),
             buckets,
             writer: Mutex::new(Writer {
                 wbuf: FlashBuf::new(wbuf_size),
+                spare: vec![FlashBuf::new(wbuf_size)],
+                inflight: VecDeque::new(),
+                stop: false,
                 fill: 0,
                 page: NO_PAGE,
                 page_off: 0,
@@ -222,20 +383,156 @@ impl Tier {
             reclaims: AtomicU64::new(0),
             spots,
             direct_io,
-        })
+        };
+        tier.secret = found.unwrap_or(secret);
+        if let Some(table) = table {
+            if found.is_some() {
+                tier.restore(&table);
+            }
+            tier.table = Some(Mutex::new(table));
+        }
+        let inner = Arc::new(tier);
+        let worker = inner.clone();
+        let thread = std::thread::Builder::new().name("strata-flash-writer".into()).spawn(move || worker.write_loop())?;
+        Ok(Tier { inner, thread: Some(thread) })
+    }
+}
+
+impl Inner {
+    /// Bytes of `-m` the write buffers take.
+    pub fn buffer_bytes(&self) -> u64 {
+        2 * self.wbuf_size as u64
+    }
+
+    /// The writer thread: write full buffers in order, one at a time.
+    fn write_loop(&self) {
+        let mut w = lock(&self.writer);
+        loop {
+            let Some(job) = w.inflight.front() else {
+                if w.stop {
+                    return;
+                }
+                w = self.work.wait(w).unwrap_or_else(|e| e.into_inner());
+                continue;
+            };
+            let (page, version, page_off, len, buf) = (job.page, job.version, job.page_off, job.len, job.buf.clone());
+            drop(w);
+            let spot = &self.spots[page as usize];
+            let result = self.files[spot.file].write_all_at(&buf[..len], spot.base + page_off);
+            drop(buf);
+            w = lock(&self.writer);
+            let job = w.inflight.pop_front().expect("the job written");
+            let buf = Arc::try_unwrap(job.buf).unwrap_or_else(|_| FlashBuf::new(self.wbuf_size));
+            w.spare.push(buf);
+            if result.is_ok() {
+                self.c.bytes_written.fetch_add(len as u64, relaxed());
+            }
+            self.finish_write(&mut w, page, version, page_off + len as u64, result.is_ok());
+            self.written.notify_all();
+        }
+    }
+
+    /// Account a finished write (`end`: the page offset it reached).
+    fn finish_write(&self, w: &mut Writer, page: u32, version: u32, end: u64, ok: bool) {
+        if self.version(page) != version {
+            return; // retired meanwhile
+        }
+        if ok {
+            let blocks = (end / BLOCK) as u32;
+            self.written_blocks[page as usize].store(blocks, relaxed());
+            if let Some(t) = &self.table {
+                lock(t).set_written(page, blocks);
+            }
+            return;
+        }
+        self.c.write_errors.fetch_add(1, relaxed());
+        // Everything on the page is lost: a new version makes its entries
+        // stale; the page goes to the back of the FIFO.
+        self.reclaim(page);
+        let version = self.versions[page as usize].fetch_add(1, relaxed()) + 1;
+        if let Some(t) = &self.table {
+            lock(t).set_version(page, version);
+        }
+        if w.page == page {
+            w.page = NO_PAGE;
+            w.fill = 0;
+            self.open_page.store(NO_PAGE, relaxed());
+            w.sealed.push_back(page);
+        }
+        // Every page failing in a row: stop writing (fallback).
+        if self.c.write_errors.load(relaxed()) >= 2 * self.spots.len() as u64 + 2 {
+            w.failed = true;
+        }
+    }
+
+    /// Rebuild versions, the FIFO and the written extents from the table.
+    fn restore(&mut self, table: &PageTable) {
+        let w = self.writer.get_mut().unwrap_or_else(|e| e.into_inner());
+        let mut used: Vec<(u64, u32)> = Vec::new();
+        w.free.clear();
+        for p in 0..self.spots.len() as u32 {
+            let (version, written, seq) = table.page(p);
+            self.versions[p as usize].store(version, relaxed());
+            self.written_blocks[p as usize].store(written, relaxed());
+            self.page_seq[p as usize].store(seq, relaxed());
+            if seq == 0 {
+                w.free.push_back(p);
+            } else {
+                used.push((seq, p));
+            }
+        }
+        used.sort_unstable();
+        self.free_pages.store(w.free.len() as u64, relaxed());
+        w.sealed = used.iter().map(|&(_, p)| p).collect();
+        let next = used.last().map_or(1, |&(seq, _)| seq + 1);
+        self.next_seq.store(next, relaxed());
+        self.oldest_seq.store(used.first().map_or(next, |&(seq, _)| seq), relaxed());
+    }
+
+    /// Recovery: an entry is kept if its page still has its version and
+    /// its record was written before the stop (counted live).
+    pub fn recover_entry(&self, page: u32, version4: u8, offset: u64) -> bool {
+        let p = page as usize;
+        if p >= self.spots.len() || self.is_stale(page, version4) {
+            return false;
+        }
+        let written = u64::from(self.written_blocks[p].load(relaxed())) * BLOCK;
+        if offset + record::HEADER as u64 > written {
+            return false;
+        }
+        self.live_items[p].fetch_add(1, relaxed());
+        self.written_items[p].fetch_add(1, relaxed());
+        self.written_bytes[p].store(written, relaxed());
+        true
+    }
+
+    fn persist_page(&self, page: u32) {
+        if let Some(t) = &self.table {
+            let p = page as usize;
+            lock(t).set_page(page, self.versions[p].load(relaxed()), self.written_blocks[p].load(relaxed()), self.page_seq[p].load(relaxed()));
+        }
     }
 
     pub fn page_count(&self) -> usize {
         self.spots.len()
     }
 
+    /// Bytes of `page` known to be on flash.
+    pub fn written_bytes_of(&self, page: u32) -> u64 {
+        u64::from(self.written_blocks[page as usize].load(relaxed())) * BLOCK
+    }
+
     pub fn version(&self, page: u32) -> u32 {
         self.versions[page as usize].load(relaxed())
     }
 
-    /// Whether `page` is in the oldest quarter of the FIFO (a read item
-    /// there is rescued: rewritten before its page is reclaimed).
+    /// Whether `page` is in the oldest quarter of the FIFO while fewer
+    /// than `ext_compact_under` pages are free (a read item there is
+    /// rescued: rewritten before its page is reclaimed).
     pub fn is_old(&self, page: u32) -> bool {
+        if self.free_pages.load(relaxed()) > u64::from(self.tunables.compact_under.load(relaxed())) {
+            return false;
+        }
         let seq = self.page_seq[page as usize].load(relaxed());
         let (oldest, next) = (self.oldest_seq.load(relaxed()), self.next_seq.load(relaxed()));
         let span = next.saturating_sub(oldest);
@@ -269,6 +566,9 @@ impl Tier {
     /// as needed. None: no page could take it (counted by the caller).
     pub fn append(&self, len: usize, write: impl FnOnce(&mut [u8], u64)) -> Option<Placed> {
         let mut w = lock(&self.writer);
+        if w.failed {
+            return None;
+        }
         if len > self.wbuf_size - FLASH_ALIGN_BYTES {
             return None;
         }
@@ -278,12 +578,12 @@ impl Tier {
             }
             let offset = w.page_off + w.fill as u64;
             if offset + len as u64 > self.page_size {
-                self.flush(&mut w);
+                w = self.flush(w);
                 self.seal(&mut w);
                 continue;
             }
             if w.fill + len > self.wbuf_size {
-                self.flush(&mut w);
+                w = self.flush(w);
                 continue;
             }
             let blocks = ((offset % BLOCK + len as u64).div_ceil(BLOCK)) as u32;
@@ -308,14 +608,23 @@ impl Tier {
     /// `at` its page offset. None if it has been written meanwhile.
     pub fn unwritten(&self, page: u32, offset: u64, out: &mut Vec<u8>, blocks: u32) -> bool {
         let w = lock(&self.writer);
-        if w.page != page || offset < w.page_off {
-            return false;
+        let want = blocks as usize * FLASH_ALIGN_BYTES;
+        let version = self.version(page);
+        let mut copy = |buf: &[u8], from: u64, filled: usize| {
+            let from = from as usize;
+            out.clear();
+            out.extend_from_slice(&buf[from..(from + want).min(filled)]);
+            true
+        };
+        if w.page == page && offset >= w.page_off {
+            return copy(&w.wbuf, offset - w.page_off, w.fill);
         }
-        let from = (offset - w.page_off) as usize;
-        let to = (from + blocks as usize * FLASH_ALIGN_BYTES).min(w.fill);
-        out.clear();
-        out.extend_from_slice(&w.wbuf[from..to]);
-        true
+        for job in &w.inflight {
+            if job.page == page && job.version == version && offset >= job.page_off && offset < job.page_off + job.len as u64 {
+                return copy(&job.buf, offset - job.page_off, job.len);
+            }
+        }
+        false
     }
 
     fn open_page(&self, w: &mut Writer) -> Option<()> {
@@ -323,7 +632,10 @@ impl Tier {
             return None;
         }
         let page = match w.free.pop_front() {
-            Some(p) => p,
+            Some(p) => {
+                self.free_pages.store(w.free.len() as u64, relaxed());
+                p
+            }
             None => {
                 let p = w.sealed.pop_front()?;
                 self.reclaim(p);
@@ -339,6 +651,8 @@ impl Tier {
         if w.sealed.is_empty() {
             self.oldest_seq.store(seq, relaxed());
         }
+        self.written_blocks[page as usize].store(0, relaxed());
+        self.persist_page(page);
         self.c.page_allocs.fetch_add(1, relaxed());
         w.page = page;
         w.page_off = 0;
@@ -384,46 +698,39 @@ impl Tier {
         self.open_page.store(NO_PAGE, relaxed());
     }
 
-    /// Write the buffer's filled part (rounded up to whole blocks) at its
-    /// page offset. On an error the page is retired.
-    fn flush(&self, w: &mut Writer) {
+    /// Hand the buffer's filled part (rounded up to whole blocks) to the
+    /// writer thread and go on in a spare buffer (waiting for one if both
+    /// are taken: the device is slower than eviction).
+    fn flush<'a>(&'a self, mut w: std::sync::MutexGuard<'a, Writer>) -> std::sync::MutexGuard<'a, Writer> {
         if w.page == NO_PAGE || w.fill == 0 {
-            return;
+            return w;
         }
         let len = w.fill.div_ceil(FLASH_ALIGN_BYTES) * FLASH_ALIGN_BYTES;
-        w.wbuf[w.fill..len].fill(0);
-        let spot = &self.spots[w.page as usize];
-        let result = self.files[spot.file].write_all_at(&w.wbuf[..len], spot.base + w.page_off);
-        match result {
-            Ok(()) => {
-                self.c.bytes_written.fetch_add(len as u64, relaxed());
-                w.page_off += len as u64;
-                w.fill = 0;
-            }
-            Err(_) => {
-                self.c.write_errors.fetch_add(1, relaxed());
-                // Everything on the page is lost: a new version makes its
-                // entries stale; the page goes to the back of the FIFO.
-                let page = w.page;
-                self.reclaim(page);
-                self.versions[page as usize].fetch_add(1, relaxed());
-                w.sealed.push_back(page);
-                w.page = NO_PAGE;
-                w.fill = 0;
-                self.open_page.store(NO_PAGE, relaxed());
-                // Every page failing in a row: stop writing (fallback).
-                if self.c.write_errors.load(relaxed()) >= 2 * self.spots.len() as u64 + 2 {
-                    w.failed = true;
-                }
-            }
+        let fill = w.fill;
+        w.wbuf[fill..len].fill(0);
+        while w.spare.is_empty() {
+            w = self.written.wait(w).unwrap_or_else(|e| e.into_inner());
         }
+        if w.page == NO_PAGE {
+            return w; // the page failed while we waited
+        }
+        let spare = w.spare.pop().expect("a spare buffer");
+        let full = std::mem::replace(&mut w.wbuf, spare);
+        let (page, page_off) = (w.page, w.page_off);
+        w.inflight.push_back(Inflight { page, version: self.version(page), page_off, len, buf: Arc::new(full) });
+        w.page_off += len as u64;
+        w.fill = 0;
+        self.work.notify_one();
+        w
     }
 
-    /// Write the buffer out now (graceful stop, tests).
+    /// Write the buffer out now and wait until it is on flash (graceful
+    /// stop, tests). Appending goes on at the next block.
     pub fn flush_now(&self) {
-        let mut w = lock(&self.writer);
-        self.flush(&mut w);
-        // Keep appending after the written part on the next block.
+        let mut w = self.flush(lock(&self.writer));
+        while !w.inflight.is_empty() {
+            w = self.written.wait(w).unwrap_or_else(|e| e.into_inner());
+        }
     }
 
     pub fn stats(&self) -> ExtStats {
