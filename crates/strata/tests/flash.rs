@@ -284,6 +284,11 @@ fn extstore_stats_and_command_as_memcached() {
             )
     };
     assert_eq!(names(&mut ours, "", &memcached_field), names(&mut theirs, "", &memcached_field));
+    // A row of four per page (16 pages of 8 MiB).
+    let all = |_: &str| true;
+    let pages = names(&mut ours, "extstore", &all);
+    assert_eq!(pages, names(&mut theirs, "extstore", &all));
+    assert_eq!(pages.len(), 64);
     // Refusals first: 1.6.18 leaves 0 behind a value it could not parse.
     for command in [
         "extstore", "extstore item_size", "extstore bogus 1", "extstore max_frag x", "extstore item_size 100",

@@ -7,6 +7,9 @@
 //!   being sent and keeps it in a slot until the completion arrives, then
 //!   hands it back in [`Completion::buffer`]; nothing can grow or free it
 //!   while the kernel reads it.
+//! - **Flash read buffers stay put** the same way: [`Ring::read_flash`]
+//!   keeps the [`FlashBuf`] (an anonymous mapping) in a slot until the
+//!   read's completion hands it back in [`Completion::flash_buf`].
 //! - **Receive buffers come from a registered ring** ([`BufRing`]): `count`
 //!   buffers of `size` bytes, allocated once, page-aligned ring of entries.
 //!   A multishot receive picks one per completion; the caller copies the bytes
@@ -194,8 +197,9 @@ impl Ring {
     fn push(&mut self, entry: squeue::Entry) -> io::Result<()> {
         loop {
             // SAFETY: every entry pushed here points only at memory this Ring
-            // owns until its completion (send buffers, the buffer ring) or at
-            // nothing (recv with buffer select, cancel, poll).
+            // owns until its completion (send buffers, flash read buffers,
+            // the buffer ring) or at nothing (recv with buffer select,
+            // cancel, poll).
             if unsafe { self.ring.submission().push(&entry) }.is_ok() {
                 return Ok(());
             }
