@@ -74,7 +74,9 @@ impl<'a> Executor<'a> {
         let touch = touching.then(|| self.shared.clock.expiry(i64::from(req.extra_u32(0))));
         let with_key = matches!(op, Opcode::GetK | Opcode::GatK);
         let with_value = op != Opcode::Touch;
-        crate::ops::watch::fetched(self, req.key);
+        if !self.resuming(0) {
+            crate::ops::watch::fetched(self, req.key);
+        }
         let opts = GetOptions { touch, ..GetOptions::default() };
         let mark = out.len();
         let read = self.read_item(req.key, 0, opts, self.now(), &mut |item, _| {

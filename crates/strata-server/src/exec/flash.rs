@@ -75,6 +75,13 @@ impl<'a> Executor<'a> {
         self.flash.resume_from.get()
     }
 
+    /// This request runs again after a flash read for its key `index`
+    /// (hooks that already ran for it on the first run, such as a `watch`
+    /// line, are not repeated).
+    pub(crate) fn resuming(&self, index: usize) -> bool {
+        self.flash.on && self.flash.resume.borrow().as_ref().is_some_and(|w| w.key_index == index)
+    }
+
     fn park(&self, read: FlashRead, key_index: usize) {
         *self.flash.park.borrow_mut() = Some(FlashWait::new(read, key_index));
     }

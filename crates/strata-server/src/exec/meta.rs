@@ -95,7 +95,9 @@ impl<'a> Executor<'a> {
             ..GetOptions::default()
         };
         let key = req.key.bytes();
-        crate::ops::watch::fetched(self, key);
+        if !self.resuming(0) {
+            crate::ops::watch::fetched(self, key);
+        }
         let mark = out.len();
         let read = self.read_item(key, 0, opts, now, &mut |item: ItemView<'_>, created| {
             if bad_opaque {

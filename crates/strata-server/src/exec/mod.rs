@@ -272,7 +272,9 @@ impl<'a> Executor<'a> {
                 reply(out, GET_KEY_TOO_LONG, false);
                 return;
             }
-            watch::fetched(self, key);
+            if !self.resuming(i) {
+                watch::fetched(self, key);
+            }
             let opts = GetOptions { touch, ..GetOptions::default() };
             let key_mark = out.len();
             let read = self.read_item(key, i, opts, now, &mut |item, _created| {
