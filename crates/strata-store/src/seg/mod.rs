@@ -1029,6 +1029,7 @@ impl Engine for SegStore {
             shard.counters = shard::Counters::default();
             shard.classes.reset();
         }
+        self.flash_reset_stats();
     }
 
     fn walk(&self, cursor: &mut WalkCursor, budget: usize, now: RelTime, visit: &mut dyn FnMut(ItemView<'_>, Visit) -> bool) -> bool {

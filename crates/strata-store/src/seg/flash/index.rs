@@ -131,6 +131,14 @@ impl std::ops::DerefMut for Slots {
     }
 }
 
+/// Where a table is built before it is renamed over `path` (one per shard:
+/// shards grow their tables concurrently).
+fn new_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".new");
+    PathBuf::from(name)
+}
+
 /// The used slots of an index file left by an earlier process.
 fn read_file(path: &Path) -> Vec<[u32; 3]> {
     let Some(map) = mapped::open(path) else { return Vec::new() };
@@ -166,7 +174,7 @@ impl FlashIndex {
     pub fn persistent(path: &Path, mut keep: impl FnMut(&Entry) -> bool) -> std::io::Result<FlashIndex> {
         let old: Vec<[u32; 3]> = read_file(path).into_iter().filter(|s| keep(&unpack(*s))).collect();
         let capacity = (old.len() * 100 / 70 + 1).max(MIN_CAPACITY);
-        let fresh = path.with_extension("new");
+        let fresh = new_path(path);
         let mut index = FlashIndex { slots: Slots::mapped(&fresh, capacity)?, len: 0, client_bytes: 0, sweep_at: 0 };
         for s in old {
             if index.place_unique(s) {
@@ -256,7 +264,7 @@ impl FlashIndex {
         let fresh = match &self.slots {
             Slots::Heap(_) => Slots::Heap(vec![[0; 3]; capacity]),
             Slots::Mapped { path, .. } => {
-                let tmp = path.with_extension("new");
+                let tmp = new_path(path);
                 match Slots::mapped(&tmp, capacity) {
                     Ok(slots) => slots,
                     // No room for the grown file: go on in memory, and

@@ -292,7 +292,8 @@ impl SegStore {
             exptime: m.exptime,
             cas: self.g.shown_cas(m.cas),
             last_access: m.access,
-            fetched: m.bits & FETCHED != 0,
+            // Read since it went to flash: the entry's read mark.
+            fetched: m.bits & FETCHED != 0 || e.freq > 0,
             stale: m.bits & STALE != 0,
             token_sent: m.bits & TOKEN_SENT != 0,
             key_binary: m.bits & KEY_BINARY != 0,
@@ -371,6 +372,18 @@ impl SegStore {
         for shard in self.shards.iter() {
             if let Some(fi) = lock(shard).flash.as_mut() {
                 fi.sweep(SWEEP_PER_TICK, |e| tier.is_stale(e.page, e.version4));
+            }
+        }
+    }
+
+    /// `stats reset`: zero what memcached keeps in its thread stats
+    /// (`get_extstore`, `get_aborted_extstore`, `recache_from_extstore`,
+    /// `miss_from_extstore`, `badcrc_from_extstore`); extstore's own
+    /// counters stay, as in memcached.
+    pub(super) fn flash_reset_stats(&self) {
+        if let Some(tier) = &self.g.flash {
+            for c in [&tier.c.get_extstore, &tier.c.get_aborted, &tier.c.recache, &tier.c.miss, &tier.c.badcrc] {
+                c.store(0, relaxed());
             }
         }
     }
