@@ -305,3 +305,52 @@ fn extstore_stats_and_command_as_memcached() {
     assert_eq!(settings(&mut ours), settings(&mut theirs), "the values the commands set");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `-e` with `ext_path` through the command line: a graceful stop and a
+/// `kill -9` both come back with the items on flash served again, each
+/// value intact.
+#[test]
+fn the_flash_tier_survives_restarts_through_the_command_line() {
+    let dir = std::env::temp_dir().join(format!("strata-flash-restart-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let memory = dir.join("memory").display().to_string();
+    let ext = format!("ext_page_size=8,ext_wbuf_size=2,ext_path={}:256m", dir.join("flash").display());
+    let args = ["-t", "2", "-m", "8", "-e", memory.as_str(), "-o", ext.as_str()];
+    let connect = |addr| {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        Client { stream, pending: Vec::new() }
+    };
+    let (child, addrs) = spawn_listening(&args, 1);
+    let mut server = Killed(child);
+    let mut c = connect(addrs[0]);
+    for i in 0..ITEMS {
+        let mut req = format!("set k{i} 0 0 2000 noreply\r\n").into_bytes();
+        req.extend_from_slice(&value(i));
+        req.extend_from_slice(b"\r\n");
+        c.send(&req);
+    }
+    c.send(b"mn\r\n");
+    c.until(b"MN\r\n");
+    for stop in ["-TERM", "-9"] {
+        let pid = server.0.id().to_string();
+        assert!(std::process::Command::new("kill").args([stop, &pid]).status().unwrap().success());
+        let _ = server.0.wait();
+        let (child, addrs) = spawn_listening(&args, 1);
+        server = Killed(child);
+        let mut c = connect(addrs[0]);
+        let mut served = 0;
+        for i in 0..ITEMS {
+            c.send(format!("get k{i}\r\n").as_bytes());
+            let reply = c.until(b"END\r\n");
+            if reply != b"END\r\n" {
+                assert!(reply == [value_reply(&format!("k{i}"), i), b"END\r\n".to_vec()].concat(), "k{i} after {stop}");
+                served += 1;
+            }
+        }
+        assert!(served * 100 >= ITEMS * 99, "{served} of {ITEMS} served after {stop}");
+        assert!(c.stat("get_extstore") > 100, "items came back from flash after {stop}");
+    }
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
