@@ -43,6 +43,7 @@
 
 mod index;
 mod mapped;
+mod page_table;
 mod record;
 mod tier;
 

@@ -19,7 +19,7 @@
 //!
 //! With a memory file (`-e`), the page table (each page's version, FIFO
 //! position and how many blocks of it are on flash) is kept in a mapped
-//! file (`<ext_path>.idx/pages`, [`PageTable`]), so a restart rebuilds the
+//! file (`<ext_path>.idx/pages`, `page_table.rs`), so a restart rebuilds the
 //! FIFO and knows which index entries point at records that were written
 //! (entries into the unwritten tail of a page, lost with the write buffer
 //! at a crash, are dropped).
@@ -42,6 +42,7 @@ use std::sync::{Arc, Mutex};
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::index::{MAX_BLOCKS, MAX_PAGES, MAX_PAGE_BYTES};
+use super::page_table::PageTable;
 use super::record;
 use crate::ext_config::ExtTunables;
 use crate::flash_read::{FlashBuf, FLASH_ALIGN_BYTES};
@@ -118,85 +119,6 @@ pub struct Counters {
     pub write_fallbacks: AtomicU64,
     pub io_queue: AtomicU64,
     pub recache_counter: AtomicU64,
-}
-
-const TABLE_MAGIC: &[u8; 8] = b"STRFPGS1";
-const TABLE_HEAD: usize = 4096;
-
-/// The persistent page table (see the module docs).
-///
-/// ```text
-///  header (4 KiB): magic │ secret u64 │ page_size u64 │ pages u64 │ shards u32
-///  per page (16 B): version u32 │ written blocks u32 │ FIFO sequence u64
-/// ```
-pub struct PageTable {
-    map: memmap2::MmapMut,
-    /// Held for the `flock` on the file.
-    _file: File,
-}
-
-impl PageTable {
-    fn u64_at(&self, at: usize) -> u64 {
-        u64::from_le_bytes(self.map[at..at + 8].try_into().expect("8 bytes"))
-    }
-
-    fn put(&mut self, at: usize, bytes: &[u8]) {
-        self.map[at..at + bytes.len()].copy_from_slice(bytes);
-    }
-
-    fn set_page(&mut self, page: u32, version: u32, written_blocks: u32, seq: u64) {
-        let at = TABLE_HEAD + page as usize * 16;
-        self.put(at, &version.to_le_bytes());
-        self.put(at + 4, &written_blocks.to_le_bytes());
-        self.put(at + 8, &seq.to_le_bytes());
-    }
-
-    fn page(&self, page: u32) -> (u32, u32, u64) {
-        let at = TABLE_HEAD + page as usize * 16;
-        let u32_at = |i: usize| u32::from_le_bytes(self.map[i..i + 4].try_into().expect("4 bytes"));
-        (u32_at(at), u32_at(at + 4), self.u64_at(at + 8))
-    }
-
-    fn set_written(&mut self, page: u32, written_blocks: u32) {
-        self.put(TABLE_HEAD + page as usize * 16 + 4, &written_blocks.to_le_bytes());
-    }
-
-    fn set_version(&mut self, page: u32, version: u32) {
-        self.put(TABLE_HEAD + page as usize * 16, &version.to_le_bytes());
-    }
-
-    /// Open (locked) the table at `path`; Some(secret) when it holds a
-    /// tier of this geometry, else it is started afresh with `secret`.
-    fn open(path: &std::path::Path, secret: u64, page_size: u64, pages: usize, shards: u32, may_recover: bool) -> std::io::Result<(PageTable, Option<u64>)> {
-        let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
-        file.try_lock().map_err(|_| {
-            std::io::Error::new(std::io::ErrorKind::WouldBlock, format!("{}: in use by another process", path.display()))
-        })?;
-        let len = TABLE_HEAD + pages * 16;
-        let old_len = file.metadata()?.len();
-        if old_len != len as u64 {
-            file.set_len(0)?;
-            file.set_len(len as u64)?;
-        }
-        let map = super::mapped::map(&file, len)?;
-        let mut table = PageTable { map, _file: file };
-        let matches = may_recover
-            && &table.map[0..8] == TABLE_MAGIC
-            && table.u64_at(16) == page_size
-            && table.u64_at(24) == pages as u64
-            && table.u64_at(32) == u64::from(shards);
-        if matches {
-            let secret = table.u64_at(8);
-            return Ok((table, Some(secret)));
-        }
-        table.map.fill(0);
-        table.put(8, &secret.to_le_bytes());
-        table.put(16, &page_size.to_le_bytes());
-        table.put(24, &(pages as u64).to_le_bytes());
-        table.put(32, &u64::from(shards).to_le_bytes());
-        table.put(0, TABLE_MAGIC);
-        Ok((table, None))
-    }
 }
 
 /// The tier and its writer thread (stopped and joined on drop).
