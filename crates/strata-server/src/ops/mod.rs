@@ -11,6 +11,7 @@ pub(crate) mod conns;
 pub mod crawler;
 pub mod detail;
 pub mod dump;
+pub mod dump_feed;
 pub(crate) mod slab_view;
 pub mod logger;
 pub mod watch;
