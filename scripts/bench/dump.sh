@@ -5,7 +5,8 @@
 #        scripts/bench/dump.sh [strata binary] [keys]
 # Each round runs the gets alone, then the same gets during the dumps, and
 # prints both latency lines, the dump's speed, and a summary line:
-#   round N: p99 alone X µs, during the dump Y µs, ratio Y/X (load: 1-min loadavg)
+#   round N: p99 alone X µs, during the dump Y µs, ratio Y/X; M lines dumped (loadavg)
+# ("lines dumped": what the reader got in the round, all dumps together),
 # then a table of every round. docs/BENCHMARKS.md has runs.
 # PIN=1: the server and the dump's reader on the last CPU (the load
 # generator is always on CPU 0). READER=idle (default) runs the dump's
@@ -28,7 +29,7 @@ reader_prio=(chrt --idle 0)
 "${pin[@]}" "$BIN" -p "$port" -U 0 -l 127.0.0.1 -m 2048 -t 2 2>/dev/null &
 pid=$!
 reader=
-trap 'kill $pid ${reader:-} 2>/dev/null; wait $pid 2>/dev/null' EXIT
+trap 'kill $pid ${reader:-} 2>/dev/null; wait $pid 2>/dev/null; rm -f "${lines_file:-}"' EXIT
 sleep 0.5
 # Prefill: strata-bench sets every key once (pipelined) before a short run.
 "$BENCH" run --server "127.0.0.1:$port" --keys "$KEYS" --key-size 16 --value-size 10 --duration 1s --quiet >/dev/null
@@ -39,19 +40,23 @@ gets() {
     local line
     line=$("$BENCH" run --server "127.0.0.1:$port" --no-prefill "${LOAD[@]}" | grep '^latency')
     echo "  $line" >&2
-    awk '{for (i = 1; i < NF; i++) if ($i == "p50" || $i == "p99" || $i == "p99.9") printf "%s ", $(i + 1)}' <<<"$line"
+    awk '{for (i = 1; i < NF; i++) if ($i == "p50" || $i == "p99" || $i == "p99.9") printf "%s ", $(i + 1); print ""}' <<<"$line"
 }
 
 summary=()
+lines_file=$(mktemp)
 for round in $(seq "$ROUNDS"); do
     load=$(cut -d' ' -f1 /proc/loadavg)
     echo "== round $round: gets alone (loadavg $load)"
     read -r a50 a99 a999 < <(gets)
     echo "== round $round: gets while metadump all runs back to back (the reader discards the output)"
-    "${pin[@]}" "${reader_prio[@]}" python3 - "$port" 13 "${DUMP_SLEEP_US:-}" <<'PY' &
-import signal, socket, sys, time
+    "${pin[@]}" "${reader_prio[@]}" python3 - "$port" 13 "${DUMP_SLEEP_US:-}" "$lines_file" <<'PY' &
+import atexit, signal, socket, sys, time
 port, seconds = int(sys.argv[1]), float(sys.argv[2])
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+# Every line the reader got, all dumps together, for the round's summary.
+total = 0
+atexit.register(lambda: open(sys.argv[4], "w").write(str(total)))
 if sys.argv[3]:
     # memcached's pacing knob: microseconds of rest per 1000 items.
     s = socket.create_connection(("127.0.0.1", port))
@@ -69,6 +74,7 @@ while time.time() < deadline:
             if not chunk:
                 sys.exit("closed mid-dump")
             lines += chunk.count(b"\n")
+            total += chunk.count(b"\n")
             tail = (tail + chunk)[-8:]
             if tail.endswith(b"\nEND\r\n"):
                 break
@@ -85,10 +91,11 @@ PY
     wait "$reader" 2>/dev/null || true
     reader=
     ratio=$(awk -v a="$a99" -v d="$d99" 'BEGIN {printf "%.2f", d / a}')
-    echo "round $round: p99 alone $a99 µs, during the dump $d99 µs, ratio $ratio (loadavg $load)"
-    summary+=("| $round | $a50 / $a99 / $a999 | $d50 / $d99 / $d999 | $ratio | $load |")
+    dumped=$(awk '{printf "%.1f", $1 / 1e6}' "$lines_file" 2>/dev/null || echo "?")
+    echo "round $round: p99 alone $a99 µs, during the dump $d99 µs, ratio $ratio; $dumped M lines dumped (loadavg $load)"
+    summary+=("| $round | $a50 / $a99 / $a999 | $d50 / $d99 / $d999 | $ratio | $dumped M | $load |")
 done
 echo
-echo "| round | gets alone: p50 / p99 / p99.9 µs | during the dump: p50 / p99 / p99.9 µs | p99 ratio | loadavg |"
-echo "|---|---|---|---|---|"
+echo "| round | gets alone: p50 / p99 / p99.9 µs | during the dump: p50 / p99 / p99.9 µs | p99 ratio | lines dumped (~12 s) | loadavg |"
+echo "|---|---|---|---|---|---|"
 printf '%s\n' "${summary[@]}"
