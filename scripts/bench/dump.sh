@@ -50,6 +50,7 @@ for round in $(seq "$ROUNDS"); do
     echo "== round $round: gets alone (loadavg $load)"
     read -r a50 a99 a999 < <(gets)
     echo "== round $round: gets while metadump all runs back to back (the reader discards the output)"
+    : >"$lines_file"
     "${pin[@]}" "${reader_prio[@]}" python3 - "$port" 13 "${DUMP_SLEEP_US:-}" "$lines_file" <<'PY' &
 import atexit, signal, socket, sys, time
 port, seconds = int(sys.argv[1]), float(sys.argv[2])
@@ -91,7 +92,7 @@ PY
     wait "$reader" 2>/dev/null || true
     reader=
     ratio=$(awk -v a="$a99" -v d="$d99" 'BEGIN {printf "%.2f", d / a}')
-    dumped=$(awk '{printf "%.1f", $1 / 1e6}' "$lines_file" 2>/dev/null || echo "?")
+    dumped=$(awk '{n = $1} END {printf "%.1f", n / 1e6}' "$lines_file")
     echo "round $round: p99 alone $a99 µs, during the dump $d99 µs, ratio $ratio; $dumped M lines dumped (loadavg $load)"
     summary+=("| $round | $a50 / $a99 / $a999 | $d50 / $d99 / $d999 | $ratio | $dumped M | $load |")
 done

@@ -4,8 +4,8 @@
 //!
 //! ```text
 //!  strata-dumpwalk (worker priority)     strata-dump (SCHED_IDLE)        the connection's worker
-//!  one walk step: one shard lock,        formats a stage's lines into    pump (each 1 ms tick and
-//!  256 items looked at, live ones'  ──►  `filling`; at 64 KiB ──────────► each finished send):
+//!  4 walk steps (a shard lock, 64        formats a stage's lines into    pump (each 1 ms tick and
+//!  items looked at each), live ones' ──► `filling`; at 64 KiB ─────────► each finished send):
 //!  keys and metadata copied to a         Queue { ready: ≤ 4 chunks,      try_lock the queue, move
 //!  stage (2 stages go round) ◄──────     spare, finished }               chunks into `out` while
 //!        empty stages come back          4 ready: wait for `room`        < 32 KiB are pending
@@ -16,9 +16,9 @@
 //! wants, and a worker woken by a request takes the CPU from it at once;
 //! but a thread that can be left without CPU for milliseconds must never
 //! hold a shard lock, so the walking (the only part under a lock, about
-//! 17 µs per 256 items, docs/BENCHMARKS.md) runs at the workers' own
-//! priority and holds a shard lock no longer than a worker's multi-get
-//! does. The walker waits for an empty stage, so it runs only as fast as
+//! 17 µs per 256 items, docs/BENCHMARKS.md, held 64 items at a time) runs
+//! at the workers' own priority and holds a shard lock about as long as a
+//! worker's multi-get does. The walker waits for an empty stage, so it runs only as fast as
 //! the idle printer frees them: a dump goes at the speed of the CPU time
 //! nobody else wants (2 M keys/s on an idle 2-core machine) and slows to
 //! almost nothing on a saturated one.
@@ -56,7 +56,11 @@ const SPARE_CHUNKS: usize = 2;
 /// A waiting dump thread looks at `cancelled` and shutdown this often
 /// even when nobody wakes it.
 const WAIT_AT_MOST: Duration = Duration::from_millis(100);
-/// Items looked at per shard-lock hold.
+/// Items looked at per shard-lock hold: a few µs, so that the walker,
+/// which other processes may preempt like any thread, is seldom preempted
+/// while it holds one.
+const HOLD_ITEMS: usize = 64;
+/// Items looked at per stage handed to the printer.
 const STEP_ITEMS: usize = 256;
 /// Stages going round between the walker and the printer.
 const STAGES: usize = 2;
@@ -170,12 +174,17 @@ fn walk(shared: &Shared, inner: &Inner, empties: Receiver<Staged>, to_printer: S
             return;
         }
         let now = shared.clock.now();
-        staged.done = shared.engine.walk(&mut cursor, STEP_ITEMS, now, &mut |item, how| {
-            if how == Visit::Live {
-                staged.push(item);
-            }
-            false
-        });
+        let mut looked = 0;
+        staged.done = false;
+        while looked < STEP_ITEMS && !staged.done {
+            staged.done = shared.engine.walk(&mut cursor, HOLD_ITEMS, now, &mut |item, how| {
+                if how == Visit::Live {
+                    staged.push(item);
+                }
+                false
+            });
+            looked += HOLD_ITEMS;
+        }
         let done = staged.done;
         if to_printer.send(staged).is_err() || done {
             return;
