@@ -12,7 +12,9 @@
 # generator is always on CPU 0). READER=idle (default) runs the dump's
 # reader under SCHED_IDLE, READER=nice at nice 19: the reader stands in for
 # a client on another machine, so its own CPU time stays out of the
-# server's figures as far as one machine allows. DUMP_SLEEP_US sets
+# server's figures as far as one machine allows (on a machine busy with
+# other work an idle reader may get no CPU at all: the "lines dumped" count
+# then says 0 and the round had no dump; use READER=nice). DUMP_SLEEP_US sets
 # `lru_crawler sleep` (rest per 1000 items) before the dumps.
 set -euo pipefail
 BIN=${1:-target/release/strata}
