@@ -1,37 +1,65 @@
 #!/usr/bin/env bash
 # Latency of a get load while `lru_crawler metadump all` dumps 10 million
 # keys, against the same load with no dump (issue 15: p99 within 2x).
-# Usage: [DUMP_SLEEP_US=us] scripts/bench/dump.sh [strata binary] [keys]
-# (DUMP_SLEEP_US: `lru_crawler sleep` before the dumps, rest per 1000 keys)
-# Prints the two strata-bench reports; docs/BENCHMARKS.md has a run.
+# Usage: [ROUNDS=n] [PIN=1] [READER=idle|nice] [PORT=p] [DUMP_SLEEP_US=us]
+#        scripts/bench/dump.sh [strata binary] [keys]
+# Each round runs the gets alone, then the same gets during the dumps, and
+# prints both latency lines, the dump's speed, and a summary line:
+#   round N: p99 alone X µs, during the dump Y µs, ratio Y/X; M lines dumped (loadavg)
+# ("lines dumped": what the reader got in the round, all dumps together),
+# then a table of every round. docs/BENCHMARKS.md has runs.
+# PIN=1: the server and the dump's reader on the last CPU (the load
+# generator is always on CPU 0). READER=idle (default) runs the dump's
+# reader under SCHED_IDLE, READER=nice at nice 19: the reader stands in for
+# a client on another machine, so its own CPU time stays out of the
+# server's figures as far as one machine allows (on a machine busy with
+# other work an idle reader may get no CPU at all: the "lines dumped" count
+# then says 0 and the round had no dump; use READER=nice). DUMP_SLEEP_US sets
+# `lru_crawler sleep` (rest per 1000 items) before the dumps.
 set -euo pipefail
 BIN=${1:-target/release/strata}
 KEYS=${2:-10000000}
 BENCH=target/release/strata-bench
+ROUNDS=${ROUNDS:-3}
 LOAD=(--load-cpu 0 --keys "$KEYS" --key-size 16 --value-size 10 --get-ratio 1 --conns 16 --rate 20000 --duration 10s --quiet)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-# The server (and the dump's reader) on the last CPU, the load generator
-# (which spins between sends) on CPU 0: the client's own scheduling stays
-# out of the server's figures, as with a client on another machine.
-# PIN=0 (the default) leaves placement to the scheduler; PIN=1 pins.
+port=${PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
 last_cpu=$(($(nproc) - 1))
-pin=(taskset -c "$last_cpu")
-[ "${PIN:-0}" = 0 ] && pin=(env)
+pin=(env)
+[ "${PIN:-0}" = 1 ] && pin=(taskset -c "$last_cpu")
+reader_prio=(chrt --idle 0)
+[ "${READER:-idle}" = nice ] && reader_prio=(nice -n 19)
 "${pin[@]}" "$BIN" -p "$port" -U 0 -l 127.0.0.1 -m 2048 -t 2 2>/dev/null &
 pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null' EXIT
+reader=
+trap 'kill $pid ${reader:-} 2>/dev/null; wait $pid 2>/dev/null; rm -f "${lines_file:-}"' EXIT
 sleep 0.5
 # Prefill: strata-bench sets every key once (pipelined) before a short run.
 "$BENCH" run --server "127.0.0.1:$port" --keys "$KEYS" --key-size 16 --value-size 10 --duration 1s --quiet >/dev/null
-ROUNDS=${ROUNDS:-3}
+echo "strata $("$BIN" --version 2>/dev/null | head -1), $KEYS keys, PIN=${PIN:-0} READER=${READER:-idle}, $(nproc) CPUs"
+
+# One measured run: prints the latency line, returns "p50 p99 p99.9".
+gets() {
+    local line
+    line=$("$BENCH" run --server "127.0.0.1:$port" --no-prefill "${LOAD[@]}" | grep '^latency')
+    echo "  $line" >&2
+    awk '{for (i = 1; i < NF; i++) if ($i == "p50" || $i == "p99" || $i == "p99.9") printf "%s ", $(i + 1); print ""}' <<<"$line"
+}
+
+summary=()
+lines_file=$(mktemp)
 for round in $(seq "$ROUNDS"); do
-    echo "== round $round: no dump"
-    "$BENCH" run --server "127.0.0.1:$port" --no-prefill "${LOAD[@]}" | grep -E '^(requests|latency)'
-    echo "== round $round: while metadump all runs back to back (reader discards the output)"
-    "${pin[@]}" nice -n 19 python3 - "$port" 12 "${DUMP_SLEEP_US:-}" <<'PY' &
-import signal, socket, sys, time
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    echo "== round $round: gets alone (loadavg $load)"
+    read -r a50 a99 a999 < <(gets)
+    echo "== round $round: gets while metadump all runs back to back (the reader discards the output)"
+    : >"$lines_file"
+    "${pin[@]}" "${reader_prio[@]}" python3 - "$port" 13 "${DUMP_SLEEP_US:-}" "$lines_file" <<'PY' &
+import atexit, signal, socket, sys, time
 port, seconds = int(sys.argv[1]), float(sys.argv[2])
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+# Every line the reader got, all dumps together, for the round's summary.
+total = 0
+atexit.register(lambda: open(sys.argv[4], "w").write(str(total)))
 if sys.argv[3]:
     # memcached's pacing knob: microseconds of rest per 1000 items.
     s = socket.create_connection(("127.0.0.1", port))
@@ -49,17 +77,28 @@ while time.time() < deadline:
             if not chunk:
                 sys.exit("closed mid-dump")
             lines += chunk.count(b"\n")
+            total += chunk.count(b"\n")
             tail = (tail + chunk)[-8:]
             if tail.endswith(b"\nEND\r\n"):
                 break
     finally:
         took = time.time() - started
-        print(f"dump: {lines} lines in {took:.1f} s ({lines / took / 1e6:.2f} M keys/s)", file=sys.stderr)
+        whole = "whole" if tail.endswith(b"\nEND\r\n") else "cut short"
+        print(f"  dump ({whole}): {lines} lines in {took:.1f} s ({lines / took / 1e6:.2f} M keys/s)", file=sys.stderr)
     s.close()
 PY
     reader=$!
     sleep 1
-    "$BENCH" run --server "127.0.0.1:$port" --no-prefill "${LOAD[@]}" | grep -E '^(requests|latency)'
-    kill $reader 2>/dev/null || true
-    wait $reader 2>/dev/null || true
+    read -r d50 d99 d999 < <(gets)
+    kill "$reader" 2>/dev/null || true
+    wait "$reader" 2>/dev/null || true
+    reader=
+    ratio=$(awk -v a="$a99" -v d="$d99" 'BEGIN {printf "%.2f", d / a}')
+    dumped=$(awk '{n = $1} END {printf "%.1f", n / 1e6}' "$lines_file")
+    echo "round $round: p99 alone $a99 µs, during the dump $d99 µs, ratio $ratio; $dumped M lines dumped (loadavg $load)"
+    summary+=("| $round | $a50 / $a99 / $a999 | $d50 / $d99 / $d999 | $ratio | $dumped M | $load |")
 done
+echo
+echo "| round | gets alone: p50 / p99 / p99.9 µs | during the dump: p50 / p99 / p99.9 µs | p99 ratio | lines dumped (~12 s) | loadavg |"
+echo "|---|---|---|---|---|---|"
+printf '%s\n' "${summary[@]}"

@@ -378,3 +378,77 @@ fn dump_streams_without_stalling_others() {
     assert!(gets > 10, "gets were answered while the dump ran ({gets})");
     assert!(worst < Duration::from_millis(500), "slowest get during the dump: {worst:?}");
 }
+
+/// The threads of a running dump (`ops/dump_feed.rs`): named `strata-dump`
+/// (the printer) and `strata-dumpwalk`, with each one's scheduling policy
+/// (`/proc/PID/task/TID/stat` field 41; 5 is `SCHED_IDLE`).
+fn dump_threads(pid: u32) -> Vec<(String, u32)> {
+    let mut found = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        let Some((_, fields)) = stat.rsplit_once(')') else { continue };
+        let policy = fields.split_whitespace().nth(38).and_then(|p| p.parse().ok()).unwrap_or(u32::MAX);
+        if comm.trim().starts_with("strata-dump") {
+            found.push((comm.trim().to_string(), policy));
+        }
+    }
+    found.sort();
+    found
+}
+
+/// A metadump whose client stops reading holds the crawler and its two
+/// threads (the printer under SCHED_IDLE) and nothing grows; closing that
+/// client cancels it, and the next dump lists every key.
+#[test]
+fn dump_threads_idle_and_cancel() {
+    // More lines (about 20 MB) than the socket buffers take.
+    const KEYS: usize = 200_000;
+    let strata = Server::strata(&["-t", "1", "-m", "64"]);
+    let mut loader = Client::to(strata.addr);
+    let mut batch = String::new();
+    for i in 0..KEYS {
+        batch += &format!("set key:{i} 0 0 5 noreply\r\nvalue\r\n");
+        if batch.len() > 1 << 16 {
+            loader.send(&batch);
+            batch.clear();
+        }
+    }
+    loader.send(&batch);
+    assert!(loader.ask("version\r\n").starts_with("VERSION"));
+
+    let mut stalled = Client::to(strata.addr);
+    assert_eq!(stalled.ask("lru_crawler metadump all\r\n"), "OK\r\n");
+    // The client reads nothing more: the dump waits with its queue full.
+    let pid = strata.child.id();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dump_threads(pid).len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(dump_threads(pid), [("strata-dump".to_string(), 5), ("strata-dumpwalk".to_string(), 0)]);
+    assert_eq!(loader.ask("lru_crawler metadump all\r\n"), "BUSY currently processing crawler request\r\n");
+    drop(stalled);
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut reply = loader.ask("lru_crawler metadump all\r\n");
+    while reply.starts_with("BUSY") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        reply = loader.ask("lru_crawler metadump all\r\n");
+    }
+    assert_eq!(reply, "OK\r\n");
+    let mut keys = 0;
+    loop {
+        let line = loader.line();
+        if line == "END\r\n" {
+            break;
+        }
+        assert!(line.starts_with("key=key%3A"), "{line:?}");
+        keys += 1;
+    }
+    assert_eq!(keys, KEYS);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !dump_threads(pid).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(dump_threads(pid), [], "a finished dump's threads are gone");
+}

@@ -3,9 +3,10 @@
 //! nothing to move here).
 //!
 //! There is one crawler, server-wide, as in memcached: a crawl (a thread
-//! of its own, `strata-crawler`) or a key dump (`dump.rs`, on its client's
-//! worker) holds it through a [`Busy`] guard, and another request for it
-//! meanwhile answers `BUSY currently processing crawler request`. A crawl
+//! of its own, `strata-crawler`) or a metadump/mgdump (`dump_feed.rs`,
+//! threads of their own) holds it through a [`Busy`] guard, and another
+//! request for it meanwhile answers `BUSY currently processing crawler
+//! request`. A crawl
 //! walks the store with [`strata_store::Engine::walk`] (256 items per
 //! shard-lock hold), unlinks the expired and flushed items of the classes
 //! asked for, at most `tocrawl` items checked per class (0: all), and

@@ -1,10 +1,19 @@
 //! Key dumps: `lru_crawler metadump|mgdump <classes|all|hash>` and `stats
 //! cachedump <class> <limit>`, streamed.
 //!
-//! A dump is a [`Dump`]: a store walk cursor plus what to print. The
-//! command only checks its arguments and hands the `Dump` to its
+//! The command only checks its arguments and hands a [`Dump`] to its
 //! connection (through [`Executor::start_dump`]); from then on the
-//! connection's [`pump`] runs before anything else it has buffered:
+//! connection's [`pump`] runs before anything else it has buffered, and
+//! the connection's next requests run once the dump's last line is out
+//! (as in memcached, whose crawler thread owns the connection meanwhile).
+//!
+//! - `lru_crawler metadump|mgdump` (`Dump::Feed`): walked and formatted by
+//!   two threads of its own (`dump_feed.rs`); the pump only moves finished
+//!   64 KiB chunks into the output while less than 16 KiB are pending, so
+//!   a dump of any size costs its worker little more than the sends. One
+//!   at a time, server-wide (memcached: one crawler).
+//! - `stats cachedump` (`Dump::Walk`, memcached: one pass under an LRU
+//!   lock, 2 MiB at most) is walked by its worker, in steps:
 //!
 //! ```text
 //!  pending output < 16 KiB ──► walk steps (256 items each, one shard lock
@@ -15,18 +24,12 @@
 //!  resting ──────────────────► Progress::Dumping (nothing done)
 //!  pending output ≥ 16 KiB ──► Progress::OutputFull: wait until the
 //!                               client reads
-//!  walk done ──► END / EN ──► the connection's next requests run
+//!  walk done ──► END ──► the connection's next requests run
 //! ```
 //!
-//! So a dump of any size holds at most ~50 KiB of output and a cursor, no
-//! shard lock for more than one step, and takes at most about a quarter of
-//! its worker's time (0.7-0.9 M keys/s on the 2-core benchmark machine:
-//! docs/BENCHMARKS.md), the rest going to the worker's other connections.
-//! Requests pipelined after the dump wait for it, as in memcached (whose
-//! crawler thread owns the connection meanwhile). One metadump/mgdump at a
-//! time, server-wide (memcached: one crawler); `stats cachedump`
-//! (memcached: one pass under an LRU lock, 2 MiB at most) is streamed the
-//! same way, with the same 2 MiB, and not counted as the crawler.
+//!   It holds at most ~50 KiB of output and a cursor, and takes at most
+//!   about a quarter of its worker's time; it stops at memcached's 2 MiB
+//!   and is not counted as the crawler.
 
 use std::time::{Duration, Instant};
 
@@ -34,7 +37,7 @@ use strata_proto::admin::Classes;
 use strata_proto::base64;
 use strata_proto::number::{push_i64, push_u64};
 use strata_proto::Tokens;
-use strata_store::{ItemView, Visit, WalkCursor, WALK_BATCH};
+use strata_store::{ItemMeta, Visit, WalkCursor, WALK_BATCH};
 
 use super::push_line;
 use strata_store::SlabClasses;
@@ -73,7 +76,10 @@ enum Kind {
 /// What refills a streaming connection's output: a key dump's walk, or a
 /// watcher's log lines (`ops/watch.rs`: a dump that never ends).
 pub enum Dump {
+    /// `stats cachedump`, walked by its worker.
     Walk(Walk),
+    /// `lru_crawler metadump|mgdump`, walked by a thread of its own.
+    Feed(super::dump_feed::Feed),
     Watch(super::watch::Watcher),
 }
 
@@ -83,14 +89,12 @@ impl Dump {
     }
 }
 
-/// One dump in progress on one connection.
+/// A `stats cachedump` in progress on one connection.
 pub struct Walk {
     printer: Printer,
     cursor: WalkCursor,
     /// Resting until then (see `IDLE_PER_BUSY`).
     resume_at: Option<Instant>,
-    /// Held while a crawler dump runs; dropping it frees the crawler.
-    _busy: Option<super::crawler::Busy>,
 }
 
 /// `lru_crawler metadump|mgdump <classes>`, checked as memcached 1.6.45
@@ -120,9 +124,13 @@ pub fn start_crawler_dump(exec: &Executor<'_>, mg: bool, classes: Classes, out: 
     let Some(busy) = crawler.begin(exec.shared) else {
         return push_line(out, "BUSY currently processing crawler request");
     };
+    let printer = Printer::new(exec, if mg { Kind::Mg } else { Kind::Meta }, classes);
+    let Some(feed) = super::dump_feed::Feed::spawn(exec.shared.clone(), printer, Some(busy)) else {
+        // memcached's answer when its crawler cannot start.
+        return push_line(out, "ERROR an unknown error happened");
+    };
     out.extend_from_slice(b"OK\r\n");
-    let kind = if mg { Kind::Mg } else { Kind::Meta };
-    exec.start_dump(Box::new(Dump::Walk(Walk::new(exec, kind, classes, Some(busy)))));
+    exec.start_dump(Box::new(Dump::Feed(feed)));
 }
 
 /// `stats cachedump <class> <limit>`.
@@ -144,24 +152,11 @@ pub fn start_cachedump(exec: &Executor<'_>, args: &Tokens<'_>, out: &mut Vec<u8>
         return push_line(out, "SERVER_ERROR key dumps are not served over UDP");
     }
     let classes = Classes::List(1u64 << class);
-    exec.start_dump(Box::new(Dump::Walk(Walk::new(exec, Kind::Cache { limit }, classes, None))));
+    let printer = Printer::new(exec, Kind::Cache { limit }, classes);
+    exec.start_dump(Box::new(Dump::Walk(Walk { printer, cursor: WalkCursor::default(), resume_at: None })));
 }
 
 impl Walk {
-    fn new(exec: &Executor<'_>, kind: Kind, classes: Classes, busy: Option<super::crawler::Busy>) -> Walk {
-        let printer = Printer {
-            kind,
-            classes,
-            sizes: exec.shared.settings.slab_classes(),
-            origin_unix: exec.shared.clock.process_started_unix(),
-            cas_enabled: !exec.shared.settings.cas_disabled,
-            shown: 0,
-            bytes: 0,
-            full: false,
-        };
-        Walk { printer, cursor: WalkCursor::default(), resume_at: None, _busy: busy }
-    }
-
     /// Walk until `out` has `FILL_TO_BYTES` pending past `wpos` or the
     /// walk ends; true when the dump is complete (terminator written).
     fn refill(&mut self, shared: &Shared, out: &mut Vec<u8>, wpos: usize) -> bool {
@@ -176,15 +171,12 @@ impl Walk {
             looked += WALK_BATCH;
             let done = shared.engine.walk(&mut self.cursor, WALK_BATCH, now, &mut |item, how| {
                 if how == Visit::Live {
-                    printer.line(item, out);
+                    printer.line(item.key, item.value.len(), &item.meta, out);
                 }
                 false
             });
             if done || printer.full {
-                out.extend_from_slice(match printer.kind {
-                    Kind::Mg => b"EN\r\n",
-                    Kind::Meta | Kind::Cache { .. } => b"END\r\n",
-                });
+                printer.terminate(out);
                 return true;
             }
             if out.len() - wpos >= FILL_TO_BYTES {
@@ -201,7 +193,7 @@ impl Walk {
 }
 
 /// Formats one dump's lines.
-struct Printer {
+pub(super) struct Printer {
     kind: Kind,
     classes: Classes,
     sizes: SlabClasses,
@@ -214,12 +206,32 @@ struct Printer {
 }
 
 impl Printer {
-    fn line(&mut self, item: ItemView<'_>, out: &mut Vec<u8>) {
+    fn new(exec: &Executor<'_>, kind: Kind, classes: Classes) -> Printer {
+        Printer {
+            kind,
+            classes,
+            sizes: exec.shared.settings.slab_classes(),
+            origin_unix: exec.shared.clock.process_started_unix(),
+            cas_enabled: !exec.shared.settings.cas_disabled,
+            shown: 0,
+            bytes: 0,
+            full: false,
+        }
+    }
+
+    /// The dump's last line.
+    pub(super) fn terminate(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(match self.kind {
+            Kind::Mg => b"EN\r\n",
+            Kind::Meta | Kind::Cache { .. } => b"END\r\n",
+        });
+    }
+
+    pub(super) fn line(&mut self, key: &[u8], value_len: usize, meta: &ItemMeta, out: &mut Vec<u8>) {
         if self.full {
             return;
         }
-        let meta = &item.meta;
-        let size = strata_store::memcached_item_size(item.key.len(), meta.flags, item.value.len(), self.cas_enabled);
+        let size = strata_store::memcached_item_size(key.len(), meta.flags, value_len, self.cas_enabled);
         let class = usize::from(self.sizes.class_of(size));
         if !self.classes.contains(class) {
             return;
@@ -227,7 +239,7 @@ impl Printer {
         match self.kind {
             Kind::Meta => {
                 out.extend_from_slice(b"key=");
-                uriencode(item.key, out);
+                uriencode(key, out);
                 out.extend_from_slice(b" exp=");
                 if meta.exptime == 0 {
                     out.extend_from_slice(b"-1");
@@ -250,10 +262,10 @@ impl Printer {
             Kind::Mg => {
                 out.extend_from_slice(b"mg ");
                 if meta.key_binary {
-                    base64::encode(item.key, out);
+                    base64::encode(key, out);
                     out.extend_from_slice(b" b\r\n");
                 } else {
-                    out.extend_from_slice(item.key);
+                    out.extend_from_slice(key);
                     out.extend_from_slice(b"\r\n");
                 }
             }
@@ -264,9 +276,9 @@ impl Printer {
                 }
                 let start = out.len();
                 out.extend_from_slice(b"ITEM ");
-                out.extend_from_slice(item.key);
+                out.extend_from_slice(key);
                 out.extend_from_slice(b" [");
-                push_u64(out, item.value.len() as u64);
+                push_u64(out, value_len as u64);
                 out.extend_from_slice(b" b; ");
                 push_i64(out, if meta.exptime == 0 { 0 } else { i64::from(meta.exptime) + self.origin_unix });
                 out.extend_from_slice(b" s]\r\n");
@@ -350,11 +362,14 @@ fn pump_running(slot: &mut Option<Box<Dump>>, exec: &Executor<'_>, out: &mut Vec
     if out.len() - wpos >= REFILL_BELOW_BYTES {
         return Some(Progress::OutputFull);
     }
-    if let Dump::Walk(walk) = &mut **dump {
-        if walk.refill(exec.shared, out, wpos) {
-            *slot = None;
-            return None;
-        }
+    let finished = match &mut **dump {
+        Dump::Walk(walk) => walk.refill(exec.shared, out, wpos),
+        Dump::Feed(feed) => feed.take(out, wpos, FILL_TO_BYTES) == super::dump_feed::Fed::Finished,
+        Dump::Watch(_) => false,
+    };
+    if finished {
+        *slot = None;
+        return None;
     }
     Some(Progress::Dumping)
 }

@@ -13,6 +13,8 @@ pub mod crawler;
 pub mod detail;
 pub mod dump;
 pub mod extstore;
+
+pub mod dump_feed;
 pub(crate) mod slab_view;
 pub mod logger;
 pub mod watch;

@@ -13,6 +13,8 @@ pub mod affinity;
 #[allow(unsafe_code)]
 pub mod mmsg;
 #[allow(unsafe_code)]
+pub mod priority;
+#[allow(unsafe_code)]
 pub mod uring;
 
 use mio::event::Source;

@@ -113,6 +113,13 @@ impl Table {
         ((hash & 0xffff_ffff) * self.slots.len() as u64 >> 32) as usize
     }
 
+    /// Read `hash`'s home slot, so that a later [`Table::find`] of it hits
+    /// the cache: a walk touches a group of items' slots first, and the
+    /// CPU overlaps their misses (`seg/walk.rs`).
+    pub fn touch(&self, hash: u64) -> u64 {
+        self.slots[self.home(hash)]
+    }
+
     fn next(&self, i: usize) -> usize {
         if i + 1 == self.slots.len() {
             0

@@ -15,6 +15,9 @@ use super::{hash_key, lock, SegStore};
 use crate::walk::{Visit, WalkCursor};
 use crate::{ItemView, RelTime};
 
+/// Items whose index slots a walk reads ahead, at once.
+const TOUCH_GROUP: usize = 16;
+
 impl SegStore {
     pub(super) fn walk_step(
         &self,
@@ -62,32 +65,75 @@ impl SegStore {
                 cursor.offset = self.g.data_start;
             }
             while looked < budget && cursor.offset < end {
-                let loc = Loc { seg: id, offset: cursor.offset as u32 };
-                let item = shard.item(loc);
-                let h = Header::decode(item, shard.checked);
-                cursor.offset += h.total_len();
-                looked += 1;
-                let hash = hash_key(h.key(item));
-                let Some(slot) = shard.table.find(hash, |l| l == loc) else { continue };
-                let meta = self.meta(shard, loc, &h);
-                let flushed = self.g.is_flushed(meta.last_access, meta.cas, now);
-                let expired = meta.exptime != 0 && meta.exptime <= now;
-                let item = shard.item(loc);
-                let view = ItemView { key: h.key(item), value: h.value(item), meta };
-                if !(flushed || expired) {
-                    visit(view, Visit::Live);
-                } else if visit(view, Visit::Expired) {
-                    let why = if flushed { Gone::Flushed } else { Gone::Expired };
-                    shard.unlink(&self.g, slot, loc, &h, why);
+                // The next few items' index slots first, all at once: each
+                // is a cache miss (the index is larger than the caches),
+                // and misses the CPU can overlap (a loop of nothing but
+                // these reads, so they all fit in its window) cost about one.
+                let mut group = [(Loc { seg: id, offset: 0 }, 0u64); TOUCH_GROUP];
+                let (mut n, mut offset) = (0, cursor.offset);
+                while n < TOUCH_GROUP && looked + n < budget && offset < end {
+                    let loc = Loc { seg: id, offset: offset as u32 };
+                    let item = shard.item(loc);
+                    let h = Header::decode(item, shard.checked);
+                    offset += h.total_len();
+                    group[n] = (loc, hash_key(h.key(item)));
+                    n += 1;
+                }
+                let touched = group[..n].iter().fold(0, |acc, &(_, hash)| acc ^ shard.table.touch(hash));
+                std::hint::black_box(touched);
+                looked += n;
+                for &(loc, hash) in &group[..n] {
+                    if !self.visit_one(shard, cursor, loc, hash, now, visit) {
+                        break;
+                    }
+                }
+                if cursor.gen.is_none() {
+                    break;
                 }
             }
-            if cursor.offset >= end {
+            if cursor.gen.is_some() && cursor.offset >= end {
                 // An open segment may grow after this step; items appended
                 // later are new since the walk began, so moving on is fine.
                 cursor.segment += 1;
                 cursor.gen = None;
             }
         }
+    }
+
+    /// Show the item at `loc` (hashed to `hash`) if the index still points
+    /// at it, and move the cursor past it. False when unlinking it freed
+    /// its segment (its last live item): the cursor is then on the next.
+    fn visit_one(
+        &self,
+        shard: &mut Shard,
+        cursor: &mut WalkCursor,
+        loc: Loc,
+        hash: u64,
+        now: RelTime,
+        visit: &mut dyn FnMut(ItemView<'_>, Visit) -> bool,
+    ) -> bool {
+        let h = Header::decode(shard.item(loc), shard.checked);
+        cursor.offset += h.total_len();
+        let Some(slot) = shard.table.find(hash, |l| l == loc) else { return true };
+        let meta = self.meta(shard, loc, &h);
+        let flushed = self.g.is_flushed(meta.last_access, meta.cas, now);
+        let expired = meta.exptime != 0 && meta.exptime <= now;
+        let item = shard.item(loc);
+        let view = ItemView { key: h.key(item), value: h.value(item), meta };
+        if !(flushed || expired) {
+            visit(view, Visit::Live);
+        } else if visit(view, Visit::Expired) {
+            let why = if flushed { Gone::Flushed } else { Gone::Expired };
+            shard.unlink(&self.g, slot, loc, &h, why);
+            let (gen, _, live) = shard.segment_extent(loc.seg);
+            if !live || Some(gen) != cursor.gen {
+                // Its offsets are no item's any more.
+                cursor.segment += 1;
+                cursor.gen = None;
+                return false;
+            }
+        }
+        true
     }
 }
 
@@ -152,6 +198,33 @@ mod tests {
             let (_, reclaimed, _) = walk(&*e, 30, true);
             assert_eq!(reclaimed, 0);
         }
+    }
+
+    /// A crawl that reclaims the last live item of a sealed segment frees
+    /// that segment mid-walk: the walk leaves it instead of reading on
+    /// into its (now dead) items' offsets.
+    #[test]
+    fn reclaiming_a_segments_last_item_moves_on() {
+        let store = SegStore::new(EngineConfig::default());
+        let value = vec![b'v'; 1000];
+        let put = |key: &[u8], exptime: u32| {
+            let req = StoreRequest { key, value: &value, flags: 0, exptime, mode: StoreMode::Set, cas: 0, invalidate: false, vivify_ttl: None, key_binary: false, new_cas: None };
+            store.store(&req, 10);
+        };
+        // Segments (of the TTL's bucket) whose first items expire and whose
+        // others are written again, with no TTL, elsewhere (dead copies).
+        for i in 0..64u32 {
+            put(format!("expires{i}").as_bytes(), 20);
+        }
+        for exptime in [20, 0] {
+            for i in 0..20_000u32 {
+                put(format!("key{i}").as_bytes(), exptime);
+            }
+        }
+        let before = store.stats().curr_items;
+        let (live, reclaimed, _) = walk(&store, 30, true);
+        assert_eq!((live.len(), reclaimed), (20_000, 64));
+        assert_eq!(store.stats().curr_items, before - 64);
     }
 
     /// Walks racing stores, deletes and evictions (a 4 MiB store churned
