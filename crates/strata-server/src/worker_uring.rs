@@ -228,6 +228,14 @@ impl UringWorker {
             if client.spare.capacity() < buf.capacity() {
                 client.spare = buf;
             }
+            // The common case at pipeline depth 1: the reply went out, no
+            // new input or replies are waiting and the receive is armed, so
+            // a pass through `drive` would do nothing.
+            let c = &client.conn;
+            let idle = c.out.is_empty() && c.input.is_empty() && !c.is_dumping();
+            if idle && client.recv_live && !client.recv_cancelling && !client.closing && !client.close_after_write && !client.eof {
+                return;
+            }
         }
         self.ready.push(index);
     }
