@@ -92,18 +92,24 @@ impl<'a> Tokens<'a> {
         let mut len = 0;
         let mut start = 0;
         let mut rest = None;
-        for i in memchr::memchr_iter(b' ', line) {
-            if i > start {
-                toks[len] = &line[start..i];
-                len += 1;
-                if len == MAX_TOKENS - 1 {
-                    if i + 1 < line.len() {
-                        rest = Some(&line[i + 1..]);
+        // A byte loop: tokens are short, and a memchr call per token cost
+        // more than it saved (docs/BENCHMARKS.md, issue 17).
+        let mut i = 0;
+        while i < line.len() {
+            if line[i] == b' ' {
+                if i > start {
+                    toks[len] = &line[start..i];
+                    len += 1;
+                    if len == MAX_TOKENS - 1 {
+                        if i + 1 < line.len() {
+                            rest = Some(&line[i + 1..]);
+                        }
+                        return Tokens { toks, len, rest };
                     }
-                    return Tokens { toks, len, rest };
                 }
+                start = i + 1;
             }
-            start = i + 1;
+            i += 1;
         }
         if start < line.len() {
             toks[len] = &line[start..];

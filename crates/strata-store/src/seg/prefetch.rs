@@ -10,11 +10,24 @@
 //!
 //! Each pass issues its loads back to back, so the window's cache misses
 //! overlap instead of costing one full memory latency each. The locks are
-//! uncontended (each held for a few instructions), and nothing is read but
-//! the slot: a slot pointing at another key with the same tag only wastes
-//! one prefetch.
+//! taken with `try_lock` and held for a few instructions: a busy shard's
+//! keys are just not prefetched, so a prefetch never waits. Nothing is read
+//! but the slot: a slot pointing at another key with the same tag only
+//! wastes one prefetch.
 
-use super::{hash_key, lock, SegStore};
+use std::sync::{Mutex, MutexGuard, TryLockError};
+
+use super::{hash_key, SegStore};
+
+/// The shard, unless another thread holds it: a prefetch is only a hint,
+/// so it never waits for a lock.
+fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    match m.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    }
+}
 
 impl SegStore {
     pub(super) fn prefetch_keys(&self, keys: &[&[u8]]) {
@@ -22,10 +35,12 @@ impl SegStore {
         let keys = &keys[..keys.len().min(MAX_WINDOW)];
         for (key, hash) in keys.iter().zip(hashes.iter_mut()) {
             *hash = hash_key(key);
-            lock(&self.shards[self.shard_of(*hash)]).table.prefetch_home(*hash);
+            if let Some(shard) = try_lock(&self.shards[self.shard_of(*hash)]) {
+                shard.table.prefetch_home(*hash);
+            }
         }
         for &hash in &hashes[..keys.len()] {
-            let shard = lock(&self.shards[self.shard_of(hash)]);
+            let Some(shard) = try_lock(&self.shards[self.shard_of(hash)]) else { continue };
             if let Some(loc) = shard.table.first_tag_match(hash) {
                 if let Some(item) = shard.segs.get(loc.seg as usize).and_then(|s| s.buf.get(loc.offset as usize)) {
                     crate::prefetch::line(item);
