@@ -4,7 +4,7 @@
 //! ```text
 //!  pass 1: per key  hash ─► lock shard ─► prefetch home slot line ─► unlock
 //!  pass 2: per key  lock shard ─► first tag-matching slot (line now cached)
-//!                   ─► prefetch the item's first line ─► unlock
+//!                   ─► prefetch the item's first 64 bytes ─► unlock
 //!  then:   the usual Engine::get per key, whose slot and item are cached
 //! ```
 //!
@@ -42,8 +42,16 @@ impl SegStore {
         for &hash in &hashes[..keys.len()] {
             let Some(shard) = try_lock(&self.shards[self.shard_of(hash)]) else { continue };
             if let Some(loc) = shard.table.first_tag_match(hash) {
-                if let Some(item) = shard.segs.get(loc.seg as usize).and_then(|s| s.buf.get(loc.offset as usize)) {
-                    crate::prefetch::line(item);
+                if let Some(seg) = shard.segs.get(loc.seg as usize) {
+                    // The item's first 64 bytes (header, key, a short value),
+                    // which straddle two lines unless the item starts one.
+                    let at = loc.offset as usize;
+                    if let Some(item) = seg.buf.get(at..(at + 64).min(seg.buf.len())) {
+                        if let (Some(first), Some(last)) = (item.first(), item.last()) {
+                            crate::prefetch::line(first);
+                            crate::prefetch::line(last);
+                        }
+                    }
                 }
             }
         }
