@@ -91,3 +91,28 @@ impl WorkerStats {
         counter.store(counter.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reset_is_a_baseline_the_writer_never_undoes() {
+        let w = WorkerStats::default();
+        WorkerStats::add(&w.bytes_read, 5);
+        WorkerStats::incr(&w.cmd_get);
+        // `stats reset` from another worker's thread.
+        std::thread::scope(|s| {
+            s.spawn(|| w.reset());
+        });
+        let mut sum = StatsSnapshot::default();
+        w.add_to(&mut sum);
+        assert_eq!((sum.bytes_read, sum.cmd_get), (0, 0));
+        // The writer goes on from its own count; the reset still holds.
+        WorkerStats::add(&w.bytes_read, 2);
+        WorkerStats::incr(&w.cmd_get);
+        let mut sum = StatsSnapshot::default();
+        w.add_to(&mut sum);
+        assert_eq!((sum.bytes_read, sum.cmd_get), (2, 1));
+    }
+}
