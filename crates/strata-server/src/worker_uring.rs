@@ -130,8 +130,15 @@ impl UringWorker {
             let mut ready = std::mem::take(&mut self.ready);
             ready.sort_unstable();
             ready.dedup();
-            for &index in &ready {
-                self.drive(index);
+            for batch in ready.chunks(crate::turn_prefetch::BATCH) {
+                if batch.len() > 1 {
+                    let clients = &self.clients;
+                    let inputs = batch.iter().filter_map(|&i| clients.get(i)?.as_ref()).map(|c| c.conn.input.filled());
+                    crate::turn_prefetch::prefetch(self.shared.engine.as_ref(), inputs);
+                }
+                for &index in batch {
+                    self.drive(index);
+                }
             }
             ready.clear();
             self.ready = ready;
