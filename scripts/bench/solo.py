@@ -104,13 +104,19 @@ def main():
     results = {c: [] for c in args.commands}
     for r in range(args.rounds):
         for command in args.commands:
-            tput, cpu, p99, per = measure(command, args)
+            try:
+                tput, cpu, p99, per = measure(command, args)
+            except subprocess.CalledProcessError as e:
+                # An overloaded machine can make the load generator give up
+                # (exit 3: the server did not answer its first probe in time).
+                print(f"round {r + 1}  failed (strata-bench exit {e.returncode}), not counted  {command}", flush=True)
+                continue
             results[command].append((tput, cpu, p99) + tuple(per.get(n, 0.0) for n in PERF_NAMES))
             counted = "".join(f"  {per.get(n, 0.0):6.3f} {n}/req" for n in PERF_NAMES) if args.perf else ""
             print(f"round {r + 1}  {tput:9.0f} req/s  CPU {cpu:6.3f} µs/req  p99 {p99:8.1f} µs{counted}  {command}", flush=True)
 
     def mean(command, i):
-        return sum(x[i] for x in results[command]) / len(results[command])
+        return sum(x[i] for x in results[command]) / max(len(results[command]), 1)
 
     base = args.commands[0]
     extra_head = "".join(f" {n}/req |" for n in PERF_NAMES) if args.perf else ""
