@@ -46,7 +46,15 @@ pub fn frame_line(buf: &[u8], max_get_line: usize) -> Frame<'_> {
         let rest = &buf[spaces..];
         spaces <= 100 && (rest.starts_with(b"get ") || rest.starts_with(b"gets "))
     };
-    let Some(nl) = memchr(b'\n', buf) else {
+    // One pass finds the first NUL or newline; only a line holding a NUL
+    // (a rare, odd client) needs a second scan for its newline.
+    let first = memchr::memchr2(b'\n', 0, buf);
+    let nul = first.filter(|&i| buf[i] == 0);
+    let newline = match nul {
+        Some(at) => memchr(b'\n', &buf[at..]).map(|n| at + n),
+        None => first,
+    };
+    let Some(nl) = newline else {
         if buf.len() > LINE_LIMIT_NON_GET && (!is_get() || buf.len() > max_get_line) {
             return Frame::Close;
         }
@@ -59,16 +67,14 @@ pub fn frame_line(buf: &[u8], max_get_line: usize) -> Frame<'_> {
     if nl > 1 && buf[nl - 1] == b'\r' {
         end -= 1;
     }
-    let mut line = &buf[..end];
-    if let Some(nul) = memchr(0, line) {
-        line = &line[..nul];
-    }
+    let line = &buf[..nul.map_or(end, |at| at.min(end))];
     Frame::Line { line, consumed: nl + 1 }
 }
 
+/// The first `needle` in `haystack` (SIMD, the `memchr` crate).
 #[inline]
 pub fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
-    haystack.iter().position(|&b| b == needle)
+    memchr::memchr(needle, haystack)
 }
 
 /// The tokens of one command line, split as memcached's `tokenize_command`.
@@ -86,6 +92,8 @@ impl<'a> Tokens<'a> {
         let mut len = 0;
         let mut start = 0;
         let mut rest = None;
+        // A byte loop: tokens are short, and a memchr call per token cost
+        // more than it saved (docs/BENCHMARKS.md, issue 17).
         let mut i = 0;
         while i < line.len() {
             if line[i] == b' ' {
@@ -165,6 +173,7 @@ impl<'a> KeyList<'a> {
 }
 
 /// Iterator over a [`KeyList`]; allocates nothing.
+#[derive(Clone)]
 pub struct KeyIter<'a> {
     tokens: Tokens<'a>,
     next: usize,

@@ -400,6 +400,11 @@ impl Conn {
         matches!(self.dump.as_deref(), Some(crate::ops::dump::Dump::Watch(_)))
     }
 
+    /// A key dump or watch is in progress on this connection.
+    pub fn is_dumping(&self) -> bool {
+        self.dump.is_some()
+    }
+
     /// A new connection; `requires_auth` when `-Y` or `-S` is on.
     pub fn new(requires_auth: bool) -> Conn {
         Conn { unauthenticated: requires_auth, ..Conn::default() }

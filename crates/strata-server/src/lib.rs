@@ -17,6 +17,7 @@ pub mod slabs;
 pub mod stats;
 pub mod sys;
 pub mod tunables;
+pub mod turn_prefetch;
 pub mod udp;
 pub mod worker;
 pub mod worker_uring;

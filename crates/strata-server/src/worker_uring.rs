@@ -130,8 +130,15 @@ impl UringWorker {
             let mut ready = std::mem::take(&mut self.ready);
             ready.sort_unstable();
             ready.dedup();
-            for &index in &ready {
-                self.drive(index);
+            for batch in ready.chunks(crate::turn_prefetch::BATCH) {
+                if batch.len() > 1 {
+                    let clients = &self.clients;
+                    let inputs = batch.iter().filter_map(|&i| clients.get(i)?.as_ref()).map(|c| c.conn.input.filled());
+                    crate::turn_prefetch::prefetch(self.shared.engine.as_ref(), inputs);
+                }
+                for &index in batch {
+                    self.drive(index);
+                }
             }
             ready.clear();
             self.ready = ready;
@@ -243,6 +250,14 @@ impl UringWorker {
             buf.clear();
             if client.spare.capacity() < buf.capacity() {
                 client.spare = buf;
+            }
+            // The common case at pipeline depth 1: the reply went out, no
+            // new input or replies are waiting and the receive is armed, so
+            // a pass through `drive` would do nothing.
+            let c = &client.conn;
+            let idle = c.out.is_empty() && c.input.is_empty() && !c.is_dumping();
+            if idle && client.recv_live && !client.recv_cancelling && !client.closing && !client.close_after_write && !client.eof {
+                return;
             }
         }
         self.ready.push(index);

@@ -26,6 +26,7 @@ pub mod ext_config;
 pub mod ext_stats;
 pub mod flash_read;
 pub mod map;
+mod prefetch;
 pub mod seg;
 pub mod walk;
 
@@ -342,6 +343,12 @@ pub trait Engine: Send + Sync {
         now: RelTime,
         visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
     ) -> bool;
+
+    /// A hint that `keys` are read next (a multi-get): a store may start
+    /// loading their index entries and items, so the reads that follow
+    /// overlap their cache misses instead of waiting for each in turn. It
+    /// changes nothing a read returns or counts.
+    fn prefetch(&self, _keys: &[&[u8]]) {}
 
     fn store(&self, req: &StoreRequest<'_>, now: RelTime) -> StoreResult;
 

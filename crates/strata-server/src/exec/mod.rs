@@ -239,7 +239,7 @@ impl<'a> Executor<'a> {
         self.shared.clock.expiry(i64::from(exptime))
     }
 
-    fn get<'k>(&self, kind: GetKind, keys: impl Iterator<Item = &'k [u8]>, out: &mut Vec<u8>) {
+    fn get<'k>(&self, kind: GetKind, keys: impl Iterator<Item = &'k [u8]> + Clone, out: &mut Vec<u8>) {
         let mark = out.len();
         let touch = match kind {
             GetKind::Gat(e) | GetKind::Gats(e) => Some(self.expiry(e)),
@@ -249,9 +249,13 @@ impl<'a> Executor<'a> {
         let s = self.stats;
         // Run again after a flash read: the keys before it were answered.
         let resume_from = self.resume_from();
+        let mut ahead = keys.clone().skip(resume_from);
         for (i, key) in keys.enumerate() {
             if i < resume_from {
                 continue;
+            }
+            if (i - resume_from) % PREFETCH_WINDOW == 0 {
+                prefetch_window(self.shared.engine.as_ref(), &mut ahead);
             }
             if i > 0 {
                 // memcached starts a reply object per key; END rides with the
@@ -491,5 +495,23 @@ impl<'a> Executor<'a> {
             self.shared.memory_limit_bytes.store(u64::from(megabytes) << 20, Ordering::Relaxed);
             reply(out, "OK", noreply);
         }
+    }
+}
+
+/// Keys of a multi-get the store is asked to prefetch at a time
+/// (`Engine::prefetch`; `strata-store/src/seg/prefetch.rs`).
+const PREFETCH_WINDOW: usize = 16;
+
+/// Hand the next window of a multi-get's keys to `Engine::prefetch`
+/// (nothing for a single-key get: there is nothing to overlap).
+fn prefetch_window<'k>(engine: &dyn strata_store::Engine, ahead: &mut impl Iterator<Item = &'k [u8]>) {
+    let mut window: [&[u8]; PREFETCH_WINDOW] = [&[]; PREFETCH_WINDOW];
+    let mut n = 0;
+    for key in ahead.take(PREFETCH_WINDOW) {
+        window[n] = key;
+        n += 1;
+    }
+    if n > 1 {
+        engine.prefetch(&window[..n]);
     }
 }

@@ -288,9 +288,7 @@ impl Ring {
 
     /// Take every completion that has arrived.
     pub fn completions(&mut self, out: &mut Vec<Completion>) {
-        let mut raw: Vec<cqueue::Entry> = Vec::new();
-        raw.extend(self.ring.completion());
-        for cqe in raw {
+        for cqe in self.ring.completion() {
             let Some(kind) = Kind::from_u8(cqe.user_data() as u8) else { continue };
             let mut token = cqe.user_data() >> 8;
             let mut buffer = None;

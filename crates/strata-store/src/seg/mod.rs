@@ -32,6 +32,7 @@ mod buffer;
 mod file;
 mod flash;
 mod item;
+mod prefetch;
 mod region;
 mod shard;
 mod table;
@@ -671,6 +672,10 @@ fn floor_pow2(n: usize) -> usize {
 }
 
 impl Engine for SegStore {
+    fn prefetch(&self, keys: &[&[u8]]) {
+        self.prefetch_keys(keys);
+    }
+
     fn get(&self, key: &[u8], opts: GetOptions, now: RelTime, visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction) -> bool {
         let hash = hash_key(key);
         let mut guard = self.lock(hash);

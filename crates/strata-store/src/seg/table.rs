@@ -145,6 +145,29 @@ impl Table {
         }
     }
 
+    /// Prefetch the line of `hash`'s home slot.
+    pub fn prefetch_home(&self, hash: u64) {
+        crate::prefetch::line(&self.slots[self.home(hash)]);
+    }
+
+    /// The location of the first slot on `hash`'s probe path whose tag
+    /// matches (most likely the key's own), looking at most 8 slots.
+    pub fn first_tag_match(&self, hash: u64) -> Option<Loc> {
+        let tag = tag_of(hash);
+        let mut i = self.home(hash);
+        for _ in 0..8 {
+            let slot = self.slots[i];
+            if slot & USED == 0 {
+                return None;
+            }
+            if (slot >> TAG_SHIFT) & TAG_MASK == tag {
+                return Some(slot_loc(slot));
+            }
+            i = self.next(i);
+        }
+        None
+    }
+
     pub fn slot(&self, i: usize) -> u64 {
         self.slots[i]
     }
