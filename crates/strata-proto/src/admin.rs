@@ -60,7 +60,7 @@ impl Classes {
 }
 
 /// A parsed operator command.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Admin {
     /// `lru_crawler crawl <classes>`: reclaim expired items now.
     Crawl(Classes),
@@ -80,7 +80,29 @@ pub enum Admin {
     /// token names no stream (memcached answers `ERROR`, after its `-W`
     /// check).
     Watch(Option<u32>),
+    /// `extstore <tunable> <value> [noreply]`: set one of the flash tier's
+    /// tunables (`OK`), or `None` when the command is refused (`ERROR`).
+    Extstore { set: Option<ExtTunable>, noreply: bool },
 }
+
+/// One tunable `extstore <name> <value>` sets, named as memcached's
+/// `ext_*` settings it changes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ExtTunable {
+    ItemSize(u32),
+    ItemAge(u32),
+    LowTtl(u32),
+    RecacheRate(u32),
+    CompactUnder(u32),
+    DropUnder(u32),
+    MaxSleep(u32),
+    MaxFrag(f64),
+    DropUnread(bool),
+    /// `free_memchunks <class> <limit>`: deprecated in memcached, accepted
+    /// and ignored.
+    FreeMemchunks,
+}
+
 
 /// The streams of `watch`, as bits (memcached's `LOG_*` flags).
 pub mod watch {
@@ -125,6 +147,55 @@ pub fn watch(t: &Tokens<'_>) -> Admin {
         }
     }
     Admin::Watch(Some(mask))
+}
+
+/// `extstore <sub> <value>` as memcached 1.6.45's
+/// `process_extstore_command` reads it: at least three tokens, the
+/// sub-command matched by prefix in memcached's order (`free_memchunks`
+/// only with four tokens), a value that does not parse is `ERROR`; a last
+/// token `noreply` silences the reply, refusal included.
+pub fn extstore(t: &Tokens<'_>) -> Admin {
+    let noreply = t.get(t.len().saturating_sub(1)) == b"noreply";
+    Admin::Extstore { set: extstore_tunable(t), noreply }
+}
+
+fn extstore_tunable(t: &Tokens<'_>) -> Option<ExtTunable> {
+    let (n, sub, arg) = (t.len(), t.get(1), t.get(2));
+    if n < 3 {
+        return None;
+    }
+    if abbreviates(sub, b"free_memchunks") && n > 3 {
+        let class = u32_token(arg)?;
+        u32_token(t.get(3))?;
+        return (class < MAX_CLASSES).then_some(ExtTunable::FreeMemchunks);
+    }
+    const NAMED: [(&[u8], fn(u32) -> ExtTunable); 7] = [
+        (b"item_size", ExtTunable::ItemSize),
+        (b"item_age", ExtTunable::ItemAge),
+        (b"low_ttl", ExtTunable::LowTtl),
+        (b"recache_rate", ExtTunable::RecacheRate),
+        (b"compact_under", ExtTunable::CompactUnder),
+        (b"drop_under", ExtTunable::DropUnder),
+        (b"max_sleep", ExtTunable::MaxSleep),
+    ];
+    if let Some(&(_, f)) = NAMED.iter().find(|(name, _)| abbreviates(sub, name)) {
+        return u32_token(arg).map(f);
+    }
+    if abbreviates(sub, b"max_frag") {
+        return strtod_token(arg).map(ExtTunable::MaxFrag);
+    }
+    if abbreviates(sub, b"drop_unread") {
+        return u32_token(arg).map(|v| ExtTunable::DropUnread(v != 0));
+    }
+    None
+}
+
+/// `mc_toktod`: `strtod` on the whole token, refused on overflow (ERANGE:
+/// `1e400`), while `inf` and `nan` as written are taken.
+fn strtod_token(token: &[u8]) -> Option<f64> {
+    let v = f64_token(token)?;
+    let spelled_infinite = token.iter().any(|b| b.eq_ignore_ascii_case(&b'i'));
+    (!v.is_infinite() || spelled_infinite).then_some(v)
 }
 
 const BAD_FORMAT: &str = "CLIENT_ERROR bad command line format";
@@ -282,6 +353,29 @@ mod tests {
         assert_eq!(parse("lru_crawler enable", lru_crawler), Admin::Enable(true));
         assert_eq!(parse("lru_crawler crawl", lru_crawler), Admin::Reply("ERROR"));
         assert_eq!(parse("lru_crawler crawlx 1", lru_crawler), Admin::Reply("ERROR"));
+    }
+
+    #[test]
+    fn extstore_commands() {
+        let set = |line: &str| parse(line, extstore);
+        let ok = |t| Admin::Extstore { set: Some(t), noreply: false };
+        assert_eq!(set("extstore item_size 100"), ok(ExtTunable::ItemSize(100)));
+        assert_eq!(set("extstore i 5"), ok(ExtTunable::ItemSize(5)), "a prefix, item_size first");
+        assert_eq!(set("extstore item_a 5"), ok(ExtTunable::ItemAge(5)));
+        assert_eq!(set("extstore max_frag 0.5"), ok(ExtTunable::MaxFrag(0.5)));
+        assert_eq!(set("extstore max_frag -3"), ok(ExtTunable::MaxFrag(-3.0)));
+        assert_eq!(set("extstore drop_unread 5"), ok(ExtTunable::DropUnread(true)));
+        assert_eq!(set("extstore drop_unread 0"), ok(ExtTunable::DropUnread(false)));
+        assert_eq!(set("extstore free 1 2"), ok(ExtTunable::FreeMemchunks));
+        assert_eq!(set("extstore item_age 7 noreply"), Admin::Extstore { set: Some(ExtTunable::ItemAge(7)), noreply: true });
+        assert_eq!(set("extstore item_age noreply"), Admin::Extstore { set: None, noreply: true });
+        for bad in [
+            "extstore", "extstore item_size", "extstore max_frag x", "extstore max_frag 1e400", "extstore free 1",
+            "extstore free 64 1", "extstore bogus 1", "extstore item_size -1", "extstore item_size 4294967296",
+            "extstore item_sizex 1",
+        ] {
+            assert_eq!(set(bad), Admin::Extstore { set: None, noreply: false }, "{bad}");
+        }
     }
 
     #[test]

@@ -165,6 +165,7 @@ fn unknown(t: Tokens<'_>) -> Command<'_> {
         b"lru" => Command::Admin(crate::admin::lru(&t)),
         b"slabs" => Command::Admin(crate::admin::slabs(&t)),
         b"watch" => Command::Admin(crate::admin::watch(&t)),
+        b"extstore" => Command::Admin(crate::admin::extstore(&t)),
         b"debugtime" if cfg!(debug_assertions) => debugtime(&t),
         _ if t.len() > 1 && t.get(t.len() - 1).starts_with(b"HTTP/") => Command::Close,
         _ => error("ERROR"),

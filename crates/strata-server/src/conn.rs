@@ -40,6 +40,9 @@ pub enum Progress {
     /// A key dump refilled the output and has more to come: write, then
     /// come back next turn (`ops/dump.rs`).
     Dumping,
+    /// The request at the front waits for a flash read (`flash_io.rs`):
+    /// submit it if new; the connection runs again once it is back.
+    FlashWait,
 }
 
 /// The read buffer. Its memory stays initialized and allocated between
@@ -387,6 +390,8 @@ pub struct Conn {
     pub awaiting: usize,
     /// A key dump in progress: it runs before any further request.
     dump: Option<Box<crate::ops::dump::Dump>>,
+    /// The request at the front of `input` is parked on this flash read.
+    pub flash: Option<Box<crate::flash_io::FlashWait>>,
 }
 
 impl Conn {
@@ -409,6 +414,9 @@ impl Conn {
         let limits = &exec.shared.settings;
         exec.flushed(self.wpos);
         loop {
+            if self.flash.as_ref().is_some_and(|w| !w.is_done()) {
+                return Progress::FlashWait;
+            }
             if let Some(wait) = crate::ops::dump::pump(&mut self.dump, exec, &mut self.out, self.wpos) {
                 return wait;
             }
@@ -430,6 +438,9 @@ impl Conn {
                 return Progress::OutputFull;
             }
             budget -= 1;
+            if let Some(read) = self.flash.take() {
+                exec.resume_flash(read);
+            }
             let buf = self.input.filled();
             if self.protocol == Protocol::Negotiating {
                 self.protocol = negotiate(buf[0], limits.protocol);
@@ -438,6 +449,12 @@ impl Conn {
                 Protocol::Binary => binary_step(buf, exec, &mut self.out, &mut self.unauthenticated),
                 _ => text_step(buf, exec, &mut self.out, &mut self.unauthenticated),
             };
+            if let Some(read) = exec.take_park() {
+                // Not consumed: the same request runs again with the read.
+                self.flash = Some(read);
+                return Progress::FlashWait;
+            }
+            exec.end_request();
             match step {
                 Step::Need(total) => {
                     self.awaiting = total;

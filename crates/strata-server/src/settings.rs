@@ -117,6 +117,10 @@ pub struct Settings {
     pub large_pages: bool,
     /// memcached's knobs with no effect on segments, kept for `stats settings`.
     pub tunables: crate::tunables::Tunables,
+    /// `-o ext_*`: the flash tier (memcached's extstore options); on when
+    /// `ext.paths` is not empty. Its run-time tunables are shared with the
+    /// engine (`ext.tunables`, changed by the `extstore` command).
+    pub ext: strata_store::ExtConfig,
     /// `MEMCACHED_PORT_FILENAME`: where to write the bound ports.
     pub port_file: Option<PathBuf>,
 }
@@ -187,6 +191,7 @@ impl Default for Settings {
             lru_crawler_tocrawl: 0,
             large_pages: false,
             tunables: crate::tunables::Tunables::default(),
+            ext: strata_store::ExtConfig::default(),
             port_file: None,
         }
     }

@@ -31,6 +31,12 @@ pub struct Shared {
     pub sasl_auth: Option<Credentials>,
     /// Crawler, dumps and per-prefix stats (`ops/`).
     pub ops: crate::ops::OpsState,
+    /// The engine has a flash tier (`-o ext_path`): requests go through
+    /// the flash hooks (`exec/flash.rs`).
+    pub flash_on: bool,
+    /// The epoll engine's flash I/O threads, started by the first epoll
+    /// worker that needs them (`flash_io.rs`).
+    pub flash_pool: std::sync::OnceLock<crate::flash_io::Pool>,
     shutdown: AtomicBool,
     /// Called once when shutdown is requested (wakes the event loops).
     on_shutdown: Mutex<Vec<Box<dyn Fn() + Send>>>,
@@ -49,9 +55,12 @@ impl Shared {
         sasl_auth: Option<Credentials>,
     ) -> Shared {
         let worker_stats = (0..settings.threads.max(1)).map(|_| Arc::new(WorkerStats::default())).collect();
+        let flash_on = engine.flash_enabled();
         Shared {
             memory_limit_bytes: AtomicU64::new(settings.memory_limit_bytes),
             ops: crate::ops::OpsState::new(&settings),
+            flash_on,
+            flash_pool: std::sync::OnceLock::new(),
             settings,
             engine,
             clock,

@@ -65,6 +65,8 @@ pub struct Tunables {
     pub drop_privileges: bool,
     /// `-o sock_cookie_id`.
     pub sock_cookie_id: u32,
+    /// `-o slab_automove_freeratio` (an extstore option in memcached).
+    pub slab_automove_freeratio: f64,
 }
 
 impl Default for Tunables {
@@ -90,6 +92,7 @@ impl Default for Tunables {
             napi_ids: 0,
             drop_privileges: false,
             sock_cookie_id: 0,
+            slab_automove_freeratio: 0.01,
         }
     }
 }

@@ -66,6 +66,9 @@ pub struct Worker {
     /// on the next read: idle connections hold none, and steady state
     /// allocates nothing.
     read_bufs: Vec<Vec<u8>>,
+    /// Flash reads finished by the I/O threads for this worker (`-o
+    /// ext_path`; they wake it through its Waker).
+    flash_inbox: Option<Arc<crate::flash_io::Inbox>>,
 }
 
 /// Read buffers kept for reuse, and the largest size kept.
@@ -86,7 +89,17 @@ impl Worker {
             poll.registry().register(socket, Token(UDP_TOKEN_BASE - i), mio::Interest::READABLE)?;
         }
         let stats = shared.worker_stats[index].clone();
+        let flash_inbox = if shared.flash_on {
+            let threads = shared.settings.ext.threads;
+            if shared.flash_pool.get().is_none() {
+                let _ = shared.flash_pool.set(crate::flash_io::Pool::start(threads)?);
+            }
+            Some(crate::flash_io::Inbox::new(waker.clone()))
+        } else {
+            None
+        };
         let worker = Worker {
+            flash_inbox,
             shared,
             stats,
             poll,
@@ -118,6 +131,7 @@ impl Worker {
             for event in events.iter() {
                 if event.token() == WAKE_TOKEN {
                     self.accept_new();
+                    self.flash_finished(&mut ready);
                     continue;
                 }
                 if event.token().0 > UDP_TOKEN_BASE - MAX_UDP_SOCKETS {
@@ -204,6 +218,7 @@ impl Worker {
                         self.yielded.push(index);
                     }
                     Progress::Dumping => self.dumping.push(index),
+                    Progress::FlashWait => submit_flash(client, index, &self.shared, self.flash_inbox.as_ref()),
                     Progress::NeedInput | Progress::OutputFull => {}
                 }
             }
@@ -250,6 +265,30 @@ impl Worker {
             self.free.push(index);
             self.yielded.retain(|&i| i != index);
             self.dumping.remove(index);
+            if let Some(wait) = client.conn.flash.take() {
+                // An I/O thread may still hold its copy: that one is
+                // dropped when it comes back to a connection that is gone.
+                self.shared.engine.abandon_flash_read(&wait.read);
+            }
+        }
+    }
+
+    /// Hand finished flash reads to their connections, and those to `ready`.
+    fn flash_finished(&mut self, ready: &mut Vec<usize>) {
+        let Some(inbox) = &self.flash_inbox else { return };
+        let mut finished = Vec::new();
+        inbox.drain(&mut finished);
+        for done in finished {
+            let Some(Some(client)) = self.clients.get_mut(done.slot) else { continue };
+            if client.id != done.conn_id {
+                continue;
+            }
+            if let Some(wait) = client.conn.flash.as_mut() {
+                if matches!(wait.state, crate::flash_io::ReadState::InFlight) {
+                    wait.state = crate::flash_io::ReadState::Done(done.buf);
+                    ready.push(done.slot);
+                }
+            }
         }
     }
 
@@ -292,6 +331,19 @@ impl Worker {
             }
             self.close(index);
         }
+    }
+}
+
+/// A connection parked on a new flash read: hand it to the I/O threads.
+fn submit_flash(client: &mut Client, index: usize, shared: &Shared, inbox: Option<&Arc<crate::flash_io::Inbox>>) {
+    let Some(wait) = client.conn.flash.as_mut() else { return };
+    if !matches!(wait.state, crate::flash_io::ReadState::Unsubmitted) {
+        return;
+    }
+    match (shared.flash_pool.get(), inbox) {
+        (Some(pool), Some(inbox)) => pool.submit(wait, index, client.id, inbox),
+        // No I/O threads: the read fails, which is a miss.
+        _ => wait.state = crate::flash_io::ReadState::Done(None),
     }
 }
 

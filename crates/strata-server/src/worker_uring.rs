@@ -171,6 +171,7 @@ impl UringWorker {
                 }
             }
             Kind::Cancel => {}
+            Kind::FlashRead => self.flash_read_done(c),
             Kind::Recv => self.received(c),
             Kind::Send => self.sent(c),
         }
@@ -203,6 +204,21 @@ impl UringWorker {
         } else if c.result < 0 && c.result != -libc::ENOBUFS && c.result != -libc::ECANCELED {
             client.closing = true;
         }
+        self.ready.push(index);
+    }
+
+    /// A flash read came back: hand the bytes (or the failure) to its
+    /// connection and run it. A connection closed meanwhile abandoned its
+    /// read when it closed; the buffer is just dropped.
+    fn flash_read_done(&mut self, c: Completion) {
+        let Some(index) = self.slot(c.token) else { return };
+        let Some(client) = self.clients[index].as_mut() else { return };
+        let Some(wait) = client.conn.flash.as_mut() else { return };
+        if !matches!(wait.state, crate::flash_io::ReadState::InFlight) {
+            return;
+        }
+        let whole = c.result >= 0 && c.flash_buf.as_ref().is_some_and(|b| b.len() == c.result as usize);
+        wait.state = crate::flash_io::ReadState::Done(if whole { c.flash_buf } else { None });
         self.ready.push(index);
     }
 
@@ -294,6 +310,23 @@ impl UringWorker {
                 // A watcher's client went away (it sends nothing else).
                 Progress::Dumping if client.eof && client.conn.is_watching() => client.closing = true,
                 Progress::Dumping => self.dumping.push(index),
+                Progress::FlashWait => {
+                    if let Some(wait) = client.conn.flash.as_mut() {
+                        if matches!(wait.state, crate::flash_io::ReadState::Unsubmitted) {
+                            use std::os::fd::AsRawFd;
+                            let buf = wait.read.buffer();
+                            let (fd, offset) = (wait.read.file.as_raw_fd(), wait.read.offset_bytes);
+                            wait.state = match self.ring.read_flash(fd, client.token, buf, offset) {
+                                Ok(()) => crate::flash_io::ReadState::InFlight,
+                                // Not submitted: a failed read, which is a miss.
+                                Err(_) => {
+                                    self.ready.push(index);
+                                    crate::flash_io::ReadState::Done(None)
+                                }
+                            };
+                        }
+                    }
+                }
                 Progress::NeedInput | Progress::OutputFull => {}
             }
         }
@@ -335,6 +368,9 @@ impl UringWorker {
             self.free.push(index);
             self.yielded.retain(|&i| i != index);
             self.dumping.remove(index);
+            if let Some(wait) = client.conn.flash.as_ref() {
+                self.shared.engine.abandon_flash_read(&wait.read);
+            }
             drop(client.stream);
         }
     }

@@ -45,7 +45,7 @@ fn main() -> ExitCode {
         }
     }
     let config = settings.engine_config();
-    let engine = match &settings.memory_file {
+    let mut engine = match &settings.memory_file {
         None => SegStore::new(config),
         Some(path) => match SegStore::open_file(config, path, settings.restart_strict) {
             Ok((engine, line)) => {
@@ -58,6 +58,18 @@ fn main() -> ExitCode {
             }
         },
     };
+    if settings.ext.enabled() {
+        // A file the CLI's checks passed can still be refused by the engine
+        // (fewer than two pages, a page size it does not take): exit 2,
+        // the file is what is wrong.
+        match engine.attach_flash(settings.ext.clone()) {
+            Ok(line) => eprintln!("strata: {line}"),
+            Err(e) => {
+                eprintln!("strata: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     let verbose = settings.verbose;
     let server = match Server::start(settings, Box::new(engine)) {
         Ok(server) => server,

@@ -108,7 +108,12 @@ fn bad_flags_exit_with_memcached_codes() {
         (&["--enable-ssl"], 64, "TLS is not built yet in Strata"),
         (&["-o", "ssl_chain_cert=/x"], 1, "TLS is not built yet in Strata"),
         (&["-o", "proxy_config=/x"], 1, "the proxy is not part of Strata"),
-        (&["-o", "ext_path=/x:64m"], 1, "extstore is not built yet in Strata"),
+        (&["-o", "ext_path=/x:64k"], 1, "failed to parse ext_path argument"),
+        (&["-o", "ext_threads=x"], 1, "could not parse argument to ext_threads"),
+        (&["-U", "7", "-o", "ext_path=/x:64m"], 64, "Cannot use UDP with extstore enabled (-U 0 to disable)"),
+        (&["-o", "ext_page_size=3,ext_path=/x:64m"], 1, "Failed to initialize external storage: page_size must be divisible by wbuf_size"),
+        (&["-o", "ext_path=/nonexistent/strata/flash:64m"], 2, "ext_path /nonexistent/strata/flash: cannot open it for reading and writing"),
+        (&["-o", "ext_path=/proc/version:64m"], 2, "ext_path /proc/version: "),
         (&["-o", "slab_chunk_max=2048"], 1, "slab_chunk_max must be specified in kilobytes."),
         (&["-o", "slab_sizes=200-100"], 64, "slab size 100 cannot be lower than or equal to a previous class size"),
         (&["-o", "slab_automove_window=9999"], 1, "slab_automove_window must be > 2 and < 1800"),
@@ -138,6 +143,7 @@ fn every_memcached_option_starts_strata() {
     std::fs::create_dir_all(&dir).unwrap();
     let pid = dir.join("pid").display().to_string();
     let memory_file = dir.join("memory").display().to_string();
+    let flash = format!("ext_path={}:128m", dir.join("flash").display());
     let mut lines: Vec<Vec<String>> = Vec::new();
     let mut add = |args: &[&str]| lines.push(args.iter().map(|a| a.to_string()).collect());
     for flags in [
@@ -171,6 +177,9 @@ fn every_memcached_option_starts_strata() {
         "track_sizes", "no_inline_ascii_resp", "inline_ascii_resp", "modern", "no_modern", "no_chunked_items",
         "drop_privileges", "no_drop_privileges", "resp_obj_mem_limit=1", "read_buf_mem_limit=64", "sock_cookie_id=7",
         "relaxed_privileges", "io_engine=epoll", "pin_threads", "no_pin_threads", "udp_max_reply=0", "restart_strict",
+        "ext_page_size=32", "ext_wbuf_size=8", "ext_threads=2", "ext_io_depth=4", "ext_item_size=1024",
+        "ext_item_age=60", "ext_low_ttl=10", "ext_recache_rate=100", "ext_compact_under=2", "ext_drop_under=2",
+        "ext_max_sleep=1000", "ext_max_frag=0.5", "ext_drop_unread", &flash,
     ] {
         add(&["-o", opt]);
     }
@@ -481,8 +490,9 @@ fn stats_of(stream: &mut TcpStream, group: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// memcached 1.6.45's `stats settings` (a build without extstore, TLS, the
-/// proxy or seccomp), in its order; Strata's own fields follow.
+/// memcached 1.6.45's `stats settings` (a build with extstore, as
+/// Debian's and 1.6.45's are, without TLS, the proxy or seccomp), in its
+/// order; Strata's own fields follow.
 const SETTINGS_145: &str = "maxbytes maxconns tcpport udpport inter verbosity oldest evictions domain_socket umask \
     shutdown_command growth_factor chunk_size num_threads num_threads_per_udp stat_key_prefix detail_enabled \
     reqs_per_event cas_enabled tcp_backlog binding_protocol auth_enabled_sasl auth_enabled_ascii item_size_max \
@@ -490,7 +500,9 @@ const SETTINGS_145: &str = "maxbytes maxconns tcpport udpport inter verbosity ol
     lru_crawler lru_crawler_sleep lru_crawler_tocrawl tail_repair_time flush_enabled dump_enabled hash_algorithm \
     lru_maintainer_thread lru_segmented hot_lru_pct warm_lru_pct hot_max_factor warm_max_factor temp_lru \
     temporary_ttl idle_timeout watcher_logbuf_size worker_logbuf_size read_buf_mem_limit track_sizes \
-    inline_ascii_response num_napi_ids memory_file client_flags_size \
+    inline_ascii_response ext_item_size ext_item_age ext_low_ttl ext_recache_rate ext_wbuf_size \
+    ext_compact_under ext_drop_under ext_max_sleep ext_max_frag slab_automove_freeratio ext_drop_unread \
+    num_napi_ids memory_file client_flags_size \
     io_engine pin_threads udp_max_reply large_pages watch_enabled";
 
 /// memcached 1.6.45's general `stats` with t/stats.t's command line (`-I 1024

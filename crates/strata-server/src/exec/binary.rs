@@ -74,15 +74,26 @@ impl<'a> Executor<'a> {
         let touch = touching.then(|| self.shared.clock.expiry(i64::from(req.extra_u32(0))));
         let with_key = matches!(op, Opcode::GetK | Opcode::GatK);
         let with_value = op != Opcode::Touch;
-        crate::ops::watch::fetched(self, req.key);
+        if !self.resuming(0) {
+            crate::ops::watch::fetched(self, req.key);
+        }
         let opts = GetOptions { touch, ..GetOptions::default() };
-        let hit = self.shared.engine.get(req.key, opts, self.now(), &mut |item, _| {
+        let mark = out.len();
+        let read = self.read_item(req.key, 0, opts, self.now(), &mut |item, _| {
             let flags = item.meta.flags.to_be_bytes();
             let key = if with_key { req.key } else { &[] };
             let value = if with_value { item.value } else { &[] };
             write_response(out, code, Status::Success, opaque, item.meta.cas, &flags, key, value);
             GetAction::default()
         });
+        let hit = match read {
+            super::flash::Read::Hit => true,
+            super::flash::Read::Miss => false,
+            super::flash::Read::Parked => {
+                out.truncate(mark);
+                return Flow::Continue;
+            }
+        };
         let s = self.stats;
         if touching {
             WorkerStats::incr(&s.cmd_touch);
@@ -106,6 +117,9 @@ impl<'a> Executor<'a> {
 
     fn bin_store(&self, op: Opcode, quiet: bool, req: &Request<'_>, out: &mut Vec<u8>) -> Flow {
         let (code, opaque, cas) = (req.header.opcode, req.header.opaque, req.header.cas);
+        if op != Opcode::Set && self.flash_first(req.key, 0).is_err() {
+            return Flow::Continue;
+        }
         WorkerStats::incr(&self.stats.cmd_set);
         if self.shared.ops.detail.on() {
             self.shared.ops.detail.record_set(req.key);
@@ -159,6 +173,9 @@ impl<'a> Executor<'a> {
     }
 
     fn bin_delete(&self, quiet: bool, req: &Request<'_>, out: &mut Vec<u8>) -> Flow {
+        if self.flash_first(req.key, 0).is_err() {
+            return Flow::Continue;
+        }
         let (code, opaque) = (req.header.opcode, req.header.opaque);
         // The binary header's CAS is "none" when 0.
         let cas = (req.header.cas != 0).then_some(req.header.cas);
@@ -184,6 +201,9 @@ impl<'a> Executor<'a> {
     }
 
     fn bin_delta(&self, op: Opcode, quiet: bool, req: &Request<'_>, out: &mut Vec<u8>) -> Flow {
+        if self.flash_first(req.key, 0).is_err() {
+            return Flow::Continue;
+        }
         let (code, opaque) = (req.header.opcode, req.header.opaque);
         let incr = op == Opcode::Increment;
         let expiration = req.extra_u32(16);

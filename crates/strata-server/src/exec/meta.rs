@@ -95,8 +95,11 @@ impl<'a> Executor<'a> {
             ..GetOptions::default()
         };
         let key = req.key.bytes();
-        crate::ops::watch::fetched(self, key);
-        let hit = self.shared.engine.get(key, opts, now, &mut |item: ItemView<'_>, created| {
+        if !self.resuming(0) {
+            crate::ops::watch::fetched(self, key);
+        }
+        let mark = out.len();
+        let read = self.read_item(key, 0, opts, now, &mut |item: ItemView<'_>, created| {
             if bad_opaque {
                 return GetAction::default();
             }
@@ -169,6 +172,14 @@ impl<'a> Executor<'a> {
             }
             GetAction { set_token_sent: won }
         });
+        let hit = match read {
+            super::flash::Read::Hit => true,
+            super::flash::Read::Miss => false,
+            super::flash::Read::Parked => {
+                out.truncate(mark);
+                return;
+            }
+        };
         // As memcached counts mg: nothing when the opaque is refused; a hit
         // (or an item N created) that applied T is a touch, any other hit
         // a get; a miss is a get miss, T or not.
@@ -211,8 +222,14 @@ impl<'a> Executor<'a> {
             reply(out, BAD_CHUNK, false);
             return;
         }
-        WorkerStats::incr(&self.stats.cmd_set);
         let f = &req.flags;
+        // A plain set replaces whatever is on flash; every other mode needs
+        // the current item.
+        let plain_set = matches!(f.mode, None | Some(b'S' | b's')) && f.compare_cas.is_none() && !f.invalidate;
+        if !plain_set && self.flash_first(req.key.bytes(), 0).is_err() {
+            return;
+        }
+        WorkerStats::incr(&self.stats.cmd_set);
         let mut mode = match f.mode {
             Some(b'E') => StoreMode::Add,
             Some(b'A') => StoreMode::Append,
@@ -276,6 +293,9 @@ impl<'a> Executor<'a> {
     }
 
     pub(super) fn meta_delete(&self, req: &MetaRequest<'_>, out: &mut Vec<u8>) {
+        if self.flash_first(req.key.bytes(), 0).is_err() {
+            return;
+        }
         let f = &req.flags;
         // `x` (1.6.45) leaves an empty item with the `F` flags and the `T`
         // TTL (none without `T`).
@@ -328,6 +348,9 @@ impl<'a> Executor<'a> {
     }
 
     pub(super) fn meta_arith(&self, req: &MetaRequest<'_>, out: &mut Vec<u8>) {
+        if self.flash_first(req.key.bytes(), 0).is_err() {
+            return;
+        }
         let f = &req.flags;
         let incr = !matches!(f.mode, Some(b'D' | b'd' | b'-'));
         let ttl = self.opt_expiry(f.new_ttl);
@@ -425,7 +448,8 @@ impl<'a> Executor<'a> {
         let cas_enabled = !self.shared.settings.cas_disabled;
         let opts = GetOptions { no_bump: true, uncounted: true, ..GetOptions::default() };
         let classes = self.shared.settings.slab_classes();
-        let hit = self.shared.engine.get(key, opts, now, &mut |item, _| {
+        let mark = out.len();
+        let read = self.read_item(key, 0, opts, now, &mut |item, _| {
             let size = strata_store::memcached_item_size(key.len(), item.meta.flags, item.value.len(), cas_enabled);
             // memcached prints the key base64-encoded when the item was
             // stored with a binary key, as it is, otherwise.
@@ -448,6 +472,14 @@ impl<'a> Executor<'a> {
             out.extend_from_slice(line.as_bytes());
             GetAction::default()
         });
+        let hit = match read {
+            super::flash::Read::Hit => true,
+            super::flash::Read::Miss => false,
+            super::flash::Read::Parked => {
+                out.truncate(mark);
+                return;
+            }
+        };
         if !hit {
             out.extend_from_slice(b"EN\r\n");
         }

@@ -8,6 +8,7 @@
 //! swallowed), then [`Executor::store`] runs once the whole block is there.
 
 mod binary;
+mod flash;
 mod meta;
 mod stats_cmd;
 
@@ -58,6 +59,8 @@ pub struct Executor<'a> {
     /// stack begin (it flushes them on a new read and on `mn`); a metadump
     /// behind any of them is refused.
     stacked_from: Cell<usize>,
+    /// A request parked on a flash read, or resumed after one (`flash.rs`).
+    flash: flash::FlashState,
 }
 
 /// Append `line` and CRLF unless `noreply`.
@@ -89,6 +92,7 @@ impl<'a> Executor<'a> {
             conn_id: 0,
             dump: Cell::new(None),
             stacked_from: Cell::new(0),
+            flash: flash::FlashState::new(shared.flash_on),
         }
     }
 
@@ -109,6 +113,7 @@ impl<'a> Executor<'a> {
             conn_id: 0,
             dump: Cell::new(None),
             stacked_from: Cell::new(0),
+            flash: flash::FlashState::new(shared.flash_on),
         }
     }
 
@@ -242,7 +247,12 @@ impl<'a> Executor<'a> {
         };
         let now = self.now();
         let s = self.stats;
+        // Run again after a flash read: the keys before it were answered.
+        let resume_from = self.resume_from();
         for (i, key) in keys.enumerate() {
+            if i < resume_from {
+                continue;
+            }
             if i > 0 {
                 // memcached starts a reply object per key; END rides with the
                 // last key's (a separate datagram over UDP if that key missed).
@@ -262,9 +272,12 @@ impl<'a> Executor<'a> {
                 reply(out, GET_KEY_TOO_LONG, false);
                 return;
             }
-            watch::fetched(self, key);
+            if !self.resuming(i) {
+                watch::fetched(self, key);
+            }
             let opts = GetOptions { touch, ..GetOptions::default() };
-            let hit = self.shared.engine.get(key, opts, now, &mut |item, _created| {
+            let key_mark = out.len();
+            let read = self.read_item(key, i, opts, now, &mut |item, _created| {
                 out.extend_from_slice(b"VALUE ");
                 out.extend_from_slice(key);
                 out.push(b' ');
@@ -280,6 +293,14 @@ impl<'a> Executor<'a> {
                 out.extend_from_slice(b"\r\n");
                 GetAction::default()
             });
+            let hit = match read {
+                flash::Read::Hit => true,
+                flash::Read::Miss => false,
+                flash::Read::Parked => {
+                    out.truncate(key_mark);
+                    return;
+                }
+            };
             if touch.is_some() {
                 WorkerStats::incr(&s.cmd_touch);
                 WorkerStats::incr(if hit { &s.touch_hits } else { &s.touch_misses });
@@ -317,6 +338,9 @@ impl<'a> Executor<'a> {
         let (value, tail) = data.split_at(data.len() - 2);
         if tail != b"\r\n" {
             reply(out, BAD_CHUNK, cmd.noreply);
+            return;
+        }
+        if cmd.verb != StoreVerb::Set && self.flash_first(cmd.key, 0).is_err() {
             return;
         }
         WorkerStats::incr(&self.stats.cmd_set);
@@ -371,6 +395,9 @@ impl<'a> Executor<'a> {
     }
 
     fn delete(&self, key: &[u8], noreply: bool, out: &mut Vec<u8>) {
+        if self.flash_first(key, 0).is_err() {
+            return;
+        }
         if self.shared.ops.detail.on() {
             self.shared.ops.detail.record_delete(key);
         }
@@ -393,6 +420,9 @@ impl<'a> Executor<'a> {
     }
 
     fn arith(&self, incr: bool, key: &[u8], delta: u64, noreply: bool, out: &mut Vec<u8>) {
+        if self.flash_first(key, 0).is_err() {
+            return;
+        }
         watch::fetched(self, key);
         let req = DeltaRequest {
             key,
@@ -426,6 +456,9 @@ impl<'a> Executor<'a> {
     }
 
     fn touch(&self, key: &[u8], exptime: i32, noreply: bool, out: &mut Vec<u8>) {
+        if self.flash_first(key, 0).is_err() {
+            return;
+        }
         WorkerStats::incr(&self.stats.cmd_touch);
         watch::fetched(self, key);
         if self.shared.engine.touch(key, self.expiry(exptime), self.now()) {

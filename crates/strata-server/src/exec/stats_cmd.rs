@@ -43,6 +43,7 @@ pub(crate) fn collect(exec: &Executor<'_>, group: &[u8]) -> Group {
         b"slabs" => crate::ops::slab_view::slabs(exec, &mut t),
         b"sizes" => crate::ops::slab_view::sizes(exec, &mut t),
         b"conns" => crate::ops::conns::conns(exec, &mut t),
+        b"extstore" => crate::ops::extstore::pages(exec, &mut |name, value| t.push((name, value))),
         _ => return Group::Unknown,
     }
     Group::Values(t)
@@ -128,6 +129,15 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
         ("get_misses", s.get_misses),
         ("get_expired", e.get_expired),
         ("get_flushed", e.get_flushed),
+    ] {
+        stat(t, name, value);
+    }
+    let ext = shared.engine.ext_stats();
+    let mut put = |name: &str, value: String| stat(t, name, value);
+    if let Some(x) = &ext {
+        crate::ops::extstore::get_lines(x, &mut put);
+    }
+    for (name, value) in [
         ("delete_misses", s.delete_misses),
         ("delete_hits", s.delete_hits),
         ("incr_misses", s.incr_misses),
@@ -191,6 +201,9 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
     stat(t, "log_watcher_skipped", log.watcher_skipped);
     stat(t, "log_watcher_sent", log.watcher_sent);
     stat(t, "log_watchers", log.watchers);
+    if let Some(x) = &ext {
+        crate::ops::extstore::storage_lines(x, &mut |name, value| stat(t, name, value));
+    }
     stat(t, "unexpected_napi_ids", 0);
     stat(t, "round_robin_fallback", 0);
     stat(t, "bytes", e.bytes);
@@ -224,6 +237,9 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
         stat(t, "restart_expired", r.expired);
         stat(t, "restart_seconds", format!("{:.6}", r.seconds));
     }
+    if let Some(x) = &ext {
+        crate::ops::extstore::own_lines(x, &mut |name, value| stat(t, name, value));
+    }
 }
 
 /// memcached's `reserved_fds`: descriptors the server holds for itself
@@ -235,7 +251,7 @@ fn reserved_fds(curr_connections: u64) -> u64 {
 }
 
 /// memcached 1.6.45's `process_stat_settings`, in its order and formats (a
-/// build without extstore, TLS, the proxy or seccomp, as Strata is), then
+/// build with extstore, without TLS, the proxy or seccomp), then
 /// Strata's own. Knobs a segment store has no use for report what was asked
 /// (crate::tunables).
 fn settings(exec: &Executor<'_>, t: &mut Stats) {
@@ -307,6 +323,7 @@ fn settings(exec: &Executor<'_>, t: &mut Stats) {
     stat(t, "read_buf_mem_limit", tu.read_buf_mem_limit_bytes);
     stat(t, "track_sizes", yes_no(st.track_sizes));
     stat(t, "inline_ascii_response", "no");
+    crate::ops::extstore::settings_lines(exec, &mut |name, value| stat(t, name, value));
     stat(t, "num_napi_ids", tu.napi_ids);
     let memory_file = st.memory_file.as_ref().map(|p| p.display().to_string());
     stat(t, "memory_file", memory_file.unwrap_or_else(|| "(null)".to_string()));

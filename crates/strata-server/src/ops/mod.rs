@@ -2,7 +2,8 @@
 //! the segment store (`slab_view.rs`: `stats items|slabs|sizes`), `stats
 //! conns` (`conns.rs`), key dumps (`dump.rs`), the LRU crawler and the
 //! `lru`/`slabs` commands (`crawler.rs`), per-prefix statistics
-//! (`detail.rs`) and `watch` (`watch.rs`, over `logger.rs`).
+//! (`detail.rs`), `watch` (`watch.rs`, over `logger.rs`) and the flash
+//! tier's `extstore` tunables (`extstore.rs`).
 //!
 //! Their run-time state is one [`OpsState`] in `Shared`; the request path
 //! reads only `detail`'s on/off flag (one relaxed load per request).
@@ -11,6 +12,7 @@ pub(crate) mod conns;
 pub mod crawler;
 pub mod detail;
 pub mod dump;
+pub mod extstore;
 pub(crate) mod slab_view;
 pub mod logger;
 pub mod watch;
@@ -49,6 +51,13 @@ pub fn admin(exec: &Executor<'_>, cmd: Admin, out: &mut Vec<u8>) {
         Admin::Enable(on) => crawler::enable(exec, on),
         Admin::Reassign { src, dst } => crawler::reassign(exec, src, dst),
         Admin::Watch(mask) => return watch::start(exec, mask, out),
+        Admin::Extstore { set, noreply } => {
+            let line = extstore::command(exec, set);
+            if !noreply {
+                push_line(out, line);
+            }
+            return;
+        }
         Admin::Reply(line) => line,
     };
     push_line(out, line);

@@ -7,6 +7,9 @@
 //!   being sent and keeps it in a slot until the completion arrives, then
 //!   hands it back in [`Completion::buffer`]; nothing can grow or free it
 //!   while the kernel reads it.
+//! - **Flash read buffers stay put** the same way: [`Ring::read_flash`]
+//!   keeps the [`FlashBuf`] (an anonymous mapping) in a slot until the
+//!   read's completion hands it back in [`Completion::flash_buf`].
 //! - **Receive buffers come from a registered ring** ([`BufRing`]): `count`
 //!   buffers of `size` bytes, allocated once, page-aligned ring of entries.
 //!   A multishot receive picks one per completion; the caller copies the bytes
@@ -23,6 +26,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
 use io_uring::types::{BufRingEntry, SubmitArgs, Timespec};
+use strata_store::FlashBuf;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 /// What an operation was, in the low byte of its user data.
@@ -34,6 +38,8 @@ pub enum Kind {
     Wake = 3,
     Poll = 4,
     Cancel = 5,
+    /// A flash read into a [`FlashBuf`] (`-o ext_path`).
+    FlashRead = 6,
 }
 
 impl Kind {
@@ -44,6 +50,7 @@ impl Kind {
             3 => Some(Kind::Wake),
             4 => Some(Kind::Poll),
             5 => Some(Kind::Cancel),
+            6 => Some(Kind::FlashRead),
             _ => None,
         }
     }
@@ -64,6 +71,8 @@ pub struct Completion {
     pub buffer_id: Option<u16>,
     /// Send: the buffer handed to [`Ring::send`], and the offset it was sent from.
     pub buffer: Option<(Vec<u8>, usize)>,
+    /// Flash read: the buffer handed to [`Ring::read_flash`].
+    pub flash_buf: Option<FlashBuf>,
 }
 
 /// Provided receive buffers, registered with the kernel as buffer group `bgid`.
@@ -145,6 +154,11 @@ pub struct Ring {
     send_owner: Vec<u64>,
     /// Target of the eventfd read; owned here so it outlives the operation.
     wake_buf: Box<[u8; 8]>,
+    /// Flash read buffers in flight, by slot, and their connections: the
+    /// ring owns each until its completion, as it owns send buffers.
+    reads: Vec<Option<FlashBuf>>,
+    free_reads: Vec<usize>,
+    read_owner: Vec<u64>,
 }
 
 /// Receive buffers: `RECV_BUFFERS` of `RECV_BUFFER_SIZE` bytes per worker.
@@ -162,7 +176,17 @@ impl Ring {
             Err(_) => IoUring::builder().setup_coop_taskrun().setup_single_issuer().build(entries)?,
         };
         let bufs = BufRing::new(&ring, BUFFER_GROUP, RECV_BUFFERS, RECV_BUFFER_SIZE)?;
-        Ok(Ring { ring, bufs, sends: Vec::new(), free_sends: Vec::new(), send_owner: Vec::new(), wake_buf: Box::new([0; 8]) })
+        Ok(Ring {
+            ring,
+            bufs,
+            sends: Vec::new(),
+            free_sends: Vec::new(),
+            send_owner: Vec::new(),
+            wake_buf: Box::new([0; 8]),
+            reads: Vec::new(),
+            free_reads: Vec::new(),
+            read_owner: Vec::new(),
+        })
     }
 
     /// Whether io_uring with provided buffer rings works on this kernel.
@@ -173,8 +197,9 @@ impl Ring {
     fn push(&mut self, entry: squeue::Entry) -> io::Result<()> {
         loop {
             // SAFETY: every entry pushed here points only at memory this Ring
-            // owns until its completion (send buffers, the buffer ring) or at
-            // nothing (recv with buffer select, cancel, poll).
+            // owns until its completion (send buffers, flash read buffers,
+            // the buffer ring) or at nothing (recv with buffer select,
+            // cancel, poll).
             if unsafe { self.ring.submission().push(&entry) }.is_ok() {
                 return Ok(());
             }
@@ -204,6 +229,26 @@ impl Ring {
             .flags(libc::MSG_NOSIGNAL)
             .build()
             .user_data(user_data(Kind::Send, slot as u64));
+        self.push(entry)
+    }
+
+    /// Read `buf.len()` bytes at `offset` of the flash file `fd` into
+    /// `buf`, for connection `token`; the ring keeps `buf` (an anonymous
+    /// mapping, so its bytes never move) until the completion hands it back.
+    pub fn read_flash(&mut self, fd: RawFd, token: u64, mut buf: FlashBuf, offset: u64) -> io::Result<()> {
+        let slot = self.free_reads.pop().unwrap_or_else(|| {
+            self.reads.push(None);
+            self.read_owner.push(0);
+            self.reads.len() - 1
+        });
+        let len = buf.len().min(u32::MAX as usize) as u32;
+        let ptr = buf.as_mut_ptr();
+        self.reads[slot] = Some(buf);
+        self.read_owner[slot] = token;
+        let entry = opcode::Read::new(types::Fd(fd), ptr, len)
+            .offset(offset)
+            .build()
+            .user_data(user_data(Kind::FlashRead, slot as u64));
         self.push(entry)
     }
 
@@ -249,6 +294,13 @@ impl Ring {
             let Some(kind) = Kind::from_u8(cqe.user_data() as u8) else { continue };
             let mut token = cqe.user_data() >> 8;
             let mut buffer = None;
+            let mut flash_buf = None;
+            if kind == Kind::FlashRead {
+                let slot = token as usize;
+                flash_buf = self.reads.get_mut(slot).and_then(Option::take);
+                token = self.read_owner.get(slot).copied().unwrap_or(0);
+                self.free_reads.push(slot);
+            }
             if kind == Kind::Send {
                 let slot = token as usize;
                 buffer = self.sends.get_mut(slot).and_then(Option::take);
@@ -262,6 +314,7 @@ impl Ring {
                 more: cqueue::more(cqe.flags()),
                 buffer_id: cqueue::buffer_select(cqe.flags()),
                 buffer,
+                flash_buf,
             });
         }
     }

@@ -1,9 +1,9 @@
 //! `-o` options: memcached 1.6.45's `subopts_tokens` (each read and checked
 //! as its `main()` does, with its messages and exit code 1), Strata's own
 //! (`io_engine`, `pin_threads`, `udp_max_reply`, `sasl_pwdb`,
-//! `restart_strict`), and the families Strata does not build: TLS
-//! (`ssl_*`), the proxy (`proxy_*`) and extstore (`ext_*`), refused with
-//! memcached's "Illegal suboption" and the reason.
+//! `restart_strict`), extstore's `ext_*` (`ext.rs`), and the families
+//! Strata does not build: TLS (`ssl_*`) and the proxy (`proxy_*`), refused
+//! with memcached's "Illegal suboption" and the reason.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -86,7 +86,8 @@ pub fn apply(d: &mut Draft, opt: &str) -> Result<(), CliError> {
         // An extstore option in memcached; `slabs automove freeratio` takes it at run time.
         "slab_automove_freeratio" => {
             let v = needed(value, "Missing slab_automove_freeratio argument")?;
-            number::<f64>(v).ok_or_else(|| error("could not parse argument to slab_automove_freeratio"))?;
+            t.slab_automove_freeratio =
+                number::<f64>(v).ok_or_else(|| error("could not parse argument to slab_automove_freeratio"))?;
         }
         "tail_repair_time" => {
             let v = needed(value, "Missing numeric argument for tail_repair_time")?;
@@ -221,7 +222,7 @@ pub fn apply(d: &mut Draft, opt: &str) -> Result<(), CliError> {
         "no_pin_threads" => s.pin_threads = false,
         _ if key.starts_with("ssl_") => return Err(illegal(opt, "TLS is not built yet in Strata")),
         _ if key.starts_with("proxy_") => return Err(illegal(opt, "the proxy is not part of Strata")),
-        _ if key.starts_with("ext_") => return Err(illegal(opt, "extstore is not built yet in Strata")),
+        _ if super::ext::is_ext_option(key) => return super::ext::apply(&mut s.ext, opt, key, value),
         _ => return Err(error(format!("Illegal suboption \"{opt}\""))),
     }
     Ok(())

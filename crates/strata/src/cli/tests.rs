@@ -93,7 +93,23 @@ fn refusals_carry_memcached_messages_and_codes() {
         (&["-o", "bogus"], 1, "Illegal suboption \"bogus\""),
         (&["-o", "ssl_key=k"], 1, "Illegal suboption \"ssl_key=k\": TLS is not built yet in Strata"),
         (&["-o", "proxy_config=c"], 1, "Illegal suboption \"proxy_config=c\": the proxy is not part of Strata"),
-        (&["-o", "ext_path=/x:1G"], 1, "Illegal suboption \"ext_path=/x:1G\": extstore is not built yet in Strata"),
+        (&["-o", "ext_path=/x"], 1, "must supply size to ext_path, ie: ext_path=/f/e:64m (M|G|T|P supported)\nfailed to parse ext_path argument"),
+        (&["-o", "ext_path=/x:64k"], 1, "must supply size to ext_path, ie: ext_path=/f/e:64m (m|g|t|p supported)\nfailed to parse ext_path argument"),
+        (&["-o", "ext_path=/x:64m:hot"], 1, "Unknown extstore bucket: hot\nfailed to parse ext_path argument"),
+        (&["-o", "ext_path="], 1, "failed to parse ext_path argument"),
+        (&["-o", "ext_path"], 1, "missing argument to ext_path, ie: ext_path=/d/file:5G"),
+        (&["-o", "ext_threads"], 1, "Missing ext_threads argument"),
+        (&["-o", "ext_threads=abc"], 1, "could not parse argument to ext_threads"),
+        (&["-o", "ext_item_size=-1"], 1, "could not parse argument to ext_item_size"),
+        (&["-o", "ext_max_frag=abc"], 1, "could not parse argument to ext_max_frag"),
+        (&["-o", "ext_bogus=1"], 1, "Illegal suboption \"ext_bogus=1\""),
+        (&["-o", "ext_wbuf_size=0,ext_path=/x:64m"], 64, "-I (item_size_max: 1048576) cannot be larger than ext_wbuf_size: 0"),
+        (&["-U", "5", "-o", "ext_path=/x:64m"], 64, "Cannot use UDP with extstore enabled (-U 0 to disable)"),
+        (&["-o", "ext_page_size=6,ext_path=/x:64m"], 1, "Failed to initialize external storage: page_size must be divisible by wbuf_size"),
+        (&["-o", "ext_page_size=3,ext_wbuf_size=1,ext_path=/x:64m"], 1, "Failed to initialize external storage: page_size and wbuf_size must be divisible by 1024*1024*2"),
+        (&["-o", "ext_page_size=0,ext_path=/x:64m"], 1, "Failed to initialize external storage: ext_page_size must be at least 2 (megabytes)"),
+        (&["-o", "ext_page_size=2,ext_wbuf_size=2,ext_path=/x:128g"], 1, "Failed to initialize external storage: page_count must total to < 65536. Increase page_size or lower path sizes"),
+        (&["-o", "ext_threads=0,ext_path=/x:64m"], 1, "Failed to initialize external storage: ext_threads must be at least 1"),
         (&["-o", "hashpower=5"], 1, "Initial hashtable multiplier of 5 is too low"),
         (&["-o", "hashpower"], 1, "Missing numeric argument for hashpower"),
         (&["-o", "slab_chunk_max=2000"], 1, "slab_chunk_max must be specified in kilobytes."),
@@ -125,6 +141,51 @@ fn refusals_carry_memcached_messages_and_codes() {
     }
     assert!(run(&["-l", "nowhere"]).is_err());
     assert!(run(&["-p", "notaport"]).is_err());
+}
+
+#[test]
+fn extstore_options() {
+    let dir = std::env::temp_dir().join(format!("strata-cli-ext-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("flash");
+    let path = format!("ext_path={}:64m", file.display());
+    let s = run(&["-o", &path]).unwrap();
+    assert!(s.ext.enabled() && file.exists(), "the file is created at start, as memcached does");
+    let ext = &s.ext;
+    let load = |a: &std::sync::atomic::AtomicU32| a.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!((ext.page_size_bytes, ext.wbuf_size_bytes, ext.threads, ext.io_depth), (64 << 20, 4 << 20, 1, 1));
+    let t = &ext.tunables;
+    assert_eq!((load(&t.item_size), load(&t.item_age), load(&t.recache_rate), t.max_frag()), (512, u32::MAX, 2000, 0.8));
+    assert_eq!((load(&t.compact_under), load(&t.drop_under)), (0, 0), "filled in by the engine from its pages");
+    let opts = format!(
+        "ext_page_size=8,ext_wbuf_size=2,ext_threads=3,ext_io_depth=4,ext_item_size=100,ext_item_age=60,ext_low_ttl=5,\
+         ext_recache_rate=10,ext_max_sleep=7,ext_max_frag=0.5,ext_drop_unread,{path}:compact,{path}"
+    );
+    let s = run(&["-I", "2m", "-o", &opts]).unwrap();
+    let ext = &s.ext;
+    assert_eq!((ext.page_size_bytes, ext.wbuf_size_bytes, ext.threads, ext.io_depth), (8 << 20, 2 << 20, 3, 4));
+    let t = &ext.tunables;
+    assert_eq!((load(&t.item_size), load(&t.item_age), load(&t.low_ttl), load(&t.recache_rate)), (100, 60, 5, 10));
+    assert_eq!((load(&t.max_sleep), t.max_frag(), t.drop_unread.load(std::sync::atomic::Ordering::Relaxed)), (7, 0.5, true));
+    assert_eq!(ext.paths.len(), 2);
+    assert_eq!(ext.paths[0].bucket, strata_store::ExtBucket::Compact);
+    let s = run(&["-o", &format!("ext_compact_under=3,ext_drop_under=9,{path}")]).unwrap();
+    assert_eq!((load(&s.ext.tunables.compact_under), load(&s.ext.tunables.drop_under)), (3, 9));
+    // The file: a directory, a missing directory, no room on the device.
+    let (code, message) = refused(&["-o", &format!("ext_path={}:64m", dir.display())]);
+    assert_eq!(code, 2);
+    assert!(message.contains("Is a directory"), "{message}");
+    let (code, message) = refused(&["-o", &format!("ext_path={}/none/f:64m", dir.display())]);
+    assert_eq!(code, 2);
+    assert!(message.contains("cannot open it for reading and writing"), "{message}");
+    let (code, message) = refused(&["-o", &format!("ext_path={}:1m", file.display())]);
+    assert_eq!(code, 2);
+    assert!(message.contains("supplied ext_path has zero size"), "{message}");
+    let (code, message) = refused(&["-o", &format!("ext_page_size=1024,ext_path={}:32t", dir.join("huge").display())]);
+    assert_eq!(code, 2);
+    assert!(message.contains("free on its device"), "{message}");
+    assert!(!dir.join("huge").exists(), "a file the start created is removed when refused");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -65,6 +65,8 @@ pub fn finish(mut d: Draft) -> Result<Options, CliError> {
             "slab_chunk_max (bytes: {chunk_max}) must divide evenly into {SLAB_PAGE_BYTES} (slab_page_size)"
         )));
     }
+    // memcached's storage_check_config comes here, before slab_sizes.
+    super::ext::check_usage(&s.ext, item_size_max, d.udp_port != 0)?;
     if let Some(list) = &d.slab_sizes {
         s.slabs.sizes = Some(slab_sizes(list, s.slabs.min_size_bytes, chunk_max)?);
     }
@@ -119,6 +121,10 @@ pub fn finish(mut d: Draft) -> Result<Options, CliError> {
     if let Ok(name) = std::env::var("STRATA_IO_ENGINE") {
         s.io_engine = super::extended::io_engine_choice(&name).map_err(|e| usage(format!("STRATA_IO_ENGINE: {e}")))?;
     }
+    // memcached's storage_init, after the other checks: the geometry, then
+    // the files.
+    super::ext::check_geometry(&d.settings.ext)?;
+    super::ext::check_files(&d.settings.ext)?;
     Ok(Options {
         settings: d.settings,
         user: d.user,

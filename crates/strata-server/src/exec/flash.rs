@@ -1,0 +1,164 @@
+//! The executor's side of a flash read (see `flash_io.rs` for the whole
+//! path): two hooks every command that reads an item goes through, so no
+//! command has a flash path of its own.
+//!
+//! - [`Executor::flash_first`]: before a command that needs the current
+//!   item (gat with a vivify, touch, add, replace, cas, append, prepend,
+//!   incr, decr, delete, meta writes): a key on flash parks the request.
+//! - [`Executor::read_item`]: a read; RAM first, and only when RAM misses,
+//!   the flash check (a RAM hit costs nothing more).
+//!
+//! A parked request produces no reply and counts nothing: the command
+//! returns as soon as a hook says [`Parked`], and `Conn::process` leaves
+//! the request in the input to run again once the read is back. On that
+//! run the hooks find the finished read ("resume") for the key it was for.
+//! With no flash tier each hook costs one predictable branch.
+
+use std::cell::{Cell, RefCell};
+
+use strata_store::{FlashFinish, FlashRead, GetAction, GetOptions, ItemView};
+
+use super::Executor;
+use crate::flash_io::FlashWait;
+
+/// A request is waiting for a flash read: stop, reply nothing.
+pub(crate) struct Parked;
+
+/// What a read found.
+pub(crate) enum Read {
+    Hit,
+    Miss,
+    Parked,
+}
+
+/// Per-executor flash state.
+#[derive(Default)]
+pub(crate) struct FlashState {
+    pub on: bool,
+    /// The finished read of the request being run again.
+    resume: RefCell<Option<Box<FlashWait>>>,
+    /// Keys of the request before this one were answered before it parked.
+    resume_from: Cell<usize>,
+    /// The read the current request parked on.
+    park: RefCell<Option<Box<FlashWait>>>,
+}
+
+impl FlashState {
+    pub fn new(on: bool) -> FlashState {
+        FlashState { on, ..FlashState::default() }
+    }
+}
+
+impl<'a> Executor<'a> {
+    /// Hand a finished read back before its request runs again.
+    pub fn resume_flash(&self, wait: Box<FlashWait>) {
+        self.flash.resume_from.set(wait.key_index);
+        *self.flash.resume.borrow_mut() = Some(wait);
+    }
+
+    /// The read the request just run parked on, if it did.
+    pub fn take_park(&self) -> Option<Box<FlashWait>> {
+        self.flash.park.borrow_mut().take()
+    }
+
+    /// After a request ran to its end: a resumed read it did not use (the
+    /// key is no longer asked for) is abandoned.
+    pub fn end_request(&self) {
+        self.flash.resume_from.set(0);
+        if let Some(wait) = self.flash.resume.borrow_mut().take() {
+            self.shared.engine.abandon_flash_read(&wait.read);
+        }
+    }
+
+    /// The key position a resumed multi-get starts at (0 otherwise).
+    pub(crate) fn resume_from(&self) -> usize {
+        self.flash.resume_from.get()
+    }
+
+    /// This request runs again after a flash read for its key `index`
+    /// (hooks that already ran for it on the first run, such as a `watch`
+    /// line, are not repeated).
+    pub(crate) fn resuming(&self, index: usize) -> bool {
+        self.flash.on && self.flash.resume.borrow().as_ref().is_some_and(|w| w.key_index == index)
+    }
+
+    fn park(&self, read: FlashRead, key_index: usize) {
+        *self.flash.park.borrow_mut() = Some(FlashWait::new(read, key_index));
+    }
+
+    /// The finished read for key `index` of this request, if that is the
+    /// key it was for.
+    fn take_resume(&self, index: usize) -> Option<Box<FlashWait>> {
+        let mut resume = self.flash.resume.borrow_mut();
+        if resume.as_ref().is_some_and(|w| w.key_index == index) {
+            resume.take()
+        } else {
+            None
+        }
+    }
+
+    /// Before a command that needs `key`'s current item: Err(Parked) when
+    /// it is on flash (the read is queued). On the request's second run the
+    /// finished read brings the item into RAM (or finds it gone) and the
+    /// command runs without another check.
+    pub(crate) fn flash_first(&self, key: &[u8], index: usize) -> Result<(), Parked> {
+        if !self.flash.on {
+            return Ok(());
+        }
+        let now = self.now();
+        if let Some(wait) = self.take_resume(index) {
+            let opts = GetOptions::default();
+            self.shared.engine.finish_flash_read(&wait.read, wait.data(), opts, true, now, &mut |_, _| GetAction::default());
+            return Ok(());
+        }
+        match self.shared.engine.flash_check(key, now) {
+            Some(read) => {
+                self.park(read, index);
+                Err(Parked)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Read `key` (key `index` of its request) as `Engine::get` does,
+    /// through the flash tier when RAM misses: a plain read is answered
+    /// from the flash bytes through the same `visit`.
+    pub(crate) fn read_item(
+        &self,
+        key: &[u8],
+        index: usize,
+        opts: GetOptions,
+        now: u32,
+        visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
+    ) -> Read {
+        let engine = &self.shared.engine;
+        let hit = |hit: bool| if hit { Read::Hit } else { Read::Miss };
+        if !self.flash.on {
+            return hit(engine.get(key, opts, now, visit));
+        }
+        if let Some(wait) = self.take_resume(index) {
+            return match engine.finish_flash_read(&wait.read, wait.data(), opts, false, now, visit) {
+                FlashFinish::Visited => Read::Hit,
+                FlashFinish::InRam | FlashFinish::Absent => hit(engine.get(key, opts, now, visit)),
+            };
+        }
+        // A read that changes the item (a touch) or creates it on a miss
+        // must see a flash copy first: the engine drops a key's flash
+        // entries before it changes the key.
+        if (opts.touch.is_some() || opts.vivify.is_some()) && self.flash_first(key, index).is_err() {
+            return Read::Parked;
+        }
+        if engine.get(key, opts, now, visit) {
+            return Read::Hit;
+        }
+        match engine.flash_check(key, now) {
+            Some(read) => {
+                self.park(read, index);
+                Read::Parked
+            }
+            // The check copies a record still in the write buffer straight
+            // into RAM (no I/O) and answers None: look once more.
+            None => hit(engine.get(key, opts, now, visit)),
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! The worker side of a flash read (`-o ext_path`): a request whose item is
+//! on flash parks its connection, the read runs without blocking the
+//! worker, and the connection then resumes at the same request.
+//!
+//! ```text
+//!  Conn::process ── step ── executor: engine.flash_check(K) = Some(read)
+//!        │                  (or a plain get missed in RAM, then the check)
+//!        │                  output of this key truncated, nothing counted
+//!        ▼
+//!  conn.flash = FlashWait { read, key_index, Unsubmitted }   request NOT consumed
+//!        │  Progress::FlashWait: replies before it are written, input is
+//!        │  still read (bounded), no later request runs
+//!        ▼
+//!  io_uring: a Read on the worker's own ring into a FlashBuf owned by the
+//!            ring until its completion (sys/uring.rs)
+//!  epoll:    a Job to the `ext_threads` I/O threads ([`Pool`]); the thread
+//!            preads, queues the result on the worker's [`Inbox`] and wakes
+//!            the worker's mio Waker
+//!        ▼
+//!  FlashWait { Done(Some(buf) | None) } ── Conn::process runs the same
+//!  request again with the wait handed to the executor ("resume"): keys
+//!  before `key_index` (a multi-get) are skipped, their replies are already
+//!  out; the key at `key_index` is answered by engine.finish_flash_read
+//!  (a plain read, through the same visitor as a RAM hit), or finished into
+//!  RAM and the command runs as usual without another check.
+//! ```
+//!
+//! So replies stay in request order, and the worker serves its other
+//! connections while a read is in flight. Every read handed out is either
+//! finished or abandoned (`Engine::abandon_flash_read`: the connection
+//! closed), so `extstore_io_queue` stays true.
+
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+
+use strata_store::{FlashBuf, FlashRead};
+
+/// Where a parked connection's read is.
+pub enum ReadState {
+    /// Not yet handed to the ring or the I/O threads.
+    Unsubmitted,
+    /// In the kernel or an I/O thread; the buffer is theirs.
+    InFlight,
+    /// Back: the bytes, or None when the read failed (a miss).
+    Done(Option<FlashBuf>),
+}
+
+/// A connection parked on a flash read.
+pub struct FlashWait {
+    pub read: FlashRead,
+    /// Which key of the request (a multi-get's position) the read is for.
+    pub key_index: usize,
+    pub state: ReadState,
+}
+
+impl FlashWait {
+    pub fn new(read: FlashRead, key_index: usize) -> Box<FlashWait> {
+        Box::new(FlashWait { read, key_index, state: ReadState::Unsubmitted })
+    }
+
+    pub fn is_done(&self) -> bool {
+        matches!(self.state, ReadState::Done(_))
+    }
+
+    /// The bytes read, if the read succeeded.
+    pub fn data(&self) -> Option<&[u8]> {
+        match &self.state {
+            ReadState::Done(Some(buf)) => Some(buf),
+            _ => None,
+        }
+    }
+}
+
+/// A read for an I/O thread (epoll engine).
+struct Job {
+    read: FlashRead,
+    buf: FlashBuf,
+    /// The worker slot and connection id it is for.
+    slot: usize,
+    conn_id: u64,
+    inbox: Arc<Inbox>,
+}
+
+/// A finished read on its way back to the worker.
+pub struct Finished {
+    pub slot: usize,
+    pub conn_id: u64,
+    pub read: FlashRead,
+    pub buf: Option<FlashBuf>,
+}
+
+/// One epoll worker's finished reads, and how to wake it.
+pub struct Inbox {
+    done: Mutex<Vec<Finished>>,
+    waker: Arc<mio::Waker>,
+}
+
+impl Inbox {
+    pub fn new(waker: Arc<mio::Waker>) -> Arc<Inbox> {
+        Arc::new(Inbox { done: Mutex::new(Vec::new()), waker })
+    }
+
+    /// Take every finished read.
+    pub fn drain(&self, into: &mut Vec<Finished>) {
+        into.append(&mut self.done.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    fn push(&self, finished: Finished) {
+        self.done.lock().unwrap_or_else(|e| e.into_inner()).push(finished);
+        let _ = self.waker.wake();
+    }
+}
+
+/// The epoll engine's flash I/O threads (`ext_threads`, memcached's IO
+/// threads): blocking `pread`s off the workers, one queue for all.
+pub struct Pool {
+    jobs: Mutex<Sender<Job>>,
+}
+
+impl Pool {
+    pub fn start(threads: u32) -> std::io::Result<Pool> {
+        let (tx, rx) = channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        for i in 0..threads.max(1) {
+            let rx = rx.clone();
+            std::thread::Builder::new().name(format!("strata-flash-{i}")).spawn(move || io_thread(&rx))?;
+        }
+        Ok(Pool { jobs: Mutex::new(tx) })
+    }
+
+    /// Hand `wait`'s read to an I/O thread; the result comes back through
+    /// `inbox`.
+    pub fn submit(&self, wait: &mut FlashWait, slot: usize, conn_id: u64, inbox: &Arc<Inbox>) {
+        let job = Job { read: wait.read.clone(), buf: wait.read.buffer(), slot, conn_id, inbox: inbox.clone() };
+        wait.state = ReadState::InFlight;
+        let sent = self.jobs.lock().unwrap_or_else(|e| e.into_inner()).send(job);
+        if let Err(failed) = sent {
+            // No I/O thread left: the read fails, which is a miss.
+            let job = failed.0;
+            job.inbox.push(Finished { slot, conn_id, read: job.read, buf: None });
+        }
+    }
+}
+
+fn io_thread(jobs: &Mutex<Receiver<Job>>) {
+    loop {
+        let job = match jobs.lock().unwrap_or_else(|e| e.into_inner()).recv() {
+            Ok(job) => job,
+            Err(_) => return,
+        };
+        let Job { read, mut buf, slot, conn_id, inbox } = job;
+        let ok = std::os::unix::fs::FileExt::read_exact_at(&*read.file, &mut buf, read.offset_bytes).is_ok();
+        inbox.push(Finished { slot, conn_id, read, buf: ok.then_some(buf) });
+    }
+}
