@@ -174,6 +174,8 @@ def run(name, template, args, path):
         "write_amp": written / max(1, sets * args.value_size),
         "overwrite_sets": sets,
         "breakdown": breakdown,
+        "errors": {**reads["errors"], **{f"mix {k}": v for k, v in mix["errors"].items()}},
+        "overwrite_errors": overwrite["error_total"],
     }
     return row
 
@@ -212,7 +214,7 @@ def main():
                   flush=True)
             notes.append(f"round {r} {name}: load {x['load']}; {x['cache']}; curr_items {x['items']:,}; "
                          f"90/10 hits {x['mix_hits'] * 100:.1f}%; {x['overwrite_sets']:,} overwrites; "
-                         f"RSS: {x['breakdown']}")
+                         f"errors {x['errors'] or 'none'} (overwrites: {x['overwrite_errors']}); RSS: {x['breakdown']}")
     print()
     for n in notes:
         print(f"- {n}")
