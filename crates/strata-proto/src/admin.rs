@@ -169,7 +169,8 @@ fn extstore_tunable(t: &Tokens<'_>) -> Option<ExtTunable> {
         u32_token(t.get(3))?;
         return (class < MAX_CLASSES).then_some(ExtTunable::FreeMemchunks);
     }
-    const NAMED: [(&[u8], fn(u32) -> ExtTunable); 7] = [
+    type Setter = fn(u32) -> ExtTunable;
+    const NAMED: [(&[u8], Setter); 7] = [
         (b"item_size", ExtTunable::ItemSize),
         (b"item_age", ExtTunable::ItemAge),
         (b"low_ttl", ExtTunable::LowTtl),

@@ -62,6 +62,18 @@ impl Client {
         }
     }
 
+    /// Exactly `n` bytes.
+    fn take(&mut self, n: usize) -> Vec<u8> {
+        while self.pending.len() < n {
+            let mut buf = [0u8; 65536];
+            let got = self.stream.read(&mut buf).unwrap();
+            assert!(got > 0, "closed");
+            self.pending.extend_from_slice(&buf[..got]);
+        }
+        let rest = self.pending.split_off(n);
+        std::mem::replace(&mut self.pending, rest)
+    }
+
     fn line(&mut self, request: &[u8]) -> String {
         self.send(request);
         String::from_utf8(self.until(b"\r\n")).unwrap()
@@ -119,9 +131,9 @@ fn run_on(engine: &str) {
         c.line(format!("me {key}\r\n").as_bytes());
         c.stat("get_extstore") > before
     };
-    let k: Vec<usize> = (0..ITEMS).filter(|&i| on_flash(&mut c, &format!("k{i}"))).take(20).collect();
+    let k: Vec<usize> = (0..ITEMS).filter(|&i| on_flash(&mut c, &format!("k{i}"))).take(22).collect();
     let n: Vec<usize> = (0..COUNTERS).filter(|&i| on_flash(&mut c, &format!("c{i}"))).take(3).collect();
-    assert_eq!((k.len(), n.len()), (20, 3), "items and counters on flash");
+    assert_eq!((k.len(), n.len()), (22, 3), "items and counters on flash");
     let key = |j: usize| format!("k{}", k[j]);
     let counter_key = |j: usize| format!("c{}", n[j]);
     let reads_before = c.stat("get_extstore");
@@ -193,6 +205,32 @@ fn run_on(engine: &str) {
     expected.extend_from_slice(&[&b"VA 2000\r\n"[..], &value(k[19]), b"\r\nMN\r\n"].concat());
     assert!(c.until(b"MN\r\n") == expected, "pipelined multi-gets mixing tiers");
     assert!(c.stat("get_extstore") >= reads_before + 5, "the pipeline read from flash");
+
+    // The binary protocol: two GETKs of items on flash and a NOOP,
+    // pipelined on a second connection.
+    let reads_before = c.stat("get_extstore");
+    let mut b = Client { stream: TcpStream::connect(addrs[0]).unwrap(), pending: Vec::new() };
+    b.stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let request = |opcode: u8, key: &[u8]| {
+        let mut r = vec![0x80, opcode];
+        r.extend_from_slice(&(key.len() as u16).to_be_bytes());
+        r.extend_from_slice(&[0, 0, 0, 0]);
+        r.extend_from_slice(&(key.len() as u32).to_be_bytes());
+        r.extend_from_slice(&[0; 12]);
+        r.extend_from_slice(key);
+        r
+    };
+    let mut pipeline = request(0x0c, key(20).as_bytes());
+    pipeline.extend_from_slice(&request(0x0c, key(21).as_bytes()));
+    pipeline.extend_from_slice(&request(0x0a, b""));
+    b.send(&pipeline);
+    for j in [20, 21] {
+        let response = b.take(24 + 4 + key(j).len() + 2000);
+        assert_eq!((response[0], response[1], response[7]), (0x81, 0x0c, 0), "GETK status");
+        assert!(response[24 + 4..] == [key(j).as_bytes(), &value(k[j])].concat(), "GETK {}", key(j));
+    }
+    assert_eq!(b.take(24)[1], 0x0a, "NOOP answered last");
+    assert!(c.stat("get_extstore") >= reads_before + 2, "binary gets read from flash");
 
     // Every item written and not changed since reads back intact.
     let changed = [k[3], k[4], k[5], k[6], k[8], k[11], k[12]];

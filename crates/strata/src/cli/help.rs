@@ -19,6 +19,19 @@ const EXTENDED: &str = "\
    - udp_max_reply:       largest reply a UDP request may draw, bytes (default: 65536; 0: no cap)
    - sasl_pwdb:           SASL password file (user:password lines; also MEMCACHED_SASL_PWDB)
    - restart_strict:      with -e, refuse to start on a memory file that cannot be used
+
+   - Flash tier (ext_*, memcached's extstore options)
+   - ext_path:            file to write to for the flash tier, repeatable.
+                          ie: ext_path=/mnt/d1/strata.flash:1G
+   - ext_page_size:       size in megabytes of flash pages. (default: 64)
+   - ext_wbuf_size:       size in megabytes of page write buffers. (default: 4)
+   - ext_threads:         number of flash I/O threads (epoll engine). (default: 1)
+   - ext_item_size:       store items larger than this (bytes, default 512)
+   - ext_item_age:        store items idle at least this long (seconds, default: no age limit)
+   - ext_low_ttl:         keep items with fewer seconds to live in RAM (default: 0)
+   - ext_recache_rate:    recache an item every N accesses (default: 2000)
+   - ext_io_depth, ext_compact_under, ext_drop_under, ext_max_frag,
+     ext_max_sleep, ext_drop_unread: accepted and shown (see docs/COMPATIBILITY.md)
    memcached's other options are accepted and checked as memcached checks them
    (hashpower, tail_repair_time, hash_algorithm, lru_maintainer, hot_lru_pct,
    warm_lru_pct, hot_max_factor, warm_max_factor, temporary_ttl, slab_reassign,
@@ -26,7 +39,7 @@ const EXTENDED: &str = "\
    watcher_logbuf_size, worker_logbuf_size, read_buf_mem_limit, no_hashexpand,
    modern, no_modern, inline_ascii_resp, drop_privileges, sock_cookie_id, ...);
    docs/COMPATIBILITY.md says which have no effect on a segment store.
-   TLS (ssl_*), extstore (ext_*) and the proxy (proxy_*) are not in Strata.
+   TLS (ssl_*) and the proxy (proxy_*) are not in Strata.
 ";
 
 pub fn text() -> String {
