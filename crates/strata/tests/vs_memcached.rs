@@ -159,10 +159,11 @@ struct Gen {
     value_max: usize,
 }
 
-/// The flash run's largest value: today an item of more than about 400 KB (with `ext_wbuf_size=2`)
-/// is never written to flash (`extstore_write_fallbacks`: evicted from RAM
-/// instead, whatever `ext_wbuf_size`; see
-/// `a_value_of_1_mb_goes_to_flash`), which the reference cannot mirror.
+/// The flash run's largest value: today an item larger than a write buffer
+/// (`-m`/16, 512 KiB at `-m 8`) is never written to flash
+/// (`extstore_write_fallbacks`: evicted from RAM instead; see
+/// `a_value_of_1_mb_goes_to_flash` in flash_limits.rs), which the reference
+/// cannot mirror.
 const FLASH_VALUE_MAX: usize = 300_000;
 
 impl Gen {
