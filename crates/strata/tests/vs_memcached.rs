@@ -27,6 +27,17 @@
 //! reads `me`'s `exp=` with its 1.6.18 sign flipped and the over-long-key
 //! reply of a get with its extra CRLF (1.6.45's) removed.
 //!
+//! With the flash tier on (`same_replies_as_memcached_with_items_on_flash`),
+//! Strata runs with `-m 8` and an `ext_path` (`ext_item_size=1`, so every
+//! item may go to flash) and a filler connection keeps writing other keys
+//! (to both servers, so CAS numbers stay in step), so the stream's keys keep
+//! moving to flash and every command
+//! meets flash items; the reference stays memcached with room for every
+//! key (its own extstore refuses some commands on flash items and drops
+//! small items, which Strata need not do): Strata must answer as if nothing
+//! had left RAM. The test checks that gets were served from flash
+//! (`get_extstore`).
+//!
 //! `STRATA_DIFF_SEED` and `STRATA_DIFF_COUNT` (default 100,000 commands)
 //! reproduce or lengthen a run; `STRATA_DIFF_DUMP=FILE` records the batches.
 //! A mismatch prints the seed, the batch, the first differing line and both
@@ -72,8 +83,34 @@ fn start_memcached() -> Option<Server> {
     Server::memcached(&["-o", "no_lru_crawler,no_lru_maintainer", "-m", "1024"])
 }
 
-fn start_strata() -> Server {
-    Server::strata(&["-t", "2", "-m", "1024"])
+fn start_strata(flash: Option<&str>) -> Server {
+    match flash {
+        None => Server::strata(&["-t", "2", "-m", "1024"]),
+        Some(ext) => Server::strata(&["-t", "2", "-m", "8", "-o", ext]),
+    }
+}
+
+/// Filler sets (noreply, then `mn`) of keys the stream never uses, sent to
+/// both servers (they take CAS numbers): Strata's `-m 8` turns over and the
+/// stream's items move to flash.
+fn fill(stream: &mut TcpStream, next: &mut u64) {
+    let mut req = Vec::new();
+    for _ in 0..1500 {
+        req.extend_from_slice(format!("set fill:{} 0 0 1000 noreply\r\n", *next % 20_000).as_bytes());
+        req.extend_from_slice(&[b'f'; 1000]);
+        req.extend_from_slice(b"\r\n");
+        *next += 1;
+    }
+    let (reply, closed) = exchange(stream, &[req, b"mn\r\n".to_vec()].concat());
+    assert!(!closed && reply == b"MN\r\n", "filler: {}", String::from_utf8_lossy(&reply));
+}
+
+fn stat(stream: &mut TcpStream, name: &str) -> u64 {
+    let (reply, _) = exchange(stream, b"stats\r\nmn\r\n");
+    let text = String::from_utf8_lossy(&reply).into_owned();
+    let prefix = format!("STAT {name} ");
+    let line = text.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("no stat {name}"));
+    line[prefix.len()..].trim().parse().unwrap()
 }
 
 fn connect(addr: SocketAddr) -> TcpStream {
@@ -118,7 +155,16 @@ struct Gen {
     /// block depends on how its 16 KiB read buffer met the stream, so such
     /// gets go only into batches that are still small.
     allow_cull: bool,
+    /// Values are cut to this length (the flash run: see `FLASH_VALUE_MAX`).
+    value_max: usize,
 }
+
+/// The flash run's largest value: today an item larger than a write buffer
+/// (`-m`/16, 512 KiB at `-m 8`) is never written to flash
+/// (`extstore_write_fallbacks`: evicted from RAM instead; see
+/// `a_value_of_1_mb_goes_to_flash` in flash_limits.rs), which the reference
+/// cannot mirror.
+const FLASH_VALUE_MAX: usize = 300_000;
 
 impl Gen {
     fn key(&mut self) -> String {
@@ -147,7 +193,8 @@ impl Gen {
             70..=94 => self.rng.below(3000) as usize,
             95..=97 => self.rng.below(200_000) as usize,
             _ => ITEM_SIZE_MAX - 100 + self.rng.below(200) as usize - 60,
-        };
+        }
+        .min(self.value_max);
         if self.rng.chance(30) {
             let bits = self.rng.below(64);
             return self.rng.below(1u64 << bits).to_string().into_bytes();
@@ -440,7 +487,7 @@ fn escape(data: &[u8]) -> String {
     }
 }
 
-fn run(count: usize) {
+fn run(count: usize, flash: Option<&str>) {
     let Some(memcached) = start_memcached() else {
         if std::env::var_os("CI").is_some() {
             panic!("memcached is not installed; scripts/test installs it");
@@ -448,11 +495,13 @@ fn run(count: usize) {
         eprintln!("SKIPPED: memcached is not installed (run scripts/test)");
         return;
     };
-    let strata = start_strata();
+    let strata = start_strata(flash);
+    let (mut filler, mut filler_m) = (connect(strata.addr), connect(memcached.addr));
+    let mut filled = 0;
     let seed = std::env::var("STRATA_DIFF_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_0001);
     let count = std::env::var("STRATA_DIFF_COUNT").ok().and_then(|s| s.parse().ok()).unwrap_or(count);
     let unix_now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
-    let mut gen = Gen { rng: Rng(seed), unix_now, allow_cull: true };
+    let mut gen = Gen { rng: Rng(seed), unix_now, allow_cull: true, value_max: if flash.is_some() { FLASH_VALUE_MAX } else { usize::MAX } };
     let (mut m, mut s) = (connect(memcached.addr), connect(strata.addr));
     let started = Instant::now();
     let (mut sent, mut batches) = (0, 0);
@@ -468,12 +517,17 @@ fn run(count: usize) {
         // rewritten in place by incr/decr, a timing effect no server can
         // reproduce byte for byte.
         while n < wanted && batch.len() < 64 << 10 {
-            gen.allow_cull = batch.len() < 1024;
+            // (The flash run leaves culled multi-gets to the run without flash.)
+            gen.allow_cull = flash.is_none() && batch.len() < 1024;
             gen.command(&mut batch);
             n += 1;
         }
         sent += n;
         batches += 1;
+        if flash.is_some() && batches % 8 == 0 {
+            fill(&mut filler_m, &mut filled.clone());
+            fill(&mut filler, &mut filled);
+        }
         if gen.rng.chance(1) {
             batch.extend_from_slice(b"quit\r\n");
         }
@@ -510,9 +564,22 @@ fn run(count: usize) {
         }
     }
     eprintln!("differential: {sent} commands in {batches} batches, identical replies, {:?}", started.elapsed());
+    if flash.is_some() {
+        let (from_flash, written) = (stat(&mut filler, "get_extstore"), stat(&mut filler, "extstore_objects_written"));
+        eprintln!("differential with flash: {from_flash} gets served from flash, {written} items written to flash");
+        assert!(written > 1000 && from_flash > 100, "the stream's items went to flash ({written} written, {from_flash} read)");
+    }
 }
 
 #[test]
 fn same_replies_as_memcached() {
-    run(100_000);
+    run(100_000, None);
+}
+
+#[test]
+fn same_replies_as_memcached_with_items_on_flash() {
+    let path = std::env::temp_dir().join(format!("strata-diff-flash-{}.dat", std::process::id()));
+    let ext = format!("ext_page_size=8,ext_wbuf_size=2,ext_item_size=1,ext_path={}:256m", path.display());
+    run(30_000, Some(&ext));
+    let _ = std::fs::remove_file(&path);
 }

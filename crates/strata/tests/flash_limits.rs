@@ -1,0 +1,58 @@
+//! The flash tier's limits on the wire: an `ext_path` too small for two
+//! pages is refused at start (exit 2, a message naming the file), and a
+//! large item evicted from RAM goes to flash like a small one.
+
+mod common;
+
+use std::io::Write;
+use std::process::Command;
+
+use common::{Conn, Server, BIN};
+
+#[test]
+fn a_too_small_ext_path_exits_2_with_a_clear_message() {
+    let path = std::env::temp_dir().join(format!("strata-flash-small-{}.dat", std::process::id()));
+    let ext = format!("ext_path={}:64m", path.display());
+    let out = Command::new(BIN).args(["-p", "-1", "-U", "0", "-o", ext.as_str()]).output().unwrap();
+    let _ = std::fs::remove_file(&path);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(&format!("ext_path {}: ", path.display())) && stderr.contains("fewer than 2 pages"), "{stderr}");
+}
+
+/// A 1,000,000-byte value (under `-I 1m`) pushed out of `-m 8` by other
+/// writes must be served from flash. Today it is evicted instead
+/// (`extstore_write_fallbacks` 1, `evictions` 1): the store caps each write
+/// buffer at `-m`/16 (`FlashTier`'s `wbuf_size`, seg/flash/tier.rs: 512 KiB
+/// at `-m 8`, whatever `ext_wbuf_size`), and a record larger than a write
+/// buffer falls back to eviction (600 KB fails, 400 KB goes to flash; at
+/// `-m 16`, 1 MiB buffers, a 1,000,000-byte value fits and a 1,048,481-byte
+/// one does not). memcached refuses to start when `-I` exceeds
+/// `ext_wbuf_size`; the store should keep a buffer of at least `-I` plus a
+/// record header (or write such a record unbuffered). Ignored until it does.
+#[test]
+#[ignore = "store bug: records larger than the write buffer (-m/16) fall back to eviction instead of flash"]
+fn a_value_of_1_mb_goes_to_flash() {
+    let path = std::env::temp_dir().join(format!("strata-flash-big-{}.dat", std::process::id()));
+    let ext = format!("ext_page_size=8,ext_wbuf_size=2,ext_item_size=1,ext_path={}:256m", path.display());
+    let server = Server::strata(&["-t", "2", "-m", "8", "-o", ext.as_str()]);
+    let mut c = Conn::to(&server);
+    let big = vec![b'v'; 1_000_000];
+    assert_eq!(c.set("big", &big), "STORED\r\n");
+    for batch in 0..10 {
+        let mut fill = Vec::new();
+        for i in 0..1500 {
+            fill.extend_from_slice(format!("set fill:{batch}:{i} 0 0 1000 noreply\r\n").as_bytes());
+            fill.extend_from_slice(&[b'f'; 1000]);
+            fill.extend_from_slice(b"\r\n");
+        }
+        fill.extend_from_slice(b"mn\r\n");
+        c.stream.write_all(&fill).unwrap();
+        assert_eq!(c.line(), "MN\r\n");
+    }
+    let got = c.get("big");
+    let (fallbacks, from_flash) = (c.stat("extstore_write_fallbacks"), c.stat("get_extstore"));
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(got.as_deref(), Some(&big[..]), "evicted: {fallbacks} write fallbacks");
+    assert!(from_flash >= 1);
+}
