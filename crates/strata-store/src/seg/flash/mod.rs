@@ -93,7 +93,7 @@ impl SegStore {
         // file's clock and counter: recover them only if it was recovered.
         let may_recover = self.restart.is_some_and(|r| r.ok);
         let memory = self.g.memory_limit.load(relaxed());
-        let tier = Tier::open(&ext, memory, self.g.config.item_size_max_bytes as u64, secret, dir.as_deref().map(|d| (d, shards, may_recover)))?;
+        let tier = Tier::open(&ext, memory, secret, dir.as_deref().map(|d| (d, shards, may_recover)))?;
         let wbuf = tier.buffer_bytes();
         self.g.config.initial_malloced_bytes += wbuf;
         self.g.allocated.fetch_add(wbuf, relaxed());

@@ -219,21 +219,15 @@ impl Tier {
     /// file or one too small for two pages is an error that names it.
     /// `persist`: the directory of the page table, the shard count, and
     /// whether a table found there may be recovered (the memory file was).
-    /// `memory_bytes`: `-m`, which the write buffers are counted in;
-    /// `item_max_bytes`: `-I`, the largest value a buffer must hold.
-    pub fn open(ext: &ExtConfig, memory_bytes: u64, item_max_bytes: u64, secret: u64, persist: Option<(&std::path::Path, u32, bool)>) -> std::io::Result<Tier> {
+    /// `memory_bytes`: `-m`, which the write buffers are counted in.
+    pub fn open(ext: &ExtConfig, memory_bytes: u64, secret: u64, persist: Option<(&std::path::Path, u32, bool)>) -> std::io::Result<Tier> {
         let invalid = |msg: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, msg);
         let page_size = ext.page_size_bytes;
         if page_size < 2 * BLOCK || page_size % BLOCK != 0 || page_size > MAX_PAGE_BYTES {
             return Err(invalid(format!("ext_page_size: {page_size} bytes is not a multiple of 4 KiB between 8 KiB and 64 MiB")));
         }
-        // Two buffers are counted in -m: each at most a sixteenth of it, but
-        // never too small for the largest item (a record: header, a key of
-        // up to 250 bytes, the value), which would otherwise never reach
-        // flash (memcached refuses an ext_wbuf_size under -I).
-        let largest_record = (item_max_bytes as usize + record::HEADER + 256).next_multiple_of(FLASH_ALIGN_BYTES) as u64;
-        let wbuf_size = ext.wbuf_size_bytes.min((memory_bytes / 16).max(64 << 10)).max(largest_record).min(page_size) as usize
-            & !(FLASH_ALIGN_BYTES - 1);
+        // Two buffers are counted in -m: each at most a sixteenth of it.
+        let wbuf_size = ext.wbuf_size_bytes.min(page_size).min((memory_bytes / 16).max(64 << 10)) as usize & !(FLASH_ALIGN_BYTES - 1);
         if wbuf_size < 2 * FLASH_ALIGN_BYTES {
             return Err(invalid(format!("ext_wbuf_size: {} bytes is under 8 KiB", ext.wbuf_size_bytes)));
         }
