@@ -90,13 +90,25 @@ fn used(s: &[u32; 3]) -> bool {
 const FILE_HEAD: usize = 64;
 const FILE_MAGIC: &[u8; 8] = b"STRFSHX1";
 
-/// Slot memory: the heap, or a shared mapping of the shard's index file.
+/// Slot memory: an anonymous mapping (a grown-out table goes back to the
+/// kernel whole, where the allocator's heap would keep the old copies'
+/// pages: 6 MiB of RSS at 1M flash items), the heap if that mapping
+/// fails, or a shared mapping of the shard's index file.
 enum Slots {
+    Anon { map: MmapMut, capacity: usize },
     Heap(Vec<[u32; 3]>),
     Mapped { map: MmapMut, capacity: usize, path: PathBuf },
 }
 
 impl Slots {
+    /// Zeroed slots in memory.
+    fn anon(capacity: usize) -> Slots {
+        match MmapMut::map_anon(capacity * 12) {
+            Ok(map) => Slots::Anon { map, capacity },
+            Err(_) => Slots::Heap(vec![[0; 3]; capacity]),
+        }
+    }
+
     fn mapped(path: &Path, capacity: usize) -> std::io::Result<Slots> {
         let mut map = mapped::create(path, FILE_HEAD + capacity * 12)?;
         map[0..8].copy_from_slice(FILE_MAGIC);
@@ -107,6 +119,7 @@ impl Slots {
     fn len(&self) -> usize {
         match self {
             Slots::Heap(v) => v.len(),
+            Slots::Anon { capacity, .. } => *capacity,
             Slots::Mapped { capacity, .. } => *capacity,
         }
     }
@@ -117,6 +130,7 @@ impl std::ops::Deref for Slots {
     fn deref(&self) -> &[[u32; 3]] {
         match self {
             Slots::Heap(v) => v,
+            Slots::Anon { map, .. } => bytemuck::cast_slice(&map[..]),
             Slots::Mapped { map, capacity, .. } => bytemuck::cast_slice(&map[FILE_HEAD..FILE_HEAD + capacity * 12]),
         }
     }
@@ -126,6 +140,7 @@ impl std::ops::DerefMut for Slots {
     fn deref_mut(&mut self) -> &mut [[u32; 3]] {
         match self {
             Slots::Heap(v) => v,
+            Slots::Anon { map, .. } => bytemuck::cast_slice_mut(&mut map[..]),
             Slots::Mapped { map, capacity, .. } => bytemuck::cast_slice_mut(&mut map[FILE_HEAD..FILE_HEAD + *capacity * 12]),
         }
     }
@@ -165,7 +180,7 @@ pub struct FlashIndex {
 
 impl FlashIndex {
     pub fn new() -> FlashIndex {
-        FlashIndex { slots: Slots::Heap(vec![[0; 3]; MIN_CAPACITY]), len: 0, client_bytes: 0, sweep_at: 0 }
+        FlashIndex { slots: Slots::anon(MIN_CAPACITY), len: 0, client_bytes: 0, sweep_at: 0 }
     }
 
     /// A persistent index in the file at `path`, holding the entries an
@@ -262,7 +277,7 @@ impl FlashIndex {
     fn resize(&mut self, capacity: usize) {
         let capacity = capacity.max(MIN_CAPACITY);
         let fresh = match &self.slots {
-            Slots::Heap(_) => Slots::Heap(vec![[0; 3]; capacity]),
+            Slots::Heap(_) | Slots::Anon { .. } => Slots::anon(capacity),
             Slots::Mapped { path, .. } => {
                 let tmp = new_path(path);
                 match Slots::mapped(&tmp, capacity) {
@@ -272,7 +287,7 @@ impl FlashIndex {
                     // entries removed from now on.
                     Err(_) => {
                         let _ = std::fs::remove_file(path);
-                        Slots::Heap(vec![[0; 3]; capacity])
+                        Slots::anon(capacity)
                     }
                 }
             }
