@@ -421,11 +421,14 @@ fn dump_threads_idle_and_cancel() {
     assert_eq!(stalled.ask("lru_crawler metadump all\r\n"), "OK\r\n");
     // The client reads nothing more: the dump waits with its queue full.
     let pid = strata.child.id();
+    // A thread shows in /proc before it runs its first line (where the
+    // printer lowers its policy): wait for the expected state, then check.
+    let expected = [("strata-dump".to_string(), 5), ("strata-dumpwalk".to_string(), 0)];
     let deadline = Instant::now() + Duration::from_secs(10);
-    while dump_threads(pid).len() < 2 && Instant::now() < deadline {
+    while dump_threads(pid) != expected && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert_eq!(dump_threads(pid), [("strata-dump".to_string(), 5), ("strata-dumpwalk".to_string(), 0)]);
+    assert_eq!(dump_threads(pid), expected);
     assert_eq!(loader.ask("lru_crawler metadump all\r\n"), "BUSY currently processing crawler request\r\n");
     drop(stalled);
 
