@@ -13,7 +13,8 @@
 set -euo pipefail
 bin=${1:-target/release/strata}
 bench=$(dirname "$bin")/strata-bench
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+. "$(dirname "$0")/conformance-lib.sh"
+port=$(free_port)
 dir=$(mktemp -d "${TMPDIR:-/tmp}/strata-conformance-flash.XXXXXX")
 "$bin" -p "$port" -U 0 -t 2 -m 8 -o "ext_page_size=8,ext_wbuf_size=2,ext_item_size=1,ext_path=$dir/flash:256m" &
 pid=$!
@@ -24,10 +25,7 @@ cleanup() {
     rm -rf "$dir"
 }
 trap cleanup EXIT
-for _ in $(seq 100); do
-    python3 -c "import socket; socket.create_connection(('127.0.0.1', $port)).close()" 2>/dev/null && break
-    sleep 0.05
-done
+wait_listening "$port"
 stat() {
     python3 -c "
 import socket
@@ -42,37 +40,10 @@ print(next(l.split()[2] for l in buf.decode().split('\r\n') if l.startswith('STA
 filler=$!
 sleep 1
 
-expected_ascii='^ascii delete( noreply)? +\[FAIL\]'
 failed=0
-for suite in -a -b; do
-    out=$(timeout 300 memccapable -h 127.0.0.1 -p "$port" "$suite" 2>&1) || true
-    passed=$(grep -c '\[pass\]' <<<"$out" || true)
-    bad=$(grep -iE '\[(fail|skip)' <<<"$out" | grep -vE "$expected_ascii" || true)
-    echo "memccapable $suite with flash: $passed passed"
-    if [ "$suite" = -a ]; then
-        # As scripts/conformance.sh: all but the two "ascii delete" tests (1.6.45's reply).
-        [ "$passed" -ge 25 ] || failed=1
-    elif ! grep -q 'All tests passed' <<<"$out"; then
-        bad="${bad:-binary suite did not pass}"
-    fi
-    if [ -n "$bad" ]; then
-        echo "$out" | tail -20
-        failed=1
-    fi
-done
-
+memccapable_suites "$port" " with flash" || failed=1
 echo "flash after memccapable: $(stat get_extstore) gets served from flash"
-out=$(timeout 30 memcaslap -s "127.0.0.1:$port" -t 2s -c 8 -T 1 --binary --verify=0.05 2>&1) || true
-summary=$(grep '^Run time' <<<"$out" || true)
-echo "memcaslap --binary with flash: ${summary:-no summary}"
-for field in get_misses verify_misses verify_failed; do
-    value=$(awk -v f="$field:" '$1 == f { print $2 }' <<<"$out")
-    if [ -n "$value" ] && [ "$value" != 0 ]; then
-        echo "memcaslap --binary with flash: $field = $value"
-        failed=1
-    fi
-done
-[ -n "$summary" ] || failed=1
+memcaslap_verified "$port" --binary " with flash" 1 get_misses verify_misses verify_failed || failed=1
 
 written=$(stat extstore_objects_written)
 from_flash=$(stat get_extstore)
