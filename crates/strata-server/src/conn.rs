@@ -392,6 +392,8 @@ pub struct Conn {
     dump: Option<Box<crate::ops::dump::Dump>>,
     /// The request at the front of `input` is parked on this flash read.
     pub flash: Option<Box<crate::flash_io::FlashWait>>,
+    /// The client's socket, for a key dump to write to (`ops/dump_feed.rs`).
+    socket: Option<std::os::fd::RawFd>,
 }
 
 impl Conn {
@@ -405,9 +407,9 @@ impl Conn {
         self.dump.is_some()
     }
 
-    /// A new connection; `requires_auth` when `-Y` or `-S` is on.
-    pub fn new(requires_auth: bool) -> Conn {
-        Conn { unauthenticated: requires_auth, ..Conn::default() }
+    /// A new connection on `socket`; `requires_auth` when `-Y` or `-S` is on.
+    pub fn new(requires_auth: bool, socket: std::os::fd::RawFd) -> Conn {
+        Conn { unauthenticated: requires_auth, socket: Some(socket), ..Conn::default() }
     }
 
     pub fn pending_output(&self) -> usize {
@@ -422,7 +424,7 @@ impl Conn {
             if self.flash.as_ref().is_some_and(|w| !w.is_done()) {
                 return Progress::FlashWait;
             }
-            if let Some(wait) = crate::ops::dump::pump(&mut self.dump, exec, &mut self.out, self.wpos) {
+            if let Some(wait) = crate::ops::dump::pump(&mut self.dump, exec, &mut self.out, self.wpos, self.socket) {
                 return wait;
             }
             if self.swallow > 0 {

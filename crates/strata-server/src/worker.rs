@@ -185,9 +185,10 @@ impl Worker {
             let id = self.shared.conns.register(info.clone());
             crate::ops::watch::conn_event(&self.shared, &self.stats, &info.peer, id, None);
             WorkerStats::incr(&self.stats.total_connections);
+            let socket = stream.raw_fd();
             self.clients[index] = Some(Client {
                 stream,
-                conn: Conn::new(self.shared.requires_auth()),
+                conn: Conn::new(self.shared.requires_auth(), socket),
                 info,
                 id,
                 readable: true,
@@ -299,7 +300,7 @@ impl Worker {
             .clients
             .iter()
             .enumerate()
-            .filter_map(|(i, c)| c.as_ref().filter(|c| c.info.idle_past(now, limit)).map(|_| i))
+            .filter_map(|(i, c)| c.as_ref().filter(|c| !c.conn.is_dumping() && c.info.idle_past(now, limit)).map(|_| i))
             .collect();
         for index in idle {
             WorkerStats::incr(&self.stats.idle_kicks);

@@ -455,3 +455,42 @@ fn dump_threads_idle_and_cancel() {
     }
     assert_eq!(dump_threads(pid), [], "a finished dump's threads are gone");
 }
+
+/// The dump's printer writes to the client's socket itself: requests sent
+/// behind the dump (in the same packet as it, and while it runs) wait,
+/// and their replies come after its END, in order, on both engines.
+#[test]
+fn requests_behind_a_dump_answer_after_its_end() {
+    // About 2 MB of lines: more than the socket buffers hold.
+    const KEYS: usize = 20_000;
+    for engine in ["io_uring", "epoll"] {
+        let strata = Server::strata(&["-t", "1", "-m", "64", "-o", &format!("io_engine={engine}")]);
+        let mut c = Client::to(strata.addr);
+        let mut batch = String::new();
+        for i in 0..KEYS {
+            batch += &format!("set key:{i} 0 0 5 noreply\r\nvalue\r\n");
+        }
+        c.send(&batch);
+        assert!(c.ask("version\r\n").starts_with("VERSION"), "{engine}");
+        c.send("lru_crawler metadump all\r\nget key:7\r\n");
+        // Let the dump fill the socket before more requests arrive.
+        std::thread::sleep(Duration::from_millis(50));
+        c.send("set late 0 0 1\r\nx\r\nmn\r\n");
+        assert_eq!(c.line(), "OK\r\n", "{engine}");
+        let mut keys = 0;
+        loop {
+            let line = c.line();
+            if line == "END\r\n" {
+                break;
+            }
+            assert!(line.starts_with("key=key%3A") && line.ends_with(" \n"), "{engine}: {line:?}");
+            keys += 1;
+        }
+        assert_eq!(keys, KEYS, "{engine}");
+        assert_eq!(c.line(), "VALUE key:7 0 5\r\n", "{engine}");
+        assert_eq!(c.line(), "value\r\n", "{engine}");
+        assert_eq!(c.line(), "END\r\n", "{engine}");
+        assert_eq!(c.line(), "STORED\r\n", "{engine}");
+        assert_eq!(c.line(), "MN\r\n", "{engine}");
+    }
+}

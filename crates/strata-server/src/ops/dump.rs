@@ -7,11 +7,12 @@
 //! the connection's next requests run once the dump's last line is out
 //! (as in memcached, whose crawler thread owns the connection meanwhile).
 //!
-//! - `lru_crawler metadump|mgdump` (`Dump::Feed`): walked and formatted by
-//!   two threads of its own (`dump_feed.rs`); the pump only moves finished
-//!   64 KiB chunks into the output while less than 16 KiB are pending, so
-//!   a dump of any size costs its worker little more than the sends. One
-//!   at a time, server-wide (memcached: one crawler).
+//! - `lru_crawler metadump|mgdump` (`Dump::Feed`): walked, formatted and
+//!   written to the client's socket by two threads of its own
+//!   (`dump_feed.rs`); the pump hands them the socket once the replies
+//!   before the dump are out, then only looks (each 1 ms tick) whether the
+//!   dump has ended, so a dump of any size costs its worker nothing
+//!   measurable. One at a time, server-wide (memcached: one crawler).
 //! - `stats cachedump` (`Dump::Walk`, memcached: one pass under an LRU
 //!   lock, 2 MiB at most) is walked by its worker, in steps:
 //!
@@ -31,6 +32,7 @@
 //!   about a quarter of its worker's time; it stops at memcached's 2 MiB
 //!   and is not counted as the crawler.
 
+use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 use strata_proto::admin::Classes;
@@ -39,6 +41,7 @@ use strata_proto::number::{push_i64, push_u64};
 use strata_proto::Tokens;
 use strata_store::{ItemMeta, Visit, WalkCursor, WALK_BATCH};
 
+use super::dump_feed::Fed;
 use super::push_line;
 use strata_store::SlabClasses;
 use crate::conn::Progress;
@@ -342,15 +345,27 @@ impl Dumping {
 /// last command handed over, refill its output, and say whether the
 /// connection must wait (`Some`) or may run its next request (`None`).
 #[inline]
-pub fn pump(slot: &mut Option<Box<Dump>>, exec: &Executor<'_>, out: &mut Vec<u8>, wpos: usize) -> Option<Progress> {
+pub fn pump(
+    slot: &mut Option<Box<Dump>>,
+    exec: &Executor<'_>,
+    out: &mut Vec<u8>,
+    wpos: usize,
+    socket: Option<RawFd>,
+) -> Option<Progress> {
     if slot.is_none() {
         *slot = Some(exec.take_dump()?);
     }
-    pump_running(slot, exec, out, wpos)
+    pump_running(slot, exec, out, wpos, socket)
 }
 
 #[cold]
-fn pump_running(slot: &mut Option<Box<Dump>>, exec: &Executor<'_>, out: &mut Vec<u8>, wpos: usize) -> Option<Progress> {
+fn pump_running(
+    slot: &mut Option<Box<Dump>>,
+    exec: &Executor<'_>,
+    out: &mut Vec<u8>,
+    wpos: usize,
+    socket: Option<RawFd>,
+) -> Option<Progress> {
     let dump = slot.as_mut()?;
     if let Dump::Watch(watcher) = &mut **dump {
         // A watcher is driven every tick even while its client is not
@@ -364,7 +379,14 @@ fn pump_running(slot: &mut Option<Box<Dump>>, exec: &Executor<'_>, out: &mut Vec
     }
     let finished = match &mut **dump {
         Dump::Walk(walk) => walk.refill(exec.shared, out, wpos),
-        Dump::Feed(feed) => feed.take(out, wpos, FILL_TO_BYTES) == super::dump_feed::Fed::Finished,
+        Dump::Feed(feed) => match feed.poll(out.len() - wpos, socket) {
+            Fed::More => false,
+            Fed::Finished => true,
+            Fed::Failed => {
+                *slot = None;
+                return Some(Progress::Close);
+            }
+        },
         Dump::Watch(_) => false,
     };
     if finished {

@@ -1,41 +1,47 @@
-//! `lru_crawler metadump|mgdump` off the workers: a walker thread, a
-//! printer thread, and the bounded queue of output chunks they fill for
-//! the dump's connection, whose worker only moves finished chunks.
+//! `lru_crawler metadump|mgdump` off the workers: a walker thread and a
+//! printer thread that formats the lines and writes them to the client's
+//! socket itself, as memcached's crawler thread does.
 //!
 //! ```text
-//!  strata-dumpwalk (worker priority)     strata-dump (SCHED_IDLE)        the connection's worker
-//!  4 walk steps (a shard lock, 64        formats a stage's lines into    pump (each 1 ms tick and
-//!  items looked at each), live ones' ──► `filling`; at 64 KiB ─────────► each finished send):
-//!  keys and metadata copied to a         Queue { ready: ≤ 4 chunks,      try_lock the queue, move
-//!  stage (2 stages go round) ◄──────     spare, finished }               chunks into `out` while
-//!        empty stages come back          4 ready: wait for `room`        < 32 KiB are pending
+//!  strata-dumpwalk (worker priority)     strata-dump (SCHED_IDLE)           the connection's worker
+//!  4 walk steps (a shard lock, 64        formats a stage's lines into       pump (each 1 ms tick):
+//!  items looked at each), live ones' ──► a 64 KiB chunk; a full chunk       once its replies before the
+//!  keys and metadata copied to a         is sent on its own dup of the  ◄── dump are out, hands over the
+//!  stage (2 stages go round) ◄──────     client's socket (poll while full)  socket; then only looks
+//!        empty stages come back          the end: `finished` ─────────────► whether the dump ended
 //! ```
 //!
-//! Why two threads: the formatting (most of a dump's CPU time) runs under
-//! `SCHED_IDLE` (`sys/priority.rs`), so it takes only CPU time no worker
-//! wants, and a worker woken by a request takes the CPU from it at once;
-//! but a thread that can be left without CPU for milliseconds must never
-//! hold a shard lock, so the walking (the only part under a lock, about
-//! 17 µs per 256 items, docs/BENCHMARKS.md, held 64 items at a time) runs
-//! at the workers' own priority and holds a shard lock about as long as a
-//! worker's multi-get does. The walker waits for an empty stage, so it runs only as fast as
-//! the idle printer frees them: a dump goes at the speed of the CPU time
-//! nobody else wants (2 M keys/s on an idle 2-core machine) and slows to
+//! Why two threads: the formatting and the sends (all of a dump's CPU time
+//! but the walk) run under `SCHED_IDLE` (`sys/priority.rs`), so they take
+//! only CPU time no worker wants, and a worker woken by a request takes
+//! the CPU from them at once; but a thread that can be left without CPU
+//! for milliseconds must never hold a shard lock, so the walking (the only
+//! part under a lock, about 17 µs per 256 items, docs/BENCHMARKS.md, held
+//! 64 items at a time) runs at the workers' own priority and holds a shard
+//! lock about as long as a worker's multi-get does. The walker waits for
+//! an empty stage, so it runs only as fast as the idle printer frees them:
+//! a dump goes at the speed of the CPU time nobody else wants and slows to
 //! almost nothing on a saturated one.
 //!
-//! So a dump holds at most 2 stages (256 keys each), 6 chunks of 64 KiB (4
-//! ready, 1 filling, 1 in the connection's output) and a walk cursor,
-//! whatever the store's size, and a client that stops reading stops the
-//! walk. The worker never blocks on the queue's lock (`try_lock`: if the
-//! printer holds it, the chunks wait for the next tick). Dropping the
-//! [`Feed`] (the connection closed) cancels the dump: the printer sees it
-//! (waiting at most 100 ms), returns, and the walker finds its channel
-//! closed. The printer lets go of the crawler ([`super::crawler::Busy`])
-//! when the walk ends, before its last chunk (with `END`/`EN`) is handed
-//! over, so a client that reads the end of a dump can start the next one
-//! at once. `lru_crawler sleep` pauses the walker per 1000 items.
+//! The worker writes nothing of the dump: it stops running the
+//! connection's requests (they stay buffered) from the dump's start to its
+//! end, so the printer's sends and the worker's never interleave. The
+//! printer's descriptor is a `dup` (`sys/socket_writer.rs`), so a client
+//! that closes mid-dump never leaves it writing to a reused descriptor.
+//!
+//! So a dump holds at most 2 stages (256 keys each), one chunk of 64 KiB
+//! and a walk cursor, whatever the store's size, and a client that stops
+//! reading stops the walk. The worker never blocks on the dump's lock
+//! (`try_lock`: if the printer holds it, it looks again next tick).
+//! Dropping the [`Feed`] (the connection closed) cancels the dump: the
+//! printer sees it (waiting at most 100 ms), returns, and the walker finds
+//! its channel closed. The printer lets go of the crawler
+//! ([`super::crawler::Busy`]) when the walk ends, before its last chunk
+//! (with `END`/`EN`) is sent, so a client that reads the end of a dump can
+//! start the next one at once. `lru_crawler sleep` pauses the walker per
+//! 1000 items.
 
-use std::collections::VecDeque;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, TryLockError};
@@ -46,13 +52,10 @@ use strata_store::{ItemMeta, ItemView, Visit, WalkCursor};
 use super::crawler::Busy;
 use super::dump::Printer;
 use crate::shared::Shared;
+use crate::sys::socket_writer::SocketWriter;
 
-/// A chunk is handed over once it holds this much.
+/// A chunk is sent once it holds this much.
 const CHUNK_BYTES: usize = 64 << 10;
-/// Chunks formatted ahead of the client, at most.
-const READY_CHUNKS: usize = 4;
-/// Emptied buffers kept for reuse, at most.
-const SPARE_CHUNKS: usize = 2;
 /// A waiting dump thread looks at `cancelled` and shutdown this often
 /// even when nobody wakes it.
 const WAIT_AT_MOST: Duration = Duration::from_millis(100);
@@ -67,33 +70,47 @@ const STAGES: usize = 2;
 /// Items looked at between two `lru_crawler sleep` pauses.
 const ITEMS_PER_SLEEP: usize = 1000;
 
+/// Where the dump's output goes, and how it ended.
 #[derive(Default)]
-struct Queue {
-    ready: VecDeque<Vec<u8>>,
-    spare: Vec<Vec<u8>>,
-    /// The last chunk (with the terminator) is in `ready`.
-    finished: bool,
-    /// The dump thread waits on `room`.
-    waiting: bool,
+struct Sink {
+    /// The client's socket, handed over by the worker; the printer takes it.
+    socket: Option<SocketWriter>,
+    end: Option<Fed>,
 }
 
 #[derive(Default)]
 struct Inner {
-    queue: Mutex<Queue>,
-    room: Condvar,
+    sink: Mutex<Sink>,
+    handed: Condvar,
     cancelled: AtomicBool,
 }
 
-/// The worker's end of a dump thread.
-pub struct Feed(Arc<Inner>);
+impl Inner {
+    fn stopping(&self, shared: &Shared) -> bool {
+        self.cancelled.load(Ordering::Relaxed) || shared.is_shutting_down()
+    }
 
-/// What [`Feed::take`] found.
-#[derive(Debug, PartialEq, Eq)]
+    fn end(&self, how: Fed) {
+        self.sink.lock().unwrap_or_else(|e| e.into_inner()).end = Some(how);
+    }
+}
+
+/// The worker's end of a dump thread.
+pub struct Feed {
+    inner: Arc<Inner>,
+    handed_over: bool,
+}
+
+/// What [`Feed::poll`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fed {
-    /// Moved what was ready (maybe nothing); the dump goes on.
+    /// The dump goes on: the connection runs no request yet.
     More,
-    /// The last bytes (the terminator) are in the output.
+    /// The last bytes (the terminator) are sent.
     Finished,
+    /// The socket failed (or could not be handed over): close the
+    /// connection, whose client has a truncated dump.
+    Failed,
 }
 
 impl Feed {
@@ -121,45 +138,38 @@ impl Feed {
                 print(&shared, &theirs, printer, busy, fulls, to_walker);
             })
             .ok()?;
-        Some(Feed(inner))
+        Some(Feed { inner, handed_over: false })
     }
 
-    /// Move ready chunks into `out` until `fill_to` bytes are pending past
-    /// `wpos`. Never waits for the dump thread.
-    pub fn take(&self, out: &mut Vec<u8>, wpos: usize, fill_to: usize) -> Fed {
-        let mut queue = match self.0.queue.try_lock() {
-            Ok(queue) => queue,
-            Err(TryLockError::WouldBlock) => return Fed::More,
-            Err(TryLockError::Poisoned(e)) => e.into_inner(),
-        };
-        let mut moved = false;
-        while out.len() - wpos < fill_to {
-            let Some(mut chunk) = queue.ready.pop_front() else { break };
-            moved = true;
-            if out.is_empty() {
-                std::mem::swap(out, &mut chunk);
-            } else {
-                out.extend_from_slice(&chunk);
+    /// The worker's look at the dump, with `pending` bytes of its own
+    /// output not yet sent on `socket`: hand the socket over once they are
+    /// all sent, then say whether the dump has ended. Never waits for the
+    /// dump threads.
+    pub fn poll(&mut self, pending: usize, socket: Option<RawFd>) -> Fed {
+        if !self.handed_over {
+            if pending > 0 {
+                return Fed::More;
             }
-            chunk.clear();
-            if queue.spare.len() < SPARE_CHUNKS && (CHUNK_BYTES..=4 * CHUNK_BYTES).contains(&chunk.capacity()) {
-                queue.spare.push(chunk);
-            }
+            let Some(writer) = socket.and_then(|fd| SocketWriter::dup(fd).ok()) else {
+                return Fed::Failed;
+            };
+            self.inner.sink.lock().unwrap_or_else(|e| e.into_inner()).socket = Some(writer);
+            self.inner.handed.notify_one();
+            self.handed_over = true;
+            return Fed::More;
         }
-        if queue.finished && queue.ready.is_empty() {
-            return Fed::Finished;
+        match self.inner.sink.try_lock() {
+            Ok(sink) => sink.end.unwrap_or(Fed::More),
+            Err(TryLockError::WouldBlock) => Fed::More,
+            Err(TryLockError::Poisoned(e)) => e.into_inner().end.unwrap_or(Fed::More),
         }
-        if moved && queue.waiting {
-            self.0.room.notify_one();
-        }
-        Fed::More
     }
 }
 
 impl Drop for Feed {
     fn drop(&mut self) {
-        self.0.cancelled.store(true, Ordering::Relaxed);
-        self.0.room.notify_one();
+        self.inner.cancelled.store(true, Ordering::Relaxed);
+        self.inner.handed.notify_one();
     }
 }
 
@@ -170,7 +180,7 @@ fn walk(shared: &Shared, inner: &Inner, empties: Receiver<Staged>, to_printer: S
     let mut cursor = WalkCursor::default();
     let mut since_sleep = 0;
     while let Ok(mut staged) = empties.recv() {
-        if inner.cancelled.load(Ordering::Relaxed) || shared.is_shutting_down() {
+        if inner.stopping(shared) {
             return;
         }
         let now = shared.clock.now();
@@ -200,53 +210,57 @@ fn walk(shared: &Shared, inner: &Inner, empties: Receiver<Staged>, to_printer: S
     }
 }
 
-/// The printer thread: format each stage into 64 KiB chunks for the
-/// worker, until the walk's last stage, a cancel, or a shutdown.
+/// The printer thread: format each stage into 64 KiB chunks and send
+/// them to the client, until the walk's last stage, a cancel, a failed
+/// socket, or a shutdown.
 fn print(shared: &Shared, inner: &Inner, mut printer: Printer, busy: Option<Busy>, fulls: Receiver<Staged>, to_walker: SyncSender<Staged>) {
     let mut busy = busy;
+    let mut socket = None;
     let mut filling = Vec::with_capacity(CHUNK_BYTES + (4 << 10));
     // A closed channel: the walker stopped (cancelled or shutting down).
     while let Ok(mut staged) = fulls.recv() {
         staged.print(&mut printer, &mut filling);
-        if staged.done {
+        let done = staged.done;
+        if done {
             printer.terminate(&mut filling);
             // Let go of the crawler before the client can see the end.
             drop(busy.take());
-            hand_over(inner, shared, filling, true);
-            return;
+        } else {
+            // The walker may be gone already, its last stage sent: no matter.
+            let _ = to_walker.send(staged);
         }
-        // The walker may be gone already, its last stage sent: no matter.
-        let _ = to_walker.send(staged);
-        if filling.len() >= CHUNK_BYTES {
-            match hand_over(inner, shared, filling, false) {
-                Some(next) => filling = next,
-                None => return,
+        if done || filling.len() >= CHUNK_BYTES {
+            if socket.is_none() {
+                socket = handed_socket(inner, shared);
             }
+            let Some(writer) = &socket else { return };
+            if writer.write_all(&filling, WAIT_AT_MOST, || inner.stopping(shared)).is_err() {
+                return inner.end(Fed::Failed);
+            }
+            filling.clear();
+        }
+        if done {
+            return inner.end(Fed::Finished);
         }
     }
 }
 
-/// Queue `chunk` once there is room; an empty buffer to fill next, or
-/// `None` when the dump is cancelled (or this was the last chunk).
-fn hand_over(inner: &Inner, shared: &Shared, chunk: Vec<u8>, last: bool) -> Option<Vec<u8>> {
-    let mut queue = inner.queue.lock().unwrap_or_else(|e| e.into_inner());
-    while queue.ready.len() >= READY_CHUNKS {
-        if inner.cancelled.load(Ordering::Relaxed) || shared.is_shutting_down() {
+/// The client's socket once the worker hands it over; `None` if the dump
+/// is cancelled first.
+fn handed_socket(inner: &Inner, shared: &Shared) -> Option<SocketWriter> {
+    let mut sink = inner.sink.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        if let Some(socket) = sink.socket.take() {
+            return Some(socket);
+        }
+        if inner.stopping(shared) {
             return None;
         }
-        queue.waiting = true;
-        queue = match inner.room.wait_timeout(queue, WAIT_AT_MOST) {
-            Ok((queue, _)) => queue,
+        sink = match inner.handed.wait_timeout(sink, WAIT_AT_MOST) {
+            Ok((sink, _)) => sink,
             Err(e) => e.into_inner().0,
         };
-        queue.waiting = false;
     }
-    queue.ready.push_back(chunk);
-    queue.finished = last;
-    if last {
-        return None;
-    }
-    Some(queue.spare.pop().unwrap_or_else(|| Vec::with_capacity(CHUNK_BYTES + (4 << 10))))
 }
 
 /// One walk step's live items, copied out under the shard lock (keys end

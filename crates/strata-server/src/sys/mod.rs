@@ -15,6 +15,8 @@ pub mod mmsg;
 #[allow(unsafe_code)]
 pub mod priority;
 #[allow(unsafe_code)]
+pub mod socket_writer;
+#[allow(unsafe_code)]
 pub mod uring;
 
 use mio::event::Source;
