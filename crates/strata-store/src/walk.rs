@@ -31,10 +31,19 @@ pub struct WalkCursor {
     pub(crate) offset: usize,
     /// MapStore: the keys of the current shard when the walk entered it.
     pub(crate) keys: Vec<Box<[u8]>>,
+    /// SegStore: where the walk stands on flash, once past every shard
+    /// (only a walk started [`WalkCursor::with_flash`]).
+    pub(crate) flash: Option<Box<crate::seg::FlashScan>>,
     pub(crate) done: bool,
 }
 
 impl WalkCursor {
+    /// A walk that also shows the items on flash, after RAM's (key dumps;
+    /// its flash reads are blocking: a dump's own thread only).
+    pub fn with_flash() -> WalkCursor {
+        WalkCursor { flash: Some(Box::default()), ..WalkCursor::default() }
+    }
+
     /// Every item has been visited.
     pub fn is_done(&self) -> bool {
         self.done

@@ -392,3 +392,49 @@ fn the_flash_tier_survives_restarts_through_the_command_line() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `lru_crawler metadump` (and so `memcached-tool dump`) lists the keys on
+/// flash too, as memcached lists its extstore items: every live key once,
+/// a deleted one never, a replaced one once, with its current size.
+#[test]
+fn metadump_lists_the_keys_on_flash() {
+    let dir = std::env::temp_dir().join(format!("strata-flash-dump-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ext = format!("ext_path={}:256m,ext_page_size=8,ext_wbuf_size=2", dir.join("flash").display());
+    let (child, addrs) = spawn_listening(&["-t", "2", "-m", "8", "-o", &ext], 1);
+    let _server = Killed(child);
+    let stream = TcpStream::connect(addrs[0]).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut c = Client { stream, pending: Vec::new() };
+    // 16 MB of values through an 8 MB cache.
+    const KEYS: usize = 2 * ITEMS;
+    for i in 0..KEYS {
+        let mut req = format!("set key:{i} 0 0 2000 noreply\r\n").into_bytes();
+        req.extend_from_slice(&value(i));
+        req.extend_from_slice(b"\r\n");
+        c.send(&req);
+    }
+    assert!(c.line(b"version\r\n").starts_with("VERSION"));
+    let on_flash = c.stat("extstore_objects_used");
+    assert!(on_flash > KEYS as u64 / 2, "only {on_flash} items went to flash");
+    // key:0 is among the first written: on flash by now.
+    assert_eq!(c.line(b"delete key:0\r\n"), "DELETED\r\n");
+    assert_eq!(c.line(b"set key:1 0 0 3\r\nnew\r\n"), "STORED\r\n");
+
+    for _ in 0..2 {
+        c.send(b"lru_crawler metadump all\r\n");
+        let dump = String::from_utf8(c.until(b"END\r\n")).unwrap();
+        let mut seen = std::collections::HashMap::new();
+        for line in dump.lines().skip(1).filter(|l| *l != "END") {
+            let key = line.split(' ').next().unwrap().strip_prefix("key=").unwrap().to_string();
+            let size = line.split(' ').find_map(|f| f.strip_prefix("size=")).unwrap().to_string();
+            assert!(seen.insert(key.clone(), size).is_none(), "{key} listed twice");
+        }
+        assert!(!seen.contains_key("key%3A0"), "a deleted key is listed");
+        assert_eq!(seen.len(), KEYS - 1, "every live key once");
+        let small = seen["key%3A1"].parse::<usize>().unwrap();
+        let large = seen["key%3A2"].parse::<usize>().unwrap();
+        assert!(small < large, "key:1's size is its new value's ({small} vs {large})");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

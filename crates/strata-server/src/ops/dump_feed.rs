@@ -177,7 +177,7 @@ impl Drop for Feed {
 /// empty stage, handed to the printer, until the walk ends or the printer
 /// goes (cancelled: it drops its ends of the channels).
 fn walk(shared: &Shared, inner: &Inner, empties: Receiver<Staged>, to_printer: SyncSender<Staged>) {
-    let mut cursor = WalkCursor::default();
+    let mut cursor = WalkCursor::with_flash();
     let mut since_sleep = 0;
     while let Ok(mut staged) = empties.recv() {
         if inner.stopping(shared) {

@@ -44,6 +44,7 @@ use std::sync::{Mutex, MutexGuard};
 use xxhash_rust::xxh3::xxh3_64;
 
 use self::buffer::Buffer;
+pub(crate) use self::flash::FlashScan;
 use self::file::{Geometry, MemFile, Opened, SEGMENT_HEADER};
 use self::region::Region;
 use self::item::{Header, FETCHED, KEY_BINARY, STALE, TOKEN_SENT};

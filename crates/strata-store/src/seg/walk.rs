@@ -28,8 +28,8 @@ impl SegStore {
     ) -> bool {
         // One shard's lock per step: the next shard waits for the next step.
         let Some(padded) = self.shards.get(cursor.shard) else {
-            cursor.done = true;
-            return true;
+            cursor.done = cursor.flash.as_mut().is_none_or(|scan| self.walk_flash_step(scan, budget.max(1), now, visit));
+            return cursor.done;
         };
         let mut shard = lock(padded);
         self.walk_shard(&mut shard, cursor, budget.max(1), now, visit);
@@ -37,7 +37,7 @@ impl SegStore {
             cursor.shard += 1;
             cursor.segment = 0;
             cursor.gen = None;
-            cursor.done = cursor.shard == self.shards.len();
+            cursor.done = cursor.shard == self.shards.len() && (cursor.flash.is_none() || self.g.flash.is_none());
         }
         cursor.done
     }

@@ -46,12 +46,14 @@ mod mapped;
 mod page_table;
 mod record;
 mod tier;
+mod walk;
 
 use std::sync::atomic::Ordering;
 
 pub(crate) use self::index::FlashIndex;
 use self::index::Entry;
 pub(crate) use self::tier::Tier;
+pub(crate) use self::walk::FlashScan;
 use super::item::{Header, FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
 use super::shard::{Shard, Spec};
 use super::table::Loc;

@@ -75,6 +75,16 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
+/// The length on flash of the record that seems to start `bytes` (its
+/// header is whole and has the magic); None for padding or damage. Not
+/// checked: `decode` does that.
+pub fn peek_len(bytes: &[u8]) -> Option<usize> {
+    if bytes.len() < HEADER || u16::from_le_bytes([bytes[30], bytes[31]]) != MAGIC || bytes[29] == 0 {
+        return None;
+    }
+    Some(record_len(usize::from(bytes[29]), u32_at(bytes, 4) as usize))
+}
+
 /// Decode and check the record at the start of `bytes`; None if it is cut
 /// short or fails its check.
 pub fn decode(bytes: &[u8], seed: u64) -> Option<Record<'_>> {
