@@ -12,7 +12,7 @@
 //!  ext_threads        threads             1                I/O threads (epoll engine)
 //!  ext_io_depth       io_depth            1                reads in flight per I/O thread
 //!  ext_item_size      tunables.item_size  512              bytes; smaller items are not written
-//!  ext_item_age       tunables.item_age   u32::MAX         seconds idle; MAX = no age limit
+//!  ext_item_age       tunables.item_age   u32::MAX         seconds idle to go with no memory pressure; MAX = never
 //!  ext_low_ttl        tunables.low_ttl    0                seconds
 //!  ext_recache_rate   tunables.recache_rate 2000           one flash hit in N goes back to RAM
 //!  ext_compact_under  tunables.compact_under 0 -> 1% of pages (at least 1)
@@ -42,7 +42,7 @@ pub const SHRUNK_PAGE_MIN_BYTES: u64 = 1 << 20;
 pub const DEFAULT_WBUF_SIZE_BYTES: u64 = 4 << 20;
 /// memcached's default `ext_item_size`.
 pub const DEFAULT_ITEM_SIZE_BYTES: u32 = 512;
-/// memcached's `ext_item_age` default: no age limit.
+/// memcached's `ext_item_age` default: items go to flash only under memory pressure.
 pub const ITEM_AGE_UNLIMITED: u32 = u32::MAX;
 /// memcached's default `ext_recache_rate`.
 pub const DEFAULT_RECACHE_RATE: u32 = 2000;
@@ -141,7 +141,9 @@ pub struct ExtTunables {
     /// `ext_item_size`: items (memcached's item size) smaller than this
     /// stay in RAM and are evicted as usual.
     pub item_size: AtomicU32,
-    /// `ext_item_age`: seconds an item must have been idle to go to flash.
+    /// `ext_item_age`: items idle more than this go to flash with no memory
+    /// pressure (the idle writer, `seg/flash/age.rs`); under pressure any
+    /// age goes, as in memcached. [`ITEM_AGE_UNLIMITED`]: only under pressure.
     pub item_age: AtomicU32,
     /// `ext_low_ttl`: items with fewer seconds left to live stay in RAM
     /// (memcached sends them to a separate page bucket; Strata does not
@@ -264,7 +266,7 @@ impl ExtConfig {
         if pages(size) >= 2 {
             return size;
         }
-        while pages(size) < SHRUNK_PAGE_COUNT && size / 2 >= SHRUNK_PAGE_MIN_BYTES && (size / 2) % 4096 == 0 {
+        while pages(size) < SHRUNK_PAGE_COUNT && size / 2 >= SHRUNK_PAGE_MIN_BYTES && (size / 2).is_multiple_of(4096) {
             size /= 2;
         }
         size

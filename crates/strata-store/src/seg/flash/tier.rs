@@ -647,6 +647,16 @@ impl Inner {
         w
     }
 
+    /// Wait until a write buffer is free to fill after the current one
+    /// (the idle writer, with no shard lock held, so its appends do not
+    /// wait for the device while holding one).
+    pub fn wait_for_spare(&self) {
+        let mut w = lock(&self.writer);
+        while w.spare.is_empty() && !w.stop && !w.failed {
+            w = self.written.wait(w).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
     /// Write the buffer out now and wait until it is on flash (graceful
     /// stop, tests). Appending goes on at the next block.
     pub fn flush_now(&self) {
