@@ -8,11 +8,14 @@
 //! ```text
 //!  server thread strata-flash-age, once a second: Engine::flash_write_idle
 //!    shard by shard, segment by segment (only segments opened more than
-//!    ext_item_age ago: an item's last access is never before its
-//!    segment's creation), items in append order, under the shard's lock
+//!    ext_item_age ago: items are written after their segment opened, so
+//!    only one kept by eviction, rewritten into a newer segment with its
+//!    old access time, waits up to ext_item_age longer), items in append
+//!    order, under the shard's lock
 //!    for at most BATCH_ITEMS items looked at or half a write buffer
 //!    written, then the lock is let go (and, before the next batch, a
-//!    free write buffer awaited with no lock held)
+//!    free write buffer awaited with no lock held, so a batch waits for
+//!    the device under the lock only if eviction took that buffer first)
 //!  each linked item: >= ext_item_size, idle > ext_item_age, not expired or
 //!    flushed, ext_low_ttl left -> written to flash, unlinked from RAM
 //!    (not an eviction); a sealed segment left empty goes back to the pool
