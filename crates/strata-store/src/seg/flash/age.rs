@@ -7,11 +7,9 @@
 //!
 //! ```text
 //!  server thread strata-flash-age, once a second: Engine::flash_write_idle
-//!    shard by shard, segment by segment (only segments opened more than
-//!    ext_item_age ago: items are written after their segment opened, so
-//!    only one kept by eviction, rewritten into a newer segment with its
-//!    old access time, waits up to ext_item_age longer), items in append
-//!    order, under the shard's lock
+//!    shard by shard, segment by segment, items in append order (a segment
+//!    may hold items older than itself: kept by eviction, or brought back
+//!    from flash, with their access times), under the shard's lock
 //!    for at most BATCH_ITEMS items looked at or half a write buffer
 //!    written, then the lock is let go (and, before the next batch, a
 //!    free write buffer awaited with no lock held, so a batch waits for
@@ -19,9 +17,10 @@
 //!  each linked item: >= ext_item_size, idle > ext_item_age, not expired or
 //!    flushed, ext_low_ttl left -> written to flash, unlinked from RAM
 //!    (not an eviction); a sealed segment left empty goes back to the pool
-//!  per segment, a memo (generation, due): the earliest second an item
-//!    left in it can qualify, so a segment of small or busy items is not
-//!    walked again every second
+//!  per sealed segment, a memo (generation, due): the earliest second an
+//!    item left in it can qualify, so a segment of small or busy items is
+//!    not walked again every second (open segments, one per TTL bucket and
+//!    queue, are walked every pass)
 //! ```
 //!
 //! With the default `ext_item_age` (unlimited) a pass returns at once; with
@@ -102,12 +101,13 @@ impl SegStore {
                     let id = next;
                     next += 1;
                     let (gen, end, live) = guard.segment_extent(id);
-                    let young = now.saturating_sub(guard.segs[id as usize].create_time) <= age;
                     let memo = memos.get(id as usize).copied();
-                    if live && !young && !memo.is_some_and(|(g, due)| g == gen && due > now) {
-                        // An open segment takes new items, due once idle.
+                    if live && !memo.is_some_and(|(g, due)| g == gen && due > now) {
+                        // An open segment takes new items, some with an old
+                        // access time (brought back from flash, kept by
+                        // eviction): walked every pass.
                         let open = guard.segs[id as usize].is_open();
-                        let due = if open { now.saturating_add(age).saturating_add(1) } else { NEVER };
+                        let due = if open { now.saturating_add(1) } else { NEVER };
                         walk = Some(SegWalk { id, gen, offset: self.g.data_start, end, due });
                         break;
                     }
