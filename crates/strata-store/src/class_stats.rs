@@ -79,6 +79,9 @@ pub struct ClassCounters {
     pub reclaimed: u64,
     pub expired_unfetched: u64,
     pub outofmemory: u64,
+    /// Items written to flash, in their header's class (memcached moves
+    /// each new header to COLD; reset by `stats reset`, unlike `flash_written`).
+    pub moves_to_cold: u64,
     /// Items rewritten into `Main` from `Small` (read since written).
     pub moves_to_warm: u64,
     /// Items rewritten from `Main` into `Main` again.
@@ -102,7 +105,7 @@ impl ClassCounters {
         sum!(
             number_hot, number_warm, number_cold, cold_bytes, flash_written, flash_written_bytes, mem_requested, number_max, get_hits, touch_hits, hits_to_hot, hits_to_warm, cmd_set,
             delete_hits, incr_hits, decr_hits, cas_hits, cas_badval, evicted, evicted_nonzero, evicted_active,
-            evicted_unfetched, reclaimed, expired_unfetched, outofmemory, moves_to_warm, moves_within_lru
+            evicted_unfetched, reclaimed, expired_unfetched, outofmemory, moves_to_cold, moves_to_warm, moves_within_lru
         );
         if o.evicted > 0 && o.evicted_at >= self.evicted_at {
             self.evicted_at = o.evicted_at;
@@ -232,6 +235,7 @@ impl ClassTally {
         let c = self.class(cls);
         c.flash_written += 1;
         c.flash_written_bytes += size as u64;
+        c.moves_to_cold += 1;
     }
 
     /// An expired (`flushed` false) or flushed item was dropped.
@@ -352,6 +356,7 @@ mod tests {
         assert_eq!((a.number_cold, b.number_cold), (16, 5), "3:1, the rounding to the commonest");
         assert_eq!((a.number(), a.cold_bytes, b.cold_bytes, a.mem_requested), (16, 16 * 74, 5 * 110, 0));
         assert_eq!((a.number_max, s.classes[25].number()), (16, 1));
+        assert_eq!(a.moves_to_cold, 0, "reset");
         let mut none = ClassStats::empty(false);
         t.add_to(&mut none);
         none.place_flash_items(0);

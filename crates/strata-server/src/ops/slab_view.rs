@@ -59,7 +59,7 @@ pub(crate) fn items(exec: &Executor<'_>, out: &mut Stats) {
             ("crawler_reclaimed", crawled.reclaimed),
             ("crawler_items_checked", crawled.items_checked),
             ("lrutail_reflocked", 0),
-            ("moves_to_cold", 0),
+            ("moves_to_cold", c.moves_to_cold),
             ("moves_to_warm", c.moves_to_warm),
             ("moves_within_lru", c.moves_within_lru),
             ("direct_reclaims", 0),
