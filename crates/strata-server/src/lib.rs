@@ -7,6 +7,7 @@
 pub mod auth;
 pub mod conn;
 pub mod exec;
+pub mod flash_age;
 pub mod flash_io;
 pub mod ops;
 pub mod port_file;

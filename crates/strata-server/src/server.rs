@@ -150,6 +150,7 @@ impl Server {
             .name("strata-acceptor".into())
             .spawn(move || accept_loop(acceptor_shared, poll, listeners, hand_off))?;
         threads.push(acceptor);
+        threads.extend(crate::flash_age::start(&shared)?);
         Ok(Server { shared, tcp_addrs, udp_addrs, threads })
     }
 

@@ -10,6 +10,11 @@
 //!      requests:   get_hits, touch_hits, hits_to_hot/warm, cmd_set, delete_hits,
 //!                  incr_hits, decr_hits, cas_hits, cas_badval
 //!      departures: evicted*, reclaimed, expired_unfetched, outofmemory, moves_*
+//!      flash:      flash_written, flash_written_bytes (never reset): items
+//!                  written to flash by the class of the RAM header memcached
+//!                  would keep for them; number_cold: live flash items placed
+//!                  in those classes at `stats` time, their bytes in cold_bytes
+//!                  (ClassStats::place_flash_items)
 //!    sizes: live items per 32-byte bucket of memcached item size (-o track_sizes)
 //! ```
 //!
@@ -34,6 +39,16 @@ pub enum Queue {
 pub struct ClassCounters {
     pub number_hot: u64,
     pub number_warm: u64,
+    /// Items on flash, shown where memcached keeps their RAM headers: its
+    /// COLD LRU of the header's class (filled in at `stats` time).
+    pub number_cold: u64,
+    /// Those headers' bytes (memcached counts them in `mem_requested`,
+    /// which `stats items` prints as `mem_requested + cold_bytes`).
+    pub cold_bytes: u64,
+    /// Items written to flash whose memcached header is of this class, and
+    /// those headers' bytes (the shares `place_flash_items` uses).
+    pub flash_written: u64,
+    pub flash_written_bytes: u64,
     /// Sum of memcached item sizes of the live items (`mem_requested`).
     pub mem_requested: u64,
     /// The most items the class has held at once: memcached keeps the
@@ -64,6 +79,9 @@ pub struct ClassCounters {
     pub reclaimed: u64,
     pub expired_unfetched: u64,
     pub outofmemory: u64,
+    /// Items written to flash, in their header's class (memcached moves
+    /// each new header to COLD; reset by `stats reset`, unlike `flash_written`).
+    pub moves_to_cold: u64,
     /// Items rewritten into `Main` from `Small` (read since written).
     pub moves_to_warm: u64,
     /// Items rewritten from `Main` into `Main` again.
@@ -76,7 +94,7 @@ pub struct ClassCounters {
 
 impl ClassCounters {
     pub fn number(&self) -> u64 {
-        self.number_hot + self.number_warm
+        self.number_hot + self.number_warm + self.number_cold
     }
 
     /// Add `other` (another shard's row) to this one.
@@ -85,9 +103,9 @@ impl ClassCounters {
             ($($f:ident),*) => { $( self.$f += o.$f; )* };
         }
         sum!(
-            number_hot, number_warm, mem_requested, number_max, get_hits, touch_hits, hits_to_hot, hits_to_warm, cmd_set,
+            number_hot, number_warm, number_cold, cold_bytes, flash_written, flash_written_bytes, mem_requested, number_max, get_hits, touch_hits, hits_to_hot, hits_to_warm, cmd_set,
             delete_hits, incr_hits, decr_hits, cas_hits, cas_badval, evicted, evicted_nonzero, evicted_active,
-            evicted_unfetched, reclaimed, expired_unfetched, outofmemory, moves_to_warm, moves_within_lru
+            evicted_unfetched, reclaimed, expired_unfetched, outofmemory, moves_to_cold, moves_to_warm, moves_within_lru
         );
         if o.evicted > 0 && o.evicted_at >= self.evicted_at {
             self.evicted_at = o.evicted_at;
@@ -104,6 +122,8 @@ impl ClassCounters {
             number_warm: self.number_warm,
             mem_requested: self.mem_requested,
             number_max: self.number_max,
+            flash_written: self.flash_written,
+            flash_written_bytes: self.flash_written_bytes,
             ..ClassCounters::default()
         };
     }
@@ -209,6 +229,15 @@ impl ClassTally {
         c.evicted_at = now;
     }
 
+    /// An item went to flash; memcached would keep a RAM header of `size`
+    /// bytes in class `cls` for it.
+    pub fn flash_written(&mut self, cls: u8, size: usize) {
+        let c = self.class(cls);
+        c.flash_written += 1;
+        c.flash_written_bytes += size as u64;
+        c.moves_to_cold += 1;
+    }
+
     /// An expired (`flushed` false) or flushed item was dropped.
     pub fn reclaimed(&mut self, cls: u8, fetched: bool, flushed: bool) {
         let c = self.class(cls);
@@ -256,6 +285,38 @@ impl ClassStats {
             sizes: track_sizes.then(Vec::new),
         }
     }
+
+    /// Show `live` items on flash as memcached shows them: as headers in
+    /// RAM, in the COLD LRU (`number_cold`) of the header's class, with
+    /// the header's bytes in `mem_requested`. The flash index keeps no key
+    /// lengths, so the items are spread over the header classes in the
+    /// shares items were written to flash in (exact when every key gives
+    /// the same header class, as with keys of similar lengths).
+    pub fn place_flash_items(&mut self, live: u64) {
+        let total: u64 = self.classes.iter().map(|c| c.flash_written).sum();
+        if total == 0 || live == 0 {
+            return;
+        }
+        let mut placed = 0;
+        let mut biggest = (0, 0);
+        for (i, c) in self.classes.iter_mut().enumerate().filter(|(_, c)| c.flash_written > 0) {
+            let n = (u128::from(live) * u128::from(c.flash_written) / u128::from(total)) as u64;
+            c.number_cold += n;
+            c.cold_bytes += (u128::from(n) * u128::from(c.flash_written_bytes) / u128::from(c.flash_written)) as u64;
+            placed += n;
+            if c.flash_written > biggest.1 {
+                biggest = (i, c.flash_written);
+            }
+        }
+        // What rounding left goes to the commonest class.
+        let c = &mut self.classes[biggest.0];
+        c.number_cold += live - placed;
+        let rest = live - placed;
+        c.cold_bytes += (u128::from(rest) * u128::from(c.flash_written_bytes) / u128::from(c.flash_written)) as u64;
+        for c in self.classes.iter_mut() {
+            c.number_max = c.number_max.max(c.number());
+        }
+    }
 }
 
 #[cfg(test)]
@@ -275,6 +336,31 @@ mod tests {
         assert_eq!(s.classes[2].number(), 1);
         let sizes = s.sizes.unwrap();
         assert_eq!((sizes[3], sizes[4]), (1, 1), "96 is bucket 3 (96), 97 bucket 4 (128)");
+    }
+
+    #[test]
+    fn flash_items_are_placed_in_their_header_classes() {
+        let mut t = ClassTally::new(false);
+        for _ in 0..30 {
+            t.flash_written(1, 74);
+        }
+        for _ in 0..10 {
+            t.flash_written(2, 110);
+        }
+        t.linked(25, Queue::Hot, 20_000);
+        t.reset();
+        let mut s = ClassStats::empty(false);
+        t.add_to(&mut s);
+        s.place_flash_items(21);
+        let (a, b) = (s.classes[1], s.classes[2]);
+        assert_eq!((a.number_cold, b.number_cold), (16, 5), "3:1, the rounding to the commonest");
+        assert_eq!((a.number(), a.cold_bytes, b.cold_bytes, a.mem_requested), (16, 16 * 74, 5 * 110, 0));
+        assert_eq!((a.number_max, s.classes[25].number()), (16, 1));
+        assert_eq!(a.moves_to_cold, 0, "reset");
+        let mut none = ClassStats::empty(false);
+        t.add_to(&mut none);
+        none.place_flash_items(0);
+        assert_eq!(none.classes[1].number(), 0);
     }
 
     #[test]

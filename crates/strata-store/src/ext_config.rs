@@ -12,7 +12,7 @@
 //!  ext_threads        threads             1                I/O threads (epoll engine)
 //!  ext_io_depth       io_depth            1                reads in flight per I/O thread
 //!  ext_item_size      tunables.item_size  512              bytes; smaller items are not written
-//!  ext_item_age       tunables.item_age   u32::MAX         seconds idle; MAX = no age limit
+//!  ext_item_age       tunables.item_age   u32::MAX         seconds idle to go with no memory pressure; MAX = never
 //!  ext_low_ttl        tunables.low_ttl    0                seconds
 //!  ext_recache_rate   tunables.recache_rate 2000           one flash hit in N goes back to RAM
 //!  ext_compact_under  tunables.compact_under 0 -> 1% of pages (at least 1)
@@ -34,11 +34,15 @@ use std::sync::Arc;
 
 /// memcached's default `ext_page_size`: 64 MiB.
 pub const DEFAULT_PAGE_SIZE_BYTES: u64 = 64 << 20;
+/// Pages, and the smallest page, [`ExtConfig::effective_page_size_bytes`]
+/// aims for when the files hold fewer than 2 pages of `ext_page_size`.
+pub const SHRUNK_PAGE_COUNT: u64 = 8;
+pub const SHRUNK_PAGE_MIN_BYTES: u64 = 1 << 20;
 /// memcached's default `ext_wbuf_size`: 4 MiB.
 pub const DEFAULT_WBUF_SIZE_BYTES: u64 = 4 << 20;
 /// memcached's default `ext_item_size`.
 pub const DEFAULT_ITEM_SIZE_BYTES: u32 = 512;
-/// memcached's `ext_item_age` default: no age limit.
+/// memcached's `ext_item_age` default: items go to flash only under memory pressure.
 pub const ITEM_AGE_UNLIMITED: u32 = u32::MAX;
 /// memcached's default `ext_recache_rate`.
 pub const DEFAULT_RECACHE_RATE: u32 = 2000;
@@ -137,7 +141,9 @@ pub struct ExtTunables {
     /// `ext_item_size`: items (memcached's item size) smaller than this
     /// stay in RAM and are evicted as usual.
     pub item_size: AtomicU32,
-    /// `ext_item_age`: seconds an item must have been idle to go to flash.
+    /// `ext_item_age`: items idle more than this go to flash with no memory
+    /// pressure (the idle writer, `seg/flash/age.rs`); under pressure any
+    /// age goes, as in memcached. [`ITEM_AGE_UNLIMITED`]: only under pressure.
     pub item_age: AtomicU32,
     /// `ext_low_ttl`: items with fewer seconds left to live stay in RAM
     /// (memcached sends them to a separate page bucket; Strata does not
@@ -248,6 +254,24 @@ impl ExtConfig {
         !self.paths.is_empty()
     }
 
+    /// The page size the flash tier cuts its files into: `ext_page_size`,
+    /// unless the files hold fewer than 2 such pages (memcached runs with
+    /// one page; Strata's FIFO needs a page to fill while another is
+    /// reclaimed). Then `ext_page_size` is halved until the files hold
+    /// [`SHRUNK_PAGE_COUNT`] pages or a page is [`SHRUNK_PAGE_MIN_BYTES`]:
+    /// `ext_path=F:64m` at the default 64 MiB gives 8 pages of 8 MiB.
+    pub fn effective_page_size_bytes(&self) -> u64 {
+        let pages = |size: u64| self.paths.iter().map(|p| p.size_bytes / size.max(1)).sum::<u64>();
+        let mut size = self.page_size_bytes;
+        if pages(size) >= 2 {
+            return size;
+        }
+        while pages(size) < SHRUNK_PAGE_COUNT && size / 2 >= SHRUNK_PAGE_MIN_BYTES && (size / 2).is_multiple_of(4096) {
+            size /= 2;
+        }
+        size
+    }
+
     /// memcached's start-time fill-in of `ext_compact_under` and
     /// `ext_drop_under` left at 0: 1% of the pages (at least 1).
     pub fn fill_page_defaults(&self, page_count: u64) {
@@ -266,6 +290,23 @@ impl ExtConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn files_under_two_pages_get_smaller_pages() {
+        let with = |sizes: &[u64], page: u64| ExtConfig {
+            paths: sizes.iter().map(|&s| ExtPath { path: "/f".into(), size_bytes: s << 20, bucket: ExtBucket::Default }).collect(),
+            page_size_bytes: page << 20,
+            ..ExtConfig::default()
+        }
+        .effective_page_size_bytes()
+            >> 20;
+        assert_eq!(with(&[64], 64), 8, "maxconns.t's ext_path=F:64m: 8 pages of 8 MiB");
+        assert_eq!(with(&[100], 64), 8, "one page and a bit: 12 pages of 8 MiB");
+        assert_eq!(with(&[128], 64), 64, "two pages: as asked");
+        assert_eq!(with(&[64, 64], 64), 64, "two files of one page each");
+        assert_eq!(with(&[2], 2), 1, "down to 1 MiB pages at most");
+        assert_eq!(with(&[64], 8), 8, "8 pages already");
+    }
 
     #[test]
     fn ext_path_parses_as_memcached() {

@@ -37,7 +37,7 @@ pub use ext_config::{ExtBucket, ExtConfig, ExtPath, ExtTunable, ExtTunables};
 pub use ext_stats::{ExtPageStats, ExtStats};
 pub use flash_read::{FlashBuf, FlashFinish, FlashRead, FLASH_ALIGN_BYTES};
 pub use map::MapStore;
-pub use seg::SegStore;
+pub use seg::{FlashIdle, SegStore};
 pub use walk::{Visit, WalkCursor, WALK_BATCH};
 
 /// Item metadata as the protocol layer sees it.
@@ -449,6 +449,16 @@ pub trait Engine: Send + Sync {
 
     /// A handed-out read will not be finished (its connection closed).
     fn abandon_flash_read(&self, _read: &FlashRead) {}
+
+    /// `ext_item_age`: one pass of writing items idle longer than that to
+    /// flash, with no memory pressure (memcached's storage write thread).
+    /// The server calls it about once a second from a thread of its own,
+    /// never a worker, while [`Engine::flash_enabled`]; `state` is that
+    /// thread's. Takes shard locks a small batch at a time. Returns the
+    /// items written.
+    fn flash_write_idle(&self, _now: RelTime, _state: &mut FlashIdle) -> u64 {
+        0
+    }
 
     /// The flash tier's counters (`stats`, `stats extstore`); None without one.
     fn ext_stats(&self) -> Option<ExtStats> {

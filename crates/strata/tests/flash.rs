@@ -125,11 +125,14 @@ fn run_on(engine: &str) {
     c.until(b"MN\r\n");
     assert!(c.stat("extstore_objects_written") > 300, "items went to flash");
     // Items on flash: `me` reads one where it is (a flash read shows in
-    // get_extstore) and leaves it there.
+    // get_extstore) and leaves it there; one still in the write buffer is
+    // counted too but brought back to RAM, so a second `me` is not.
     let on_flash = |c: &mut Client, key: &str| {
-        let before = c.stat("get_extstore");
-        c.line(format!("me {key}\r\n").as_bytes());
-        c.stat("get_extstore") > before
+        (0..2).all(|_| {
+            let before = c.stat("get_extstore");
+            c.line(format!("me {key}\r\n").as_bytes());
+            c.stat("get_extstore") > before
+        })
     };
     let k: Vec<usize> = (0..ITEMS).filter(|&i| on_flash(&mut c, &format!("k{i}"))).take(22).collect();
     let n: Vec<usize> = (0..COUNTERS).filter(|&i| on_flash(&mut c, &format!("c{i}"))).take(3).collect();

@@ -31,6 +31,7 @@
 mod buffer;
 mod file;
 mod flash;
+pub use flash::FlashIdle;
 mod item;
 mod prefetch;
 mod region;
@@ -1023,6 +1024,7 @@ impl Engine for SegStore {
                 }
             }
         }
+        out.place_flash_items(self.flash_items());
         out
     }
 
@@ -1052,7 +1054,7 @@ impl Engine for SegStore {
         for shard in self.shards.iter().filter(|_| reclaim_expired) {
             lock(shard).reclaim_expired(&self.g, now, shard::RECLAIM_PER_TICK, None);
         }
-        self.flash_maintain();
+        self.flash_maintain(reclaim_expired);
         self.persist_state();
     }
 
@@ -1088,6 +1090,10 @@ impl Engine for SegStore {
         visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
     ) -> crate::FlashFinish {
         self.finish_flash_read_impl(read, data, opts, into_ram, now, visit)
+    }
+
+    fn flash_write_idle(&self, now: RelTime, state: &mut FlashIdle) -> u64 {
+        self.flash_write_idle_impl(now, state)
     }
 
     fn abandon_flash_read(&self, read: &crate::FlashRead) {

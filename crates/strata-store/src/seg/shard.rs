@@ -145,6 +145,11 @@ impl Segment {
         }
     }
 
+    /// Still appended to (the idle writer, `flash/age.rs`).
+    pub fn is_open(&self) -> bool {
+        self.state == State::Active
+    }
+
     pub fn is_live(&self) -> bool {
         matches!(self.state, State::Active | State::Sealed)
     }

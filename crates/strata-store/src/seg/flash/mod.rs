@@ -1,8 +1,9 @@
 //! The flash tier (`-o ext_path`): RAM holds the index, flash holds items.
 //!
 //! ```text
-//!  RAM segments ──evict (S3-FIFO)──► item >= ext_item_size, idle >= ext_item_age,
-//!                                    TTL left >= ext_low_ttl?
+//!  RAM segments ──evict (S3-FIFO)──► item >= ext_item_size,
+//!               (or, idle > ext_item_age,  TTL left >= ext_low_ttl?
+//!               the idle writer, age.rs)
 //!                                      no ─► evicted as without flash
 //!                                      yes ─► record into the write buffer (tier.rs)
 //!                                             RAM slot unlinked, flash entry linked
@@ -11,7 +12,8 @@
 //!         flash entries (`flash_forget`, in `SegStore::put` and at the start
 //!         of every command that changes an item)
 //!  flash: pages in FIFO; a reclaimed page's entries go stale at once
-//!         (page version) and are swept by `maintain`
+//!         (page version) and are swept by `maintain` while the LRU
+//!         crawler is on (a read of one is a `miss_from_extstore`)
 //! ```
 //!
 //! The path of a flash read (see `flash_read.rs` for the server's side):
@@ -41,6 +43,7 @@
 //! Without `-e`, the flash file is reused but starts empty (a new secret
 //! makes its old records fail their check).
 
+mod age;
 mod index;
 mod mapped;
 mod page_table;
@@ -50,6 +53,7 @@ mod walk;
 
 use std::sync::atomic::Ordering;
 
+pub use self::age::FlashIdle;
 pub(crate) use self::index::FlashIndex;
 use self::index::Entry;
 pub(crate) use self::tier::Tier;
@@ -156,12 +160,19 @@ impl SegStore {
             let i = fi.find(hash, |_| true)?;
             let e = fi.get(i);
             if tier.is_stale(e.page, e.version4) {
+                // Its page was reclaimed: memcached reads such a header's
+                // page, finds another version and counts the miss.
                 fi.remove(i);
+                tier.c.get_extstore.fetch_add(1, relaxed());
+                tier.c.miss.fetch_add(1, relaxed());
                 continue;
             }
             let version = tier.version(e.page);
             if e.offset >= tier.written_bytes_of(e.page) && tier.unwritten(e.page, e.offset, &mut bytes, e.blocks) {
-                // Still in a write buffer: no I/O, straight back to RAM.
+                // Still in a write buffer: no I/O, straight back to RAM
+                // (memcached also serves it from the buffer, and counts
+                // the fetch).
+                tier.c.get_extstore.fetch_add(1, relaxed());
                 let seed = record::seed(tier.secret, e.page, version);
                 self.accept(shard, tier, hash, key, e, &bytes, seed, GetOptions::default(), true, now, &mut |_, _| GetAction::default());
                 return None;
@@ -369,9 +380,17 @@ impl SegStore {
     }
 
     /// Once a tick: sweep stale entries (of reclaimed pages) out of the
-    /// flash indexes, a bounded number of slots per shard.
-    pub(super) fn flash_maintain(&self) {
+    /// flash indexes, a bounded number of slots per shard. That is the
+    /// LRU crawler's work in memcached (it unlinks headers whose page is
+    /// gone): with the crawler off (`no_lru_crawler`), stale entries stay,
+    /// and a read of one is a `miss_from_extstore`, until they are half
+    /// the indexes' entries (memory pressure, where memcached's LRU drops
+    /// such headers).
+    pub(super) fn flash_maintain(&self, crawler: bool) {
         let Some(tier) = &self.g.flash else { return };
+        if !crawler && self.flash_entries() as u64 <= 2 * self.flash_items() {
+            return;
+        }
         for shard in self.shards.iter() {
             if let Some(fi) = lock(shard).flash.as_mut() {
                 fi.sweep(SWEEP_PER_TICK, |e| tier.is_stale(e.page, e.version4));
@@ -412,10 +431,13 @@ impl SegStore {
 }
 
 impl Shard {
-    /// Eviction's offer to flash: write the item at `loc` into the flash
-    /// tier if it qualifies (`ext_item_size`, `ext_item_age`, `ext_low_ttl`)
-    /// and there is room; true if it went (the caller unlinks it from RAM
-    /// without counting an eviction).
+    /// Eviction's offer to flash (and the idle writer's, `age.rs`): write
+    /// the item at `loc` into the flash tier if it qualifies
+    /// (`ext_item_size`, `ext_low_ttl`) and there is room; true if it went
+    /// (the caller unlinks it from RAM without counting an eviction). No
+    /// age rule: eviction is memory pressure, where memcached's storage
+    /// writer ignores `ext_item_age` (`item_age = 0`); the idle writer
+    /// checks the age itself.
     pub fn demote_to_flash(&mut self, g: &Globals, loc: Loc, h: &Header, hash: u64, now: RelTime) -> bool {
         let (Some(tier), true) = (&g.flash, self.flash.is_some()) else { return false };
         let t = &tier.tunables;
@@ -426,10 +448,6 @@ impl Shard {
         let item = self.item(loc);
         let seg = self.seg(loc);
         let access = h.access(item, seg.create_time);
-        let age = t.item_age.load(relaxed());
-        if age != crate::ext_config::ITEM_AGE_UNLIMITED && now.saturating_sub(access) < age {
-            return false;
-        }
         let exptime = h.exptime(item);
         if exptime != 0 && (exptime <= now || exptime - now < t.low_ttl.load(relaxed())) {
             return false;
@@ -449,6 +467,9 @@ impl Shard {
             tier.c.write_fallbacks.fetch_add(1, relaxed());
             return false;
         };
+        // memcached's header for it: the key, the flags and a 12-byte item_hdr.
+        let header = crate::memcached_item_size(key.len(), h.flags, 10, !g.config.cas_disabled);
+        self.classes.flash_written(g.config.classes.class_of(header), header);
         let fi = self.flash.as_mut().expect("flash index");
         fi.remove_all(hash, |e| tier.forget(e.page, e.version4));
         fi.insert(hash, &Entry { page: p.page, offset: p.offset, blocks: p.blocks, version4: (p.version & 0xf) as u8, freq: 0 });

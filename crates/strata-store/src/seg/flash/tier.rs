@@ -222,7 +222,8 @@ impl Tier {
     /// `memory_bytes`: `-m`, which the write buffers are counted in.
     pub fn open(ext: &ExtConfig, memory_bytes: u64, secret: u64, persist: Option<(&std::path::Path, u32, bool)>) -> std::io::Result<Tier> {
         let invalid = |msg: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, msg);
-        let page_size = ext.page_size_bytes;
+        // Smaller pages when the files hold fewer than 2 (ext_config.rs).
+        let page_size = ext.effective_page_size_bytes();
         if page_size < 2 * BLOCK || page_size % BLOCK != 0 || page_size > MAX_PAGE_BYTES {
             return Err(invalid(format!("ext_page_size: {page_size} bytes is not a multiple of 4 KiB between 8 KiB and 64 MiB")));
         }
@@ -644,6 +645,16 @@ impl Inner {
         w.fill = 0;
         self.work.notify_one();
         w
+    }
+
+    /// Wait until a write buffer is free to fill after the current one
+    /// (the idle writer, with no shard lock held, so its appends do not
+    /// wait for the device while holding one).
+    pub fn wait_for_spare(&self) {
+        let mut w = lock(&self.writer);
+        while w.spare.is_empty() && !w.stop && !w.failed {
+            w = self.written.wait(w).unwrap_or_else(|e| e.into_inner());
+        }
     }
 
     /// Write the buffer out now and wait until it is on flash (graceful
