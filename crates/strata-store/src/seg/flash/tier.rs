@@ -177,6 +177,8 @@ pub struct Inner {
     pub c: Counters,
     /// Set by a reclaim: the index sweep has stale entries to drop.
     pub reclaims: AtomicU64,
+    /// Slot bytes of every shard's flash index, counted in `-m` (budget.rs).
+    pub index_bytes: AtomicU64,
     pub direct_io: bool,
     /// Per page: blocks known to be on flash (a restart trusts only entries
     /// below this).
@@ -303,6 +305,7 @@ impl Tier {
             }),
             c: Counters::default(),
             reclaims: AtomicU64::new(0),
+            index_bytes: AtomicU64::new(0),
             spots,
             direct_io,
         };
