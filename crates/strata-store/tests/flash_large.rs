@@ -171,3 +171,47 @@ fn large_records_survive_a_crash_and_replaced_ones_never_come_back() {
     assert!(hits + 2 >= live, "{hits} of {live} large values after a crash");
     s.check_integrity();
 }
+
+#[test]
+fn threads_writing_large_records_at_once_never_read_a_wrong_value() {
+    let dir = TempDir::new("threads");
+    // 8 MiB: four items of up to 470 KB in flight at once fit (at 2 MiB a
+    // set may find no memory to free while the other shards are busy).
+    let mut s = SegStore::new(EngineConfig { memory_limit_bytes: 8 << 20, ..EngineConfig::default() });
+    s.attach_flash(ext(&dir.file("flash"), 128 << 20)).expect("flash tier");
+    let s = Arc::new(s);
+    let now = 100;
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                let (mut hits, mut from_flash) = (0, 0);
+                for round in 0..60 {
+                    let i = t * 1000 + round;
+                    assert!(matches!(set(&s, &format!("big:{i}"), &big_value(i, 0), now), StoreResult::Stored { .. }));
+                    small_fill(&s, i, now);
+                    // An older one of this thread's: on flash, in a queue or in RAM.
+                    let j = t * 1000 + round / 2;
+                    let (value, flash) = get(&s, &format!("big:{j}"), now);
+                    if let Some(v) = value {
+                        assert!(v == big_value(j, 0), "big {j}: a wrong value");
+                        hits += 1;
+                        from_flash += usize::from(flash);
+                    }
+                }
+                (hits, from_flash)
+            })
+        })
+        .collect();
+    let (mut hits, mut from_flash) = (0, 0);
+    for t in threads {
+        let (h, f) = t.join().expect("thread");
+        hits += h;
+        from_flash += f;
+    }
+    eprintln!("{hits} of 240 older large values served, {from_flash} from flash");
+    assert!(hits >= 230, "{hits} of 240 older large values served");
+    assert!(from_flash > 60, "{from_flash} read from flash");
+    assert_eq!(s.ext_stats().expect("stats").write_fallbacks, 0);
+    s.check_integrity();
+}

@@ -34,6 +34,10 @@ use crate::flash_read::{FlashBuf, FLASH_ALIGN_BYTES};
 use crate::seg::flash::index::MAX_BLOCKS;
 use crate::seg::flash::record;
 
+/// Tries before the record falls back to eviction (a page failing, a page
+/// too full, another large record queued while the buffer was flushed).
+const ATTEMPTS: usize = 8;
+
 impl Inner {
     /// [`Inner::append`] for a record longer than a write buffer holds.
     pub(super) fn append_large<'a>(
@@ -47,11 +51,11 @@ impl Inner {
         if blocks > MAX_BLOCKS || rounded as u64 + BLOCK > self.page_size {
             return None;
         }
-        while w.inflight.iter().any(|job| job.dedicated) {
-            w = self.written.wait(w).unwrap_or_else(|e| e.into_inner());
-        }
         let mut buf = FlashBuf::try_new(rounded).ok()?;
-        for _ in 0..3 {
+        for _ in 0..ATTEMPTS {
+            while w.inflight.iter().any(|job| job.dedicated) {
+                w = self.written.wait(w).unwrap_or_else(|e| e.into_inner());
+            }
             if w.failed {
                 return None;
             }
@@ -60,8 +64,10 @@ impl Inner {
             }
             // The write buffer (or a new page's header) goes out first.
             w = self.flush(w);
-            if w.page == NO_PAGE {
-                continue; // the page failed while the flush waited
+            // The flush may have waited (lock released): the page may have
+            // failed, or another large record been queued meanwhile.
+            if w.page == NO_PAGE || w.inflight.iter().any(|job| job.dedicated) {
+                continue;
             }
             if w.page_off + rounded as u64 > self.page_size {
                 self.seal(&mut w);
