@@ -141,12 +141,9 @@ fn a_full_index_budget_evicts_instead_of_growing_and_the_store_goes_on() {
     // The newest items are still served, from RAM or flash; none wrong.
     let mut served = 0;
     for i in n - 2000..n {
-        match get(&s, format!("key:{i}").as_bytes(), now) {
-            Some(v) => {
-                assert_eq!(v, value_for(i, 64), "key {i}");
-                served += 1;
-            }
-            None => {}
+        if let Some(v) = get(&s, format!("key:{i}").as_bytes(), now) {
+            assert_eq!(v, value_for(i, 64), "key {i}");
+            served += 1;
         }
     }
     assert!(served > 1500, "{served} of the newest 2000 served");
