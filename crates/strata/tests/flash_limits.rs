@@ -1,6 +1,7 @@
 //! The flash tier's limits on the wire: an `ext_path` too small for two
-//! pages is refused at start (exit 2, a message naming the file), and a
-//! large item evicted from RAM goes to flash like a small one.
+//! pages is refused at start (exit 2, a message naming the file), a large
+//! item evicted from RAM goes to flash like a small one, and the flash
+//! index is counted in `-m`.
 
 mod common;
 
@@ -48,4 +49,44 @@ fn a_value_of_1_mb_goes_to_flash() {
     let _ = std::fs::remove_file(&path);
     assert_eq!(got.as_deref(), Some(&big[..]), "evicted: {fallbacks} write fallbacks");
     assert!(from_flash >= 1);
+}
+
+/// `-m` bounds the flash index too (seg/flash/budget.rs): its bytes are
+/// shown (`extstore_index_bytes`, at least 12 an item on flash) and counted
+/// in `stats slabs`' `total_malloced`, which stays within `-m`.
+#[test]
+fn the_flash_index_is_counted_in_m() {
+    let path = std::env::temp_dir().join(format!("strata-flash-index-m-{}.dat", std::process::id()));
+    let ext = format!("ext_page_size=8,ext_wbuf_size=2,ext_item_size=1,ext_path={}:256m", path.display());
+    let server = Server::strata(&["-t", "2", "-m", "8", "-o", ext.as_str()]);
+    let mut c = Conn::to(&server);
+    for batch in 0..20 {
+        let mut fill = Vec::new();
+        for i in 0..2000 {
+            fill.extend_from_slice(format!("set fill:{batch}:{i} 0 0 1000 noreply\r\n").as_bytes());
+            fill.extend_from_slice(&[b'f'; 1000]);
+            fill.extend_from_slice(b"\r\n");
+        }
+        fill.extend_from_slice(b"mn\r\n");
+        c.stream.write_all(&fill).unwrap();
+        assert_eq!(c.line(), "MN\r\n");
+    }
+    let (on_flash, index_bytes) = (c.stat("extstore_objects_used"), c.stat("extstore_index_bytes"));
+    c.stream.write_all(b"stats slabs\r\n").unwrap();
+    let mut malloced = None;
+    loop {
+        let line = c.line();
+        if line == "END\r\n" {
+            break;
+        }
+        if let Some(v) = line.strip_prefix("STAT total_malloced ") {
+            malloced = v.trim().parse::<u64>().ok();
+        }
+    }
+    let _ = std::fs::remove_file(&path);
+    assert!(on_flash > 30_000, "{on_flash} items on flash");
+    assert!(index_bytes >= 12 * on_flash && index_bytes < 16 * on_flash, "{index_bytes} index bytes for {on_flash} items");
+    let malloced = malloced.expect("total_malloced");
+    assert!(malloced >= index_bytes && malloced <= (8 << 20) + index_bytes / 8, "total_malloced {malloced}, index {index_bytes}");
+    assert_eq!(c.get("fill:0:7").as_deref(), Some(&[b'f'; 1000][..]));
 }
