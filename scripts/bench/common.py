@@ -9,9 +9,17 @@ import time
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port: any, or one of BENCH_PORTS=LOW-HIGH (a range
+    reserved for this run on a shared machine)."""
+    low, _, high = os.environ.get("BENCH_PORTS", "0-0").partition("-")
+    for port in range(int(low), int(high or low) + 1):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise OSError(f"no free port in BENCH_PORTS={os.environ['BENCH_PORTS']}")
 
 
 class Reader:

@@ -51,7 +51,8 @@ pub struct ExtStats {
 
     // `stats`, storage_stats.
     /// `extstore_memory_pressure` (memcached: share of RAM pages kept for
-    /// extstore headers; Strata: write buffers' share of `-m`).
+    /// extstore headers; Strata: the write buffers' and the flash indexes'
+    /// share of `-m`).
     pub memory_pressure: f64,
     pub compact_lost: u64,
     pub compact_rescues: u64,
@@ -86,6 +87,8 @@ pub struct ExtStats {
     /// Bytes of values clients stored (set, add, replace, cas, append,
     /// prepend, incr/decr rewrites), the denominator of write amplification.
     pub client_bytes_stored: u64,
+    /// Bytes of RAM the flash indexes take, counted in `-m`.
+    pub index_bytes: u64,
 
     /// `stats extstore`: one row per page.
     pub pages: Vec<ExtPageStats>,

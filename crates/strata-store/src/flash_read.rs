@@ -106,6 +106,11 @@ impl FlashBuf {
         FlashBuf { map, len }
     }
 
+    /// `new`, or the mapping's error (a size not known in advance).
+    pub fn try_new(len: usize) -> std::io::Result<FlashBuf> {
+        Ok(FlashBuf { map: memmap2::MmapMut::map_anon(len.max(1))?, len })
+    }
+
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
         self.map.as_mut_ptr()
     }

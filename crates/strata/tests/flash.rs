@@ -319,6 +319,7 @@ fn extstore_stats_and_command_as_memcached() {
                     | "extstore_write_fallbacks"
                     | "extstore_client_bytes_stored"
                     | "extstore_write_amp"
+                    | "extstore_index_bytes"
                     | "extstore_memory_pressure"
                     | "extstore_compact_resc_cold"
                     | "extstore_compact_resc_old"

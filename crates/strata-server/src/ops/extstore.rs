@@ -103,12 +103,14 @@ pub fn storage_lines(e: &ExtStats, stat: &mut dyn FnMut(&'static str, String)) {
 
 /// Strata's own flash lines, after memcached's fields: failed writes, items
 /// evicted because they could not go to flash, the bytes clients stored,
-/// and flash bytes written per byte stored (write amplification).
+/// flash bytes written per byte stored (write amplification), and the
+/// flash indexes' bytes (counted in `-m`).
 pub fn own_lines(e: &ExtStats, stat: &mut dyn FnMut(&'static str, String)) {
     stat("extstore_write_errors", e.write_errors.to_string());
     stat("extstore_write_fallbacks", e.write_fallbacks.to_string());
     stat("extstore_client_bytes_stored", e.client_bytes_stored.to_string());
     stat("extstore_write_amp", format!("{:.3}", e.write_amplification()));
+    stat("extstore_index_bytes", e.index_bytes.to_string());
 }
 
 /// `stats extstore`: memcached's `process_extstore_stats`, four lines per

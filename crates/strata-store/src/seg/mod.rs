@@ -521,7 +521,7 @@ impl SegStore {
             held += shard.held_bytes();
         }
         let pooled: usize = lock(&self.g.pool).iter().chain(lock(&self.g.jumbo_pool).iter()).map(|b| b.len()).sum();
-        let allocated = self.g.allocated.load(Ordering::Relaxed) - self.g.config.initial_malloced_bytes;
+        let allocated = self.g.allocated.load(Ordering::Relaxed) - self.g.config.initial_malloced_bytes - self.flash_index_bytes();
         assert_eq!((held + pooled) as u64, allocated, "segment bytes accounted");
     }
 

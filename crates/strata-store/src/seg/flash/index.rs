@@ -26,6 +26,10 @@
 //!   length of its read (records up to 2 MiB).
 //! - Grown by 1.125x at 90% full (80-90% full): 13.3-15 bytes per flash
 //!   item (a miss probes ~50 entries at 90%: ten sequential cache lines).
+//!   Growing and shrinking are the caller's steps, not side effects of
+//!   `insert` and `remove`: the slots are counted in `-m` (`budget.rs`),
+//!   and a table that may not grow takes entries up to 95% full, then
+//!   refuses them (`has_room`).
 //! - With a memory file (`-e`) the slots live in a shared file mapping
 //!   (`<ext_path>.idx/shard.N`: a 64-byte header, then the slots), so a
 //!   removed entry is gone from the file at once and a restart finds the
@@ -45,6 +49,14 @@ pub const MAX_PAGES: u32 = 1 << 20;
 pub const MAX_PAGE_BYTES: u64 = 16 << 22;
 
 const MIN_CAPACITY: usize = 64;
+/// Bytes of one slot.
+pub const SLOT_BYTES: usize = 12;
+/// Grown at this fill (percent), by an eighth.
+const GROW_AT_PERCENT: usize = 90;
+/// A table that may not grow takes entries up to this fill.
+const FULL_AT_PERCENT: usize = 95;
+/// Shrunk to half under this fill.
+const SHRINK_UNDER_PERCENT: usize = 20;
 
 /// A flash location with its read length and bookkeeping bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -245,10 +257,30 @@ impl FlashIndex {
         self.slots[i] = pack(hash, e);
     }
 
+    /// Bytes of slot memory the table holds (what `-m` is charged).
+    pub fn slot_bytes(&self) -> usize {
+        self.slots.len() * SLOT_BYTES
+    }
+
+    /// The capacity to grow to before the next insert, if it is due.
+    pub fn growth(&self) -> Option<usize> {
+        ((self.len + 1) * 100 > self.slots.len() * GROW_AT_PERCENT).then(|| self.slots.len() + self.slots.len() / 8)
+    }
+
+    /// Whether one more entry fits without growing (the fill stays at most
+    /// `FULL_AT_PERCENT`).
+    pub fn has_room(&self) -> bool {
+        (self.len + 1) * 100 <= self.slots.len() * FULL_AT_PERCENT
+    }
+
+    /// The capacity to shrink to, if the table is that sparse.
+    pub fn shrinkage(&self) -> Option<usize> {
+        (self.len * 100 < self.slots.len() * SHRINK_UNDER_PERCENT && self.slots.len() > MIN_CAPACITY * 4).then(|| self.slots.len() / 2)
+    }
+
+    /// Insert an entry: the caller made room (`growth`, `has_room`).
     pub fn insert(&mut self, hash: u64, e: &Entry) {
-        if (self.len + 1) * 100 > self.slots.len() * 90 {
-            self.resize(self.slots.len() + self.slots.len() / 8);
-        }
+        assert!(self.len < self.slots.len(), "the flash index has a free slot");
         self.place(pack(hash, e));
         self.len += 1;
     }
@@ -274,8 +306,11 @@ impl FlashIndex {
         true
     }
 
-    fn resize(&mut self, capacity: usize) {
-        let capacity = capacity.max(MIN_CAPACITY);
+    /// Move every entry into a table of `capacity` slots (at least the
+    /// entries and `MIN_CAPACITY`); the sweep starts over.
+    pub fn resize(&mut self, capacity: usize) {
+        let capacity = capacity.max(MIN_CAPACITY).max(self.len + 1);
+        self.sweep_at = 0;
         let fresh = match &self.slots {
             Slots::Heap(_) | Slots::Anon { .. } => Slots::anon(capacity),
             Slots::Mapped { path, .. } => {
@@ -322,10 +357,6 @@ impl FlashIndex {
         }
         self.slots[hole] = [0; 3];
         self.len -= 1;
-        if self.len * 100 < self.slots.len() * 20 && self.slots.len() > MIN_CAPACITY * 4 {
-            self.resize(self.slots.len() / 2);
-            self.sweep_at = 0;
-        }
     }
 
     /// Remove every entry with `hash`'s bits, telling `gone` about each.
@@ -391,11 +422,19 @@ mod tests {
                 None => {
                     assert!(!model.contains_key(&hash), "step {step}");
                     let e = Entry { page: (k % 1000) as u32, offset: k * 16, blocks: 1, version4: (k % 16) as u8, freq: 0 };
+                    if let Some(capacity) = t.growth() {
+                        t.resize(capacity);
+                    }
                     t.insert(hash, &e);
                     model.insert(hash, e);
                 }
             }
             assert_eq!(t.len(), model.len());
+            if step % 1000 == 999 {
+                if let Some(capacity) = t.shrinkage() {
+                    t.resize(capacity);
+                }
+            }
         }
         let before = t.len();
         while !t.sweep(100, |e| e.page % 2 == 0) {}

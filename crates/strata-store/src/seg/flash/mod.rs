@@ -44,6 +44,7 @@
 //! makes its old records fail their check).
 
 mod age;
+mod budget;
 mod index;
 mod mapped;
 mod page_table;
@@ -113,6 +114,7 @@ impl SegStore {
                 None => FlashIndex::new(),
             };
             restored += index.len();
+            budget::charge(&self.g, &tier, index.slot_bytes());
             lock(shard).flash = Some(Box::new(index));
         }
         let line = format!(
@@ -370,7 +372,8 @@ impl SegStore {
             }
         }
         let limit = self.g.memory_limit.load(relaxed()).max(1);
-        stats.memory_pressure = tier.wbuf_size as f64 / limit as f64;
+        stats.index_bytes = tier.index_bytes.load(relaxed());
+        stats.memory_pressure = (tier.buffer_bytes() + stats.index_bytes) as f64 / limit as f64;
         Some(stats)
     }
 
@@ -394,6 +397,7 @@ impl SegStore {
         for shard in self.shards.iter() {
             if let Some(fi) = lock(shard).flash.as_mut() {
                 fi.sweep(SWEEP_PER_TICK, |e| tier.is_stale(e.page, e.version4));
+                budget::shrink(&self.g, tier, fi);
             }
         }
     }
@@ -415,6 +419,14 @@ impl SegStore {
         if let Some(tier) = &self.g.flash {
             tier.flush_now();
         }
+    }
+
+    /// Bytes the flash indexes are charged in `-m` (checked against their
+    /// tables); 0 without flash.
+    pub(super) fn flash_index_bytes(&self) -> u64 {
+        let Some(tier) = &self.g.flash else { return 0 };
+        let tables = self.shards.iter().map(|s| lock(s).flash.as_ref().map_or(0, |f| f.slot_bytes())).sum();
+        budget::check(tier, tables)
     }
 
     /// Entries in the flash indexes (stale ones not yet swept included).
@@ -445,13 +457,19 @@ impl Shard {
         if size < t.item_size.load(relaxed()) as usize {
             return false;
         }
-        let item = self.item(loc);
-        let seg = self.seg(loc);
-        let access = h.access(item, seg.create_time);
-        let exptime = h.exptime(item);
+        let (access, exptime) = {
+            let (item, seg) = (self.item(loc), self.seg(loc));
+            (h.access(item, seg.create_time), h.exptime(item))
+        };
         if exptime != 0 && (exptime <= now || exptime - now < t.low_ttl.load(relaxed())) {
             return false;
         }
+        // The index's slots are counted in -m: no room, no flash.
+        if !budget::make_room(g, tier, self.flash.as_mut().expect("flash index")) {
+            tier.c.write_fallbacks.fetch_add(1, relaxed());
+            return false;
+        }
+        let (item, seg) = (self.item(loc), self.seg(loc));
         let meta = record::Meta {
             cas: h.cas(item, seg.cas_base),
             flags: h.flags,

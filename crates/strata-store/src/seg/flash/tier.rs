@@ -12,6 +12,7 @@
 //!          the other fills, so no request waits for the device unless it is
 //!          slower than eviction (then the filler waits for the buffer).
 //!          A record in a buffer not yet written is read from the buffer.
+//!          A record larger than a buffer has a write of its own (large.rs).
 //!  pages:  Free ─► Open (the one the wbuf fills) ─► Sealed (FIFO) ─► reclaimed
 //!          (oldest first, when no page is free): its version goes up, which
 //!          makes every index entry and record on it stale at once.
@@ -48,6 +49,8 @@ use crate::ext_config::ExtTunables;
 use crate::flash_read::{FlashBuf, FLASH_ALIGN_BYTES};
 use crate::{ExtConfig, ExtPageStats, ExtStats};
 
+mod large;
+
 pub const BLOCK: u64 = FLASH_ALIGN_BYTES as u64;
 const PAGE_MAGIC: &[u8; 8] = b"STRFLASH";
 /// No page is open.
@@ -75,6 +78,9 @@ struct Inflight {
     page_off: u64,
     len: usize,
     buf: Arc<FlashBuf>,
+    /// A large record's own buffer (large.rs): dropped once written, not
+    /// kept as a spare.
+    dedicated: bool,
 }
 
 pub struct Writer {
@@ -177,6 +183,8 @@ pub struct Inner {
     pub c: Counters,
     /// Set by a reclaim: the index sweep has stale entries to drop.
     pub reclaims: AtomicU64,
+    /// Slot bytes of every shard's flash index, counted in `-m` (budget.rs).
+    pub index_bytes: AtomicU64,
     pub direct_io: bool,
     /// Per page: blocks known to be on flash (a restart trusts only entries
     /// below this).
@@ -304,6 +312,7 @@ impl Tier {
             }),
             c: Counters::default(),
             reclaims: AtomicU64::new(0),
+            index_bytes: AtomicU64::new(0),
             spots,
             direct_io,
         };
@@ -338,15 +347,17 @@ impl Inner {
                 w = self.work.wait(w).unwrap_or_else(|e| e.into_inner());
                 continue;
             };
-            let (page, version, page_off, len, buf) = (job.page, job.version, job.page_off, job.len, job.buf.clone());
+            let (page, version, page_off, len, buf, dedicated) = (job.page, job.version, job.page_off, job.len, job.buf.clone(), job.dedicated);
             drop(w);
             let spot = &self.spots[page as usize];
             let result = self.files[spot.file].write_all_at(&buf[..len], spot.base + page_off);
             drop(buf);
             w = lock(&self.writer);
             let job = w.inflight.pop_front().expect("the job written");
-            let buf = Arc::try_unwrap(job.buf).unwrap_or_else(|_| FlashBuf::new(self.wbuf_size));
-            w.spare.push(buf);
+            if !dedicated {
+                let buf = Arc::try_unwrap(job.buf).unwrap_or_else(|_| FlashBuf::new(self.wbuf_size));
+                w.spare.push(buf);
+            }
             if result.is_ok() {
                 self.c.bytes_written.fetch_add(len as u64, relaxed());
             }
@@ -493,7 +504,7 @@ impl Inner {
             return None;
         }
         if len > self.wbuf_size - FLASH_ALIGN_BYTES {
-            return None;
+            return self.append_large(w, len, write);
         }
         for _ in 0..3 {
             if w.page == NO_PAGE {
@@ -518,13 +529,18 @@ impl Inner {
             let fill = w.fill;
             write(&mut w.wbuf[fill..fill + len], record::seed(self.secret, page, version));
             w.fill += len;
-            self.live_items[page as usize].fetch_add(1, relaxed());
-            self.written_items[page as usize].fetch_add(1, relaxed());
-            self.written_bytes[page as usize].fetch_add(len as u64, relaxed());
-            self.c.objects_written.fetch_add(1, relaxed());
+            self.note_record(page, len);
             return Some(Placed { page, offset, version, blocks });
         }
         None
+    }
+
+    /// Count a record appended to `page`.
+    fn note_record(&self, page: u32, len: usize) {
+        self.live_items[page as usize].fetch_add(1, relaxed());
+        self.written_items[page as usize].fetch_add(1, relaxed());
+        self.written_bytes[page as usize].fetch_add(len as u64, relaxed());
+        self.c.objects_written.fetch_add(1, relaxed());
     }
 
     /// Copy out a record still in the write buffer (not yet on flash):
@@ -640,7 +656,7 @@ impl Inner {
         let spare = w.spare.pop().expect("a spare buffer");
         let full = std::mem::replace(&mut w.wbuf, spare);
         let (page, page_off) = (w.page, w.page_off);
-        w.inflight.push_back(Inflight { page, version: self.version(page), page_off, len, buf: Arc::new(full) });
+        w.inflight.push_back(Inflight { page, version: self.version(page), page_off, len, buf: Arc::new(full), dedicated: false });
         w.page_off += len as u64;
         w.fill = 0;
         self.work.notify_one();
