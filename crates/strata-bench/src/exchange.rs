@@ -285,7 +285,7 @@ mod tests {
     #[test]
     fn text_multi_get_hits_misses_and_corruption() {
         let mut c = codec(Protocol::Text);
-        let op = Op::Get { keys: vec![1, 2, 3] };
+        let op = Op::Get { keys: vec![1, 2, 3].into() };
         let mut req = Vec::new();
         c.encode(&op, 0, &mut req);
         assert_eq!(req, b"get sb:0000001 sb:0000002 sb:0000003\r\n");
@@ -326,7 +326,7 @@ mod tests {
     #[test]
     fn binary_batch_and_out_of_step_opaque() {
         let mut c = codec(Protocol::Binary);
-        let op = Op::Get { keys: vec![5, 6] };
+        let op = Op::Get { keys: vec![5, 6].into() };
         let mut req = Vec::new();
         c.encode(&op, 77, &mut req);
         assert_eq!(req.len(), 3 * 24 + 2 * 10);

@@ -66,11 +66,24 @@ fn hex_digit(n: u32) -> u8 {
 impl Keyspace {
     /// Append key `index` (exactly `key_size` bytes).
     pub fn write_key(&self, index: u32, out: &mut Vec<u8>) {
-        let digits = index.to_string();
+        // The decimal digits, right-aligned in a stack buffer (no String
+        // per request).
+        let mut buf = [0u8; 10];
+        let mut at = buf.len();
+        let mut n = index;
+        loop {
+            at -= 1;
+            buf[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        let digits = &buf[at..];
         let prefix = if self.key_size >= PREFIX.len() + digits.len() { PREFIX } else { b"" };
         out.extend_from_slice(prefix);
         out.resize(out.len() + self.key_size - prefix.len() - digits.len(), b'0');
-        out.extend_from_slice(digits.as_bytes());
+        out.extend_from_slice(digits);
     }
 
     /// The index a returned key names, if it is one of ours.
@@ -145,6 +158,11 @@ mod tests {
         k.write_key(42, &mut out);
         assert_eq!(out, b"sb:00000000000000042");
         assert_eq!(k.key_index(&out), Some(42));
+        for (i, text) in [(0, &b"sb:00000000000000000"[..]), (4_294_967_295, b"sb:00000004294967295")] {
+            out.clear();
+            k.write_key(i, &mut out);
+            assert_eq!(out, text);
+        }
         let short = ks(5);
         out.clear();
         short.write_key(99_999, &mut out);
