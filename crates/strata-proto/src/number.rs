@@ -118,8 +118,11 @@ const DIGIT_PAIRS: &[u8; 200] = b"\
 /// Append the decimal form of `value`.
 #[inline]
 pub fn push_u64(out: &mut Vec<u8>, value: u64) {
+    // The digits left-aligned in a fixed buffer, which is appended whole
+    // (a fixed-size copy, no memcpy call) and cut back to their count.
+    let digits = value.checked_ilog10().unwrap_or(0) as usize + 1;
     let mut buf = [0u8; 20];
-    let mut i = buf.len();
+    let mut i = digits;
     let mut v = value;
     while v >= 100 {
         let pair = (v % 100) as usize * 2;
@@ -128,13 +131,13 @@ pub fn push_u64(out: &mut Vec<u8>, value: u64) {
         buf[i..i + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
     }
     if v >= 10 {
-        i -= 2;
-        buf[i..i + 2].copy_from_slice(&DIGIT_PAIRS[v as usize * 2..v as usize * 2 + 2]);
+        buf[0..2].copy_from_slice(&DIGIT_PAIRS[v as usize * 2..v as usize * 2 + 2]);
     } else {
-        i -= 1;
-        buf[i] = b'0' + v as u8;
+        buf[0] = b'0' + v as u8;
     }
-    out.extend_from_slice(&buf[i..]);
+    let len = out.len();
+    out.extend_from_slice(&buf);
+    out.truncate(len + digits);
 }
 
 /// Append the decimal form of a signed value.
