@@ -121,8 +121,16 @@ pub fn parse_request(line: &[u8], framed_len: usize) -> Command<'_> {
 /// Tokens after the ones a command reads are ignored; `noreply` is the last
 /// token.
 pub fn parse_command(line: &[u8]) -> Command<'_> {
-    let word = &line[..crate::text::memchr(b' ', line).unwrap_or(line.len())];
-    // The hot path: no tokenizing (the keys are the rest of the line).
+    // The hot path: a get line is recognised by its first bytes (no memchr
+    // call) and not tokenized (the keys are the rest of the line).
+    let word_len = if line.starts_with(b"get ") {
+        3
+    } else if line.starts_with(b"gets ") {
+        4
+    } else {
+        crate::text::memchr(b' ', line).unwrap_or(line.len())
+    };
+    let word = &line[..word_len];
     if word == b"get" || word == b"gets" {
         let Some(keys) = KeyList::from_tail(&line[word.len()..]) else {
             return error(BAD_FORMAT);
