@@ -63,8 +63,8 @@ fn filler_block(key: u32, generation: u32, len: u32) -> [u8; BLOCK] {
 /// of the load generator's instructions per get.
 fn letters(random: u64) -> u64 {
     const LOW: u64 = 0x00ff_00ff_00ff_00ff;
-    let even = ((random & LOW) * 26 >> 8) & LOW;
-    let odd = ((random >> 8) & LOW) * 26 & !LOW;
+    let even = (((random & LOW) * 26) >> 8) & LOW;
+    let odd = (((random >> 8) & LOW) * 26) & !LOW;
     (even | odd) + 0x6161_6161_6161_6161
 }
 
