@@ -9,17 +9,17 @@ import time
 
 
 def free_port():
-    """A free loopback port: any, or one of BENCH_PORTS=LOW-HIGH (a range
-    reserved for this run on a shared machine)."""
-    low, _, high = os.environ.get("BENCH_PORTS", "0-0").partition("-")
-    for port in range(int(low), int(high or low) + 1):
+    """A free loopback port: from `BENCH_PORTS=lo-hi` when set (machines
+    shared by several runs give each its own range), else the kernel's."""
+    lo, _, hi = os.environ.get("BENCH_PORTS", "0-0").partition("-")
+    for port in range(int(lo), int(hi or lo) + 1):
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
             return s.getsockname()[1]
-    raise OSError(f"no free port in BENCH_PORTS={os.environ['BENCH_PORTS']}")
+    raise OSError(f"no free port in BENCH_PORTS={lo}-{hi}")
 
 
 class Reader:

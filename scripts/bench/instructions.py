@@ -39,6 +39,9 @@ def measure(command, args):
     out = f"{args.out}.{server.proc.pid}.1"
     ir = next(int(l.split()[1]) for l in open(out) if l.startswith("summary:"))
     for f in glob.glob(f"{args.out}.{server.proc.pid}*"):
+        if args.keep and f == out:
+            print(f"profile kept: {out} (callgrind_annotate --inclusive=yes {out})", flush=True)
+            continue
         os.remove(f)
     report = json.loads(run.stdout)
     return report["throughput_rps"], ir / report["requests"], report["requests"]
@@ -50,6 +53,7 @@ def main():
     ap.add_argument("--duration", default="4s")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default="/tmp/instructions.callgrind")
+    ap.add_argument("--keep", action="store_true", help="keep each measured run's callgrind profile")
     ap.add_argument("commands", nargs="+")
     args = ap.parse_args()
     for r in range(args.rounds):

@@ -4,6 +4,8 @@
 # every round printed.
 #
 #   memaslap       90/10 at pipeline depth 1, server -t 1 on CPU 0, load on CPU 1
+#   memcaslap      the same mix from libmemcached's memaslap (-c 64 -T 1),
+#                  same placement (skipped when memcaslap is not installed)
 #   pipelined-get  8 gets in flight per connection, same placement
 #   mget48         48-key multi-gets, same placement
 #   mget48 -t 2    two server threads (Pogocache --threads 2) on CPUs 0-1,
@@ -26,7 +28,9 @@ MC=${MEMCACHED:-$(command -v memcached || echo /usr/bin/memcached)}
 SOLO=(scripts/bench/solo.py --perf --rounds "$ROUNDS" --duration "$DURATION")
 pogo() { [ -x "$POGO" ] && echo "$POGO -p {port} --threads $1" || true; }
 echo "# $(date -u '+%F %T') UTC, $(nproc) CPUs, load: $(cut -d' ' -f1-3 /proc/loadavg)"
-for preset in memaslap pipelined-get mget48; do
+presets=(memaslap pipelined-get mget48)
+command -v memcaslap >/dev/null && presets=(memaslap memcaslap pipelined-get mget48)
+for preset in "${presets[@]}"; do
     echo "## $preset, -t 1 (server CPU 0, load CPU 1)"
     mapfile -t servers < <(pogo 1; echo "$STRATA -p {port} -t 1"; echo "$MC -p {port} -U 0 -u root -t 1")
     "${SOLO[@]}" --preset "$preset" "${servers[@]}"

@@ -14,6 +14,12 @@ run. The first command is the baseline for the ratios.
 
 Extra strata-bench options go after `--`, e.g. `-- --rate 80000`.
 
+`--preset memcaslap` runs libmemcached's memaslap (`memcaslap -c 64 -T 1`,
+its default 90/10 mix of 64-byte keys and 1 KiB values, pinned to the load
+CPU like the others) instead of strata-bench: the issue-17 depth-1 figure
+asks for both side by side. It prints no latency percentile (p99 shows 0);
+extra memcaslap options go after `--`.
+
 `--server-cpus 0,1 --load-cpu none` lets a multi-threaded server and the
 load share both cores (the issue-17 `-t 2` multi-get figure). `--perf`
 also counts the server's system calls, io_uring submissions and futex
@@ -25,14 +31,16 @@ counters, so instructions and cycles are not available).
 import argparse
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 from common import Server, strata_bin
 
-BENCH = os.path.join(os.path.dirname(strata_bin()), "strata-bench")
+BENCH = os.environ.get("STRATA_BENCH", os.path.join(os.path.dirname(strata_bin()), "strata-bench"))
 
 
 def cpu_seconds(pid):
@@ -67,22 +75,64 @@ def perf_stop(perf):
 def measure(command, args):
     server = Server(command, cpu=args.server_cpus)
     try:
-        load = [BENCH, "run", "--server", f"127.0.0.1:{server.port}", "--preset", args.preset, "--quiet"]
-        if args.load_cpu != "none":
-            load += ["--load-cpu", args.load_cpu]
-        subprocess.run(load + ["--duration", "1s"] + args.extra, stdout=subprocess.DEVNULL, check=True)
+        if args.preset == "memcaslap":
+            # libmemcached's memaslap: its default 90/10 mix of 64-byte keys
+            # and 1 KiB values, 64 connections, one request in flight each.
+            load = ["memcaslap", "-s", f"127.0.0.1:{server.port}", "-c", "64", "-T", "1"] + args.extra
+            if args.load_cpu != "none":
+                load = ["taskset", "-c", args.load_cpu] + load
+            warm, measured = load + ["-t", "1s"], load + ["-t", args.duration]
+        else:
+            load = [BENCH, "run", "--server", f"127.0.0.1:{server.port}", "--preset", args.preset, "--quiet"]
+            if args.load_cpu != "none":
+                load += ["--load-cpu", args.load_cpu]
+            warm = load + ["--duration", "1s"] + args.extra
+            measured = load + ["--duration", args.duration, "--no-prefill", "--json", "-"] + args.extra
+        subprocess.run(warm, stdout=subprocess.DEVNULL, check=True)
         perf = perf_start(server.proc.pid) if args.perf else None
         before = cpu_seconds(server.proc.pid)
-        run = subprocess.run(load + ["--duration", args.duration, "--no-prefill", "--json", "-"] + args.extra,
-                             capture_output=True, text=True, check=True)
+        load_before, wall_before = children_cpu(), time.monotonic()
+        run = subprocess.run(measured, capture_output=True, text=True, check=True)
+        load_spent, wall = children_cpu() - load_before, time.monotonic() - wall_before
         spent = cpu_seconds(server.proc.pid) - before
         counts = perf_stop(perf) if perf else {}
     finally:
         server.stop()
-    report = json.loads(run.stdout)
+    report = memcaslap_report(run.stdout) if args.preset == "memcaslap" else json.loads(run.stdout)
     n = report["requests"]
     per = {k: v / n for k, v in counts.items()}
-    return report["throughput_rps"], spent / n * 1e6, report["latency"]["p99_us"], per
+    # How busy each side was over the measured run (1.0 = a whole core):
+    # the side near 1.0 is the limit.
+    busy = (spent / wall, load_spent / wall)
+    if "mix" in report:
+        print(f"         {report['mix']}", flush=True)
+    return report["throughput_rps"], spent / n * 1e6, report["latency"]["p99_us"], per, busy
+
+
+def memcaslap_report(text):
+    """memcaslap's closing line, `Run time: 4.0s Ops: 551426 TPS: 137856 ...`,
+    in strata-bench's JSON shape (memcaslap reports no latency percentile)."""
+    line = next((l for l in text.splitlines() if l.startswith("Run time:")), None)
+    if line is None:
+        raise subprocess.CalledProcessError(3, "memcaslap", output="no summary")
+    fields = line.split()
+    ops, tps = int(fields[fields.index("Ops:") + 1]), float(fields[fields.index("TPS:") + 1])
+    count = {l.split(":")[0]: int(l.split()[1]) for l in text.splitlines() if l.split(":")[0] in ("cmd_get", "cmd_set", "get_misses")}
+    if ops == 0:
+        raise subprocess.CalledProcessError(3, "memcaslap", output="no operations")
+    # memcaslap sets each key before it gets it, and decides from the
+    # replies: a server it never sees as stored gets a load of sets only
+    # (Pogocache: cmd_get 0), which is not the 90/10 mix; the round line
+    # shows the mix memcaslap ran.
+    gets, sets = count.get("cmd_get", 0), count.get("cmd_set", 0)
+    mix = f"memcaslap: {gets} gets, {sets} sets ({100 * gets / max(gets + sets, 1):.0f}% gets), {count.get('get_misses', 0)} misses"
+    return {"requests": ops, "throughput_rps": tps, "latency": {"p99_us": 0.0}, "mix": mix}
+
+
+def children_cpu():
+    """utime+stime of the finished children (the load runs)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main():
@@ -105,15 +155,16 @@ def main():
     for r in range(args.rounds):
         for command in args.commands:
             try:
-                tput, cpu, p99, per = measure(command, args)
+                tput, cpu, p99, per, busy = measure(command, args)
             except subprocess.CalledProcessError as e:
                 # An overloaded machine can make the load generator give up
                 # (exit 3: the server did not answer its first probe in time).
-                print(f"round {r + 1}  failed (strata-bench exit {e.returncode}), not counted  {command}", flush=True)
+                print(f"round {r + 1}  failed (load exit {e.returncode}), not counted  {command}", flush=True)
                 continue
             results[command].append((tput, cpu, p99) + tuple(per.get(n, 0.0) for n in PERF_NAMES))
             counted = "".join(f"  {per.get(n, 0.0):6.3f} {n}/req" for n in PERF_NAMES) if args.perf else ""
-            print(f"round {r + 1}  {tput:9.0f} req/s  CPU {cpu:6.3f} µs/req  p99 {p99:8.1f} µs{counted}  {command}", flush=True)
+            print(f"round {r + 1}  {tput:9.0f} req/s  CPU {cpu:6.3f} µs/req  p99 {p99:8.1f} µs{counted}"
+                  f"  busy: server {busy[0]:4.2f} load {busy[1]:4.2f}  {command}", flush=True)
 
     def mean(command, i):
         return sum(x[i] for x in results[command]) / max(len(results[command]), 1)
@@ -124,7 +175,8 @@ def main():
     print("|---|---|---|---|---|---|---|" + ("---|" * len(PERF_NAMES) if args.perf else ""))
     for command in args.commands:
         t, c, p = (mean(command, k) for k in range(3))
-        row = f"| `{command}` | {t:.0f} | {t / mean(base, 0):.3f} | {c:.2f} | {c / mean(base, 1):.3f} | {p:.0f} | {p / mean(base, 2):.3f} |"
+        p_ratio = f"{p / mean(base, 2):.3f}" if mean(base, 2) else "-"
+        row = f"| `{command}` | {t:.0f} | {t / mean(base, 0):.3f} | {c:.2f} | {c / mean(base, 1):.3f} | {p:.0f} | {p_ratio} |"
         if args.perf:
             row += "".join(f" {mean(command, 3 + k):.3f} |" for k in range(len(PERF_NAMES)))
         print(row)

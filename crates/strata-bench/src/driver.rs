@@ -38,9 +38,10 @@ pub trait Channel {
     fn abandon(&mut self, tally: &mut Tally);
 }
 
-/// Record a finished request.
-pub fn complete(p: &Pending, tally: &mut Tally) {
-    let ns = p.start.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+/// Record a finished request; `now` is when its reply was read (one clock
+/// read per batch of replies, not per reply).
+pub fn complete(p: &Pending, now: Instant, tally: &mut Tally) {
+    let ns = now.saturating_duration_since(p.start).as_nanos().min(u128::from(u64::MAX)) as u64;
     tally.latency.record_ns(ns);
     tally.completed += 1;
     match &p.op {
@@ -90,9 +91,12 @@ pub fn drive<C: Channel>(
         if issuing {
             match interval {
                 None => {
-                    for c in chans.iter_mut().filter(|c| c.alive()) {
+                    // A channel's requests are written together by the
+                    // flush below: one clock read for all of them.
+                    for c in chans.iter_mut().filter(|c| c.alive() && c.in_flight() < spec.pipeline) {
+                        let sent = Instant::now();
                         while c.in_flight() < spec.pipeline {
-                            c.issue(codec, mix.next_op(), Instant::now(), &mut tally);
+                            c.issue(codec, mix.next_op(), sent, &mut tally);
                         }
                     }
                 }

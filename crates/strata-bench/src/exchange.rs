@@ -57,16 +57,49 @@ pub struct Codec {
     /// room for a key and extras.
     max_reply_bytes: usize,
     scratch: Vec<u8>,
+    /// Text: `get <key>\r\n` of every key, built once (`GET_LINES_MAX`
+    /// bytes at most), so a single-key get is one copy, and its reply's
+    /// key is compared with these bytes instead of parsed.
+    get_lines: Option<Vec<u8>>,
 }
+
+/// The largest table of prebuilt get lines (else they are encoded per
+/// request).
+const GET_LINES_MAX: usize = 16 << 20;
 
 impl Codec {
     pub fn new(protocol: Protocol, keys: Keyspace) -> Codec {
         let max_reply_bytes = keys.sizes.max() as usize + 512;
-        Codec { protocol, keys, max_reply_bytes, scratch: Vec::new() }
+        let stride = keys.key_size + 6;
+        let get_lines = (matches!(protocol, Protocol::Text | Protocol::Udp) && (keys.key_count as usize).saturating_mul(stride) <= GET_LINES_MAX)
+            .then(|| {
+                let mut lines = Vec::with_capacity(keys.key_count as usize * stride);
+                for k in 0..keys.key_count {
+                    text::encode_get(&mut lines, std::iter::empty(), false);
+                    lines.truncate(lines.len() - 2);
+                    lines.push(b' ');
+                    keys.write_key(k, &mut lines);
+                    lines.extend_from_slice(b"\r\n");
+                }
+                lines
+            });
+        Codec { protocol, keys, max_reply_bytes, scratch: Vec::new(), get_lines }
+    }
+
+    /// The prebuilt `get <key>\r\n` of key `k`.
+    fn get_line(&self, k: u32) -> Option<&[u8]> {
+        let stride = self.keys.key_size + 6;
+        self.get_lines.as_ref().map(|lines| &lines[k as usize * stride..(k as usize + 1) * stride])
     }
 
     /// Append the request for `op` to `out`.
     pub fn encode(&mut self, op: &Op, opaque: u32, out: &mut Vec<u8>) {
+        if let Op::Get { keys } = op {
+            if let Some(line) = keys.first().filter(|_| keys.len() == 1).and_then(|&k| self.get_line(k)) {
+                out.extend_from_slice(line);
+                return;
+            }
+        }
         let ks = &self.keys;
         let scratch = &mut self.scratch;
         scratch.clear();
@@ -145,7 +178,35 @@ impl Codec {
         }
     }
 
+    /// A single-key get's whole reply, `VALUE <key> <flags> <bytes>\r\n`
+    /// `<data>\r\nEND\r\n`, read in one step when it is complete and the
+    /// key is the one asked for: the same checks and counts as the item by
+    /// item path (`hit`, `finish_get`), without parsing the key back.
+    /// Anything else (a miss, a partial reply, any surprise) is left to that
+    /// path, which reports it as before.
+    fn decode_text_hit(&self, p: &Pending, buf: &[u8], tally: &mut Tally) -> Option<usize> {
+        let Op::Get { keys } = &p.op else { return None };
+        let (&[k], 0) = (&keys[..], p.hits) else { return None };
+        let key = &self.get_line(k)?[4..4 + self.keys.key_size];
+        let rest = buf.strip_prefix(b"VALUE ")?.strip_prefix(key)?.strip_prefix(b" ")?;
+        let (flags, rest) = leading_decimal(rest, b' ')?;
+        let (len, rest) = leading_decimal(rest, b'\r')?;
+        let flags = u32::try_from(flags).ok()?;
+        let len = usize::try_from(len).ok().filter(|&n| n <= self.max_reply_bytes)?;
+        let rest = rest.strip_prefix(b"\n")?;
+        let data = rest.get(..len)?;
+        rest[len..].strip_prefix(b"\r\nEND\r\n")?;
+        if self.keys.check_value(k, flags, data).is_err() {
+            tally.error(ErrorKind::ValueMismatch);
+        }
+        tally.hits += 1;
+        Some(buf.len() - rest.len() + len + 7)
+    }
+
     fn decode_text(&self, p: &mut Pending, buf: &[u8], tally: &mut Tally) -> Result<Step, ErrorKind> {
+        if let Some(used) = self.decode_text_hit(p, buf, tally) {
+            return Ok(Step::Done(used));
+        }
         let (reply, used) = match text::parse_reply(buf, self.max_reply_bytes) {
             Err(_) => return Err(ErrorKind::BadReply),
             Ok(Status::Partial) => return Ok(Step::Partial),
@@ -235,6 +296,23 @@ impl Codec {
     }
 }
 
+/// The decimal at the front of `buf`, ended by `end` (1-19 digits), and
+/// the bytes after `end`.
+fn leading_decimal(buf: &[u8], end: u8) -> Option<(u64, &[u8])> {
+    let mut n = 0u64;
+    for (i, &b) in buf.iter().enumerate().take(20) {
+        if b == end && i > 0 {
+            return Some((n, &buf[i + 1..]));
+        }
+        let digit = b.wrapping_sub(b'0');
+        if digit >= 10 || i == 19 {
+            return None;
+        }
+        n = n * 10 + u64::from(digit);
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,7 +363,7 @@ mod tests {
     #[test]
     fn text_multi_get_hits_misses_and_corruption() {
         let mut c = codec(Protocol::Text);
-        let op = Op::Get { keys: vec![1, 2, 3] };
+        let op = Op::Get { keys: vec![1, 2, 3].into() };
         let mut req = Vec::new();
         c.encode(&op, 0, &mut req);
         assert_eq!(req, b"get sb:0000001 sb:0000002 sb:0000003\r\n");
@@ -311,6 +389,41 @@ mod tests {
     }
 
     #[test]
+    fn single_key_text_get_in_one_step() {
+        let mut c = codec(Protocol::Text);
+        let op = Op::Get { keys: vec![7].into() };
+        let mut req = Vec::new();
+        c.encode(&op, 0, &mut req);
+        assert_eq!(req, b"get sb:0000007\r\n", "from the prebuilt lines");
+        let mut wire = text_value(&c, 7, &value(&c, 7));
+        wire.extend_from_slice(b"END\r\n");
+        let decode = |wire: &[u8]| {
+            let mut p = Pending::new(op.clone(), Instant::now(), 0);
+            let mut tally = Tally::default();
+            (c.decode(&mut p, wire, &mut tally), tally)
+        };
+        let (step, t) = decode(&wire);
+        assert_eq!((step, t.hits, t.misses, t.error_total()), (Ok(Step::Done(wire.len())), 1, 0, 0));
+        // A torn value: counted, the stream stays in step.
+        let mut bad = wire.clone();
+        let in_value = wire.len() - 10;
+        bad[in_value] ^= 1;
+        let (step, t) = decode(&bad);
+        assert_eq!((step, t.errors_of(ErrorKind::ValueMismatch)), (Ok(Step::Done(wire.len())), 1));
+        // Incomplete, or another key: the item-by-item path, as before.
+        assert_eq!(decode(&wire[..wire.len() - 1]).0, Ok(Step::Item(wire.len() - 5)));
+        let mut other = text_value(&c, 8, &value(&c, 8));
+        other.extend_from_slice(b"END\r\n");
+        let (step, t) = decode(&other);
+        assert_eq!((step, t.errors_of(ErrorKind::UnexpectedReply)), (Ok(Step::Item(other.len() - 5)), 1));
+        assert_eq!(decode(b"END\r\n").1.misses, 1);
+        assert_eq!(leading_decimal(b"12 x", b' '), Some((12, &b"x"[..])));
+        assert_eq!(leading_decimal(b" 12", b' '), None);
+        assert_eq!(leading_decimal(b"1a ", b' '), None);
+        assert_eq!(leading_decimal(b"99999999999999999999 ", b' '), None);
+    }
+
+    #[test]
     fn set_replies() {
         let mut c = codec(Protocol::Meta);
         let op = Op::Set { key: 4, len: 40, generation: 9 };
@@ -326,7 +439,7 @@ mod tests {
     #[test]
     fn binary_batch_and_out_of_step_opaque() {
         let mut c = codec(Protocol::Binary);
-        let op = Op::Get { keys: vec![5, 6] };
+        let op = Op::Get { keys: vec![5, 6].into() };
         let mut req = Vec::new();
         c.encode(&op, 77, &mut req);
         assert_eq!(req.len(), 3 * 24 + 2 * 10);

@@ -10,8 +10,35 @@ use rand::{RngExt, SeedableRng};
 /// One request, as the bench knows it (keys are indices into the key space).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
-    Get { keys: Vec<u32> },
+    Get { keys: Keys },
     Set { key: u32, len: u32, generation: u32 },
+}
+
+/// The keys of a get: a single key inline (no allocation per request, the
+/// common case of every preset but `mget48`), a multi-get's in a `Vec`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Keys {
+    One([u32; 1]),
+    Many(Vec<u32>),
+}
+
+impl std::ops::Deref for Keys {
+    type Target = [u32];
+    fn deref(&self) -> &[u32] {
+        match self {
+            Keys::One(k) => k,
+            Keys::Many(v) => v,
+        }
+    }
+}
+
+impl From<Vec<u32>> for Keys {
+    fn from(v: Vec<u32>) -> Keys {
+        match v[..] {
+            [k] => Keys::One([k]),
+            _ => Keys::Many(v),
+        }
+    }
 }
 
 pub struct Mix {
@@ -35,7 +62,10 @@ impl Mix {
 
     pub fn next_op(&mut self) -> Op {
         if self.rng.random_bool(self.get_ratio) {
-            let keys = (0..self.mget).map(|_| self.keys.sample(&mut self.rng)).collect();
+            let keys = match self.mget {
+                1 => Keys::One([self.keys.sample(&mut self.rng)]),
+                n => Keys::Many((0..n).map(|_| self.keys.sample(&mut self.rng)).collect()),
+            };
             Op::Get { keys }
         } else {
             let key = self.keys.sample(&mut self.rng);

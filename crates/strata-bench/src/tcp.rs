@@ -75,6 +75,7 @@ impl TcpChannel {
 
     /// Decode every complete reply in the input buffer.
     fn consume(&mut self, codec: &Codec, tally: &mut Tally) -> Result<(), ErrorKind> {
+        let now = Instant::now();
         loop {
             let rest = &self.input[self.in_pos..self.in_end];
             let Some(p) = self.pending.front_mut() else {
@@ -86,7 +87,7 @@ impl TcpChannel {
                 Step::Done(n) => {
                     self.in_pos += n;
                     let p = self.pending.pop_front().expect("front exists");
-                    complete(&p, tally);
+                    complete(&p, now, tally);
                 }
             }
         }

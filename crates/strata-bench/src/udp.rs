@@ -59,7 +59,7 @@ impl UdpChannel {
         loop {
             match codec.decode(&mut o.pending, &reply[at..], tally) {
                 Ok(Step::Item(n)) => at += n,
-                Ok(Step::Done(n)) if at + n == reply.len() => return complete(&o.pending, tally),
+                Ok(Step::Done(n)) if at + n == reply.len() => return complete(&o.pending, Instant::now(), tally),
                 _ => break,
             }
         }

@@ -72,7 +72,13 @@ impl ValueSize {
 
     /// Whether a value of `len` bytes could have been written by this spec.
     pub fn allows(&self, len: usize) -> bool {
-        self.ranges().iter().any(|&(a, b)| (a as usize..=b as usize).contains(&len))
+        // Per returned value: no Vec from `ranges`.
+        let within = |&(a, b): &(u32, u32)| (a as usize..=b as usize).contains(&len);
+        match self {
+            ValueSize::Fixed(n) => within(&(*n, *n)),
+            ValueSize::Range(a, b) => within(&(*a, *b)),
+            ValueSize::Classes(c) => c.iter().any(within),
+        }
     }
 }
 

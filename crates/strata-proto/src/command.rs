@@ -121,7 +121,23 @@ pub fn parse_request(line: &[u8], framed_len: usize) -> Command<'_> {
 /// Tokens after the ones a command reads are ignored; `noreply` is the last
 /// token.
 pub fn parse_command(line: &[u8]) -> Command<'_> {
-    let word = &line[..crate::text::memchr(b' ', line).unwrap_or(line.len())];
+    // The hot path: a get line is recognised by its first bytes (no memchr
+    // call) and not tokenized (the keys are the rest of the line).
+    let word_len = if line.starts_with(b"get ") {
+        3
+    } else if line.starts_with(b"gets ") {
+        4
+    } else {
+        crate::text::memchr(b' ', line).unwrap_or(line.len())
+    };
+    let word = &line[..word_len];
+    if word == b"get" || word == b"gets" {
+        let Some(keys) = KeyList::from_tail(&line[word.len()..]) else {
+            return error(BAD_FORMAT);
+        };
+        let kind = if word.len() == 3 { GetKind::Get } else { GetKind::Gets };
+        return Command::Get { kind, keys };
+    }
     let t = Tokens::split(line);
     if word.len() == 2 && word[0] == b'm' {
         return match word[1] {
@@ -135,7 +151,6 @@ pub fn parse_command(line: &[u8]) -> Command<'_> {
         };
     }
     match word {
-        b"get" | b"gets" => retrieval(t, 2),
         b"gat" | b"gats" => retrieval(t, 3),
         b"set" => storage(t, StoreVerb::Set),
         b"add" => storage(t, StoreVerb::Add),
@@ -208,7 +223,7 @@ fn retrieval(t: Tokens<'_>, min_tokens: usize) -> Command<'_> {
         },
         _ => (GetKind::Get, 1),
     };
-    Command::Get { kind, keys: KeyList::new(t, first) }
+    Command::Get { kind, keys: KeyList::new(&t, first) }
 }
 
 /// `<verb> <key> <flags> <exptime> <bytes> [<cas>] ...`: too few tokens or

@@ -106,21 +106,38 @@ pub fn strict_i32(token: &[u8]) -> Option<i32> {
     i32::try_from(if negative { -magnitude } else { magnitude }).ok()
 }
 
+/// "00" to "99": two digits per division (a get's reply line carries its
+/// flags, often ten digits, and its length).
+const DIGIT_PAIRS: &[u8; 200] = b"\
+0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
 /// Append the decimal form of `value`.
 #[inline]
 pub fn push_u64(out: &mut Vec<u8>, value: u64) {
+    // The digits left-aligned in a fixed buffer, which is appended whole
+    // (a fixed-size copy, no memcpy call) and cut back to their count.
+    let digits = value.checked_ilog10().unwrap_or(0) as usize + 1;
     let mut buf = [0u8; 20];
-    let mut i = buf.len();
+    let mut i = digits;
     let mut v = value;
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
+    while v >= 100 {
+        let pair = (v % 100) as usize * 2;
+        v /= 100;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
     }
-    out.extend_from_slice(&buf[i..]);
+    if v >= 10 {
+        buf[0..2].copy_from_slice(&DIGIT_PAIRS[v as usize * 2..v as usize * 2 + 2]);
+    } else {
+        buf[0] = b'0' + v as u8;
+    }
+    let len = out.len();
+    out.extend_from_slice(&buf);
+    out.truncate(len + digits);
 }
 
 /// Append the decimal form of a signed value.
@@ -192,5 +209,14 @@ mod tests {
         out.push(b' ');
         push_i64(&mut out, -42);
         assert_eq!(out, b"0 18446744073709551615 -42");
+        let mut v = 1u64;
+        for _ in 0..20 {
+            for n in [v - 1, v, v + 1, v.saturating_mul(7) / 3] {
+                out.clear();
+                push_u64(&mut out, n);
+                assert_eq!(out, n.to_string().as_bytes());
+            }
+            v = v.saturating_mul(10);
+        }
     }
 }

@@ -80,6 +80,8 @@ pub fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
 /// The tokens of one command line, split as memcached's `tokenize_command`.
 #[derive(Clone, Copy, Debug)]
 pub struct Tokens<'a> {
+    /// The line the tokens were split from.
+    line: &'a [u8],
     toks: [&'a [u8]; MAX_TOKENS - 1],
     len: usize,
     /// The unsplit remainder after `MAX_TOKENS - 1` tokens, if any.
@@ -104,7 +106,7 @@ impl<'a> Tokens<'a> {
                         if i + 1 < line.len() {
                             rest = Some(&line[i + 1..]);
                         }
-                        return Tokens { toks, len, rest };
+                        return Tokens { line, toks, len, rest };
                     }
                 }
                 start = i + 1;
@@ -115,7 +117,7 @@ impl<'a> Tokens<'a> {
             toks[len] = &line[start..];
             len += 1;
         }
-        Tokens { toks, len, rest }
+        Tokens { line, toks, len, rest }
     }
 
     /// memcached's `ntokens`: real tokens plus the terminator.
@@ -154,51 +156,76 @@ impl<'a> Tokens<'a> {
     }
 }
 
-/// Iterates the keys of a multi-get: the tokens from `first`, then the
-/// unsplit remainder split on spaces.
+/// The keys of a get: the first key, split off by the parser, and the rest
+/// of the line, unsplit (four words, so a `Command` carrying it is cheap to
+/// move, and a single-key get is never scanned again; tokenizing
+/// memcached's way, 23 tokens and an unsplit rest, yields the same keys).
 #[derive(Clone, Copy, Debug)]
 pub struct KeyList<'a> {
-    tokens: Tokens<'a>,
-    first: usize,
+    /// Empty when the keys all lie in `rest`.
+    first: &'a [u8],
+    rest: &'a [u8],
 }
 
 impl<'a> KeyList<'a> {
-    pub fn new(tokens: Tokens<'a>, first: usize) -> KeyList<'a> {
-        KeyList { tokens, first }
+    /// The keys from token `first` of `tokens` on.
+    pub fn new(tokens: &Tokens<'a>, first: usize) -> KeyList<'a> {
+        match tokens.as_slice().get(first) {
+            Some(tok) => {
+                // A token is a subslice of the line: where it ends in it.
+                let end = tok.as_ptr() as usize - tokens.line.as_ptr() as usize + tok.len();
+                KeyList { first: tok, rest: &tokens.line[end..] }
+            }
+            None => KeyList { first: &[], rest: tokens.rest.unwrap_or(&[]) },
+        }
     }
 
+    /// The keys in `tail` (space-separated, empty tokens skipped), or None
+    /// when it holds only spaces.
+    #[inline]
+    pub fn from_tail(tail: &'a [u8]) -> Option<KeyList<'a>> {
+        let mut iter = KeyIter { first: &[], rest: tail };
+        let first = iter.next()?;
+        Some(KeyList { first, rest: iter.rest })
+    }
+
+    #[inline]
     pub fn iter(&self) -> KeyIter<'a> {
-        KeyIter { tokens: self.tokens, next: self.first, tail: self.tokens.rest.unwrap_or(&[]) }
+        KeyIter { first: self.first, rest: self.rest }
     }
 }
 
 /// Iterator over a [`KeyList`]; allocates nothing.
 #[derive(Clone)]
 pub struct KeyIter<'a> {
-    tokens: Tokens<'a>,
-    next: usize,
-    tail: &'a [u8],
+    first: &'a [u8],
+    rest: &'a [u8],
 }
 
 impl<'a> Iterator for KeyIter<'a> {
     type Item = &'a [u8];
 
+    #[inline]
     fn next(&mut self) -> Option<&'a [u8]> {
-        if self.next < self.tokens.len() {
-            self.next += 1;
-            return Some(self.tokens.get(self.next - 1));
+        if !self.first.is_empty() {
+            return Some(std::mem::take(&mut self.first));
         }
-        loop {
-            if self.tail.is_empty() {
-                return None;
-            }
-            let end = memchr(b' ', self.tail).unwrap_or(self.tail.len());
-            let key = &self.tail[..end];
-            self.tail = &self.tail[(end + 1).min(self.tail.len())..];
-            if !key.is_empty() {
-                return Some(key);
-            }
+        // A byte loop, as in `Tokens::split`: keys are short.
+        let tail = self.rest;
+        let mut start = 0;
+        while start < tail.len() && tail[start] == b' ' {
+            start += 1;
         }
+        if start == tail.len() {
+            self.rest = &[];
+            return None;
+        }
+        let mut end = start + 1;
+        while end < tail.len() && tail[end] != b' ' {
+            end += 1;
+        }
+        self.rest = &tail[end..];
+        Some(&tail[start..end])
     }
 }
 
@@ -230,8 +257,18 @@ mod tests {
         let line: Vec<u8> = (0..30).map(|i| format!("k{i} ")).collect::<String>().into_bytes();
         let t = Tokens::split(&line);
         assert_eq!(t.len(), 23);
-        let keys: Vec<_> = KeyList::new(t, 1).iter().collect();
+        let keys: Vec<_> = KeyList::new(&t, 1).iter().collect();
         assert_eq!(keys.len(), 29);
         assert_eq!(keys[28], b"k29");
+        let tail: Vec<_> = KeyList::from_tail(&line[2..]).unwrap().iter().collect();
+        assert_eq!(tail, keys);
+        // Past the 23rd token: the keys are the rest.
+        let rest: Vec<_> = KeyList::new(&t, 23).iter().collect();
+        assert_eq!((rest.len(), rest[0]), (7, &b"k23"[..]));
+        let t = Tokens::split(b"gat 10  a   b ");
+        assert_eq!(KeyList::new(&t, 2).iter().collect::<Vec<_>>(), [&b"a"[..], b"b"]);
+        assert!(KeyList::from_tail(b"   ").is_none() && KeyList::from_tail(b"").is_none());
+        assert_eq!(KeyList::from_tail(b"  x ").unwrap().iter().collect::<Vec<_>>(), [b"x"]);
+        assert_eq!(KeyList::from_tail(b" x  yz").unwrap().iter().collect::<Vec<_>>(), [&b"x"[..], b"yz"]);
     }
 }

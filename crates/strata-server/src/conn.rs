@@ -209,22 +209,25 @@ pub(crate) fn text_step(buf: &[u8], exec: &Executor<'_>, out: &mut Vec<u8>, unau
             }
         }
     };
-    match parse_request(line, consumed) {
+    // Matched by reference: a `Command` is a few hundred bytes (a meta
+    // request's decoded key), and a move is a memcpy of all of them.
+    let cmd = parse_request(line, consumed);
+    match &cmd {
         Command::Store(cmd) => {
             let remove = cmd.verb == strata_proto::StoreVerb::Set;
             let admission = exec.admit_value(cmd.key, cmd.flags, cmd.value_len, remove);
-            block(admission, cmd.value_len, cmd.noreply, &mut |data, out| exec.store(&cmd, data, out), out)
+            block(admission, cmd.value_len, cmd.noreply, &mut |data, out| exec.store(cmd, data, out), out)
         }
-        Command::MetaSet { req, value_len } => {
-            let admission = exec.admit_meta_value(&req, value_len);
-            block(admission, value_len, false, &mut |data, out| exec.meta_set(&req, data, out), out)
+        &Command::MetaSet { ref req, value_len } => {
+            let admission = exec.admit_meta_value(req, value_len);
+            block(admission, value_len, false, &mut |data, out| exec.meta_set(req, data, out), out)
         }
-        Command::Error { reply, noreply, swallow } => {
+        &Command::Error { reply, noreply, swallow } => {
             push_line(out, reply, noreply);
             Step::Done { advance: consumed, swallow, stop: None }
         }
         cmd => {
-            let stop = match exec.execute(&cmd, out) {
+            let stop = match exec.execute(cmd, out) {
                 Flow::Continue => None,
                 Flow::CloseAfterWrite => Some(Progress::CloseAfterWrite),
                 Flow::Close => Some(Progress::Close),

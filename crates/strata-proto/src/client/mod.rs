@@ -53,10 +53,19 @@ pub enum ReplyError {
 /// Find the first `\r\n` in `buf`: the line without it, and the bytes used.
 pub(crate) fn take_line(buf: &[u8]) -> Result<Option<(&[u8], usize)>, ReplyError> {
     let window = &buf[..buf.len().min(MAX_LINE_BYTES)];
-    match window.windows(2).position(|w| w == b"\r\n") {
-        Some(end) => Ok(Some((&buf[..end], end + 2))),
-        None if buf.len() >= MAX_LINE_BYTES => Err(ReplyError::LineTooLong),
-        None => Ok(None),
+    // The first `\r\n`: a SIMD scan for each `\n`, then a look behind it.
+    let mut from = 0;
+    while let Some(at) = memchr::memchr(b'\n', &window[from..]) {
+        let nl = from + at;
+        if nl > 0 && window[nl - 1] == b'\r' {
+            return Ok(Some((&buf[..nl - 1], nl + 1)));
+        }
+        from = nl + 1;
+    }
+    if buf.len() >= MAX_LINE_BYTES {
+        Err(ReplyError::LineTooLong)
+    } else {
+        Ok(None)
     }
 }
 
@@ -64,6 +73,18 @@ pub(crate) fn take_line(buf: &[u8]) -> Result<Option<(&[u8], usize)>, ReplyError
 pub(crate) fn parse_u64(token: &[u8]) -> Option<u64> {
     if token.is_empty() || token.len() > 20 {
         return None;
+    }
+    if token.len() < 20 {
+        // Nineteen digits cannot overflow: no checked arithmetic per digit.
+        let mut n = 0u64;
+        for &b in token {
+            let digit = b.wrapping_sub(b'0');
+            if digit >= 10 {
+                return None;
+            }
+            n = n * 10 + u64::from(digit);
+        }
+        return Some(n);
     }
     token.iter().try_fold(0u64, |acc, &b| {
         let digit = b.checked_sub(b'0').filter(|d| *d < 10)?;
@@ -108,6 +129,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn lines_end_at_the_first_crlf() {
+        assert_eq!(take_line(b"END\r\nX").unwrap(), Some((&b"END"[..], 5)));
+        assert_eq!(take_line(b"a\nb\r\r\n").unwrap(), Some((&b"a\nb\r"[..], 6)));
+        assert_eq!(take_line(b"\n\r\n").unwrap(), Some((&b"\n"[..], 3)));
+        assert_eq!(take_line(b"abc\r").unwrap(), None);
+        assert_eq!(take_line(b"abc\n").unwrap(), None);
+        let mut long = vec![b'x'; MAX_LINE_BYTES - 1];
+        long.extend_from_slice(b"\r\n");
+        assert!(take_line(&long).is_err(), "the CRLF must lie within the first MAX_LINE_BYTES");
+    }
+
+    #[test]
     fn decimal_round_trip() {
         for n in [0u64, 7, 10, 99, 1234567890, u64::MAX] {
             let mut out = Vec::new();
@@ -117,6 +150,9 @@ mod tests {
         assert_eq!(parse_u64(b""), None);
         assert_eq!(parse_u64(b"-1"), None);
         assert_eq!(parse_u64(b"18446744073709551616"), None);
+        assert_eq!(parse_u64(b"9999999999999999999"), Some(9_999_999_999_999_999_999));
+        assert_eq!(parse_u64(b"12a"), None);
+        assert_eq!(parse_u64(b"1 2"), None);
     }
 
     #[test]

@@ -73,7 +73,14 @@ pub fn encode_set_header(out: &mut Vec<u8>, key: &[u8], flags: u32, exptime: u32
 /// Decode one reply item from the front of `buf`. `max_value_bytes` bounds
 /// the data block a `VALUE` line may announce.
 pub fn parse_reply(buf: &[u8], max_value_bytes: usize) -> Result<Status<Reply<'_>>, ReplyError> {
+    // What a get load reads most, ahead of the general match.
+    if buf.starts_with(b"END\r\n") {
+        return Ok(Status::Complete(Reply::End, 5));
+    }
     let Some((line, used)) = take_line(buf)? else { return Ok(Status::Partial) };
+    if line.starts_with(b"VALUE ") {
+        return parse_value(line, used, buf, max_value_bytes);
+    }
     let reply = match line {
         b"END" => Reply::End,
         b"STORED" => Reply::Stored,
@@ -114,16 +121,37 @@ fn parse_value<'a>(
     buf: &'a [u8],
     max_value_bytes: usize,
 ) -> Result<Status<Reply<'a>>, ReplyError> {
-    let mut fields = line[6..].split(|&b| b == b' ');
-    let key = fields.next().filter(|k| !k.is_empty()).ok_or(ReplyError::BadFormat)?;
-    let flags = fields.next().and_then(parse_u64).and_then(|f| u32::try_from(f).ok());
-    let len = fields.next().and_then(parse_u64);
-    let cas = match fields.next() {
-        None => None,
-        Some(token) => Some(parse_u64(token).ok_or(ReplyError::BadFormat)?),
+    // `<key> <flags> <bytes> [<cas>]`, split by single spaces (a byte
+    // loop: the fields are short).
+    let mut rest = &line[6..];
+    let mut field = || {
+        let end = memchr::memchr(b' ', rest);
+        let (token, next) = match end {
+            Some(at) => (&rest[..at], Some(&rest[at + 1..])),
+            None => (rest, None),
+        };
+        rest = next.unwrap_or(&[]);
+        (token, next.is_some())
     };
-    let (Some(flags), Some(len), None) = (flags, len, fields.next()) else {
+    let (key, more) = field();
+    if key.is_empty() || !more {
         return Err(ReplyError::BadFormat);
+    }
+    let (flags, more) = field();
+    let flags = parse_u64(flags).and_then(|f| u32::try_from(f).ok()).ok_or(ReplyError::BadFormat)?;
+    if !more {
+        return Err(ReplyError::BadFormat);
+    }
+    let (len, more) = field();
+    let len = parse_u64(len).ok_or(ReplyError::BadFormat)?;
+    let cas = if more {
+        let (cas, more) = field();
+        if more {
+            return Err(ReplyError::BadFormat);
+        }
+        Some(parse_u64(cas).ok_or(ReplyError::BadFormat)?)
+    } else {
+        None
     };
     match take_data(&buf[line_len..], len, max_value_bytes)? {
         None => Ok(Status::Partial),
@@ -182,5 +210,12 @@ mod tests {
         assert_eq!(parse_reply(b"VALUE a 0 3\r\nabcd\r\n", 10), Err(ReplyError::BadDataTerminator));
         assert_eq!(parse_reply(b"VALUE a 0 30\r\n", 10), Err(ReplyError::TooLarge));
         assert_eq!(parse_reply(b"VALUE a 0 3 1 2\r\n", 10), Err(ReplyError::BadFormat));
+        for bad in [&b"VALUE a 0 3 \r\n"[..], b"VALUE  a 0 3\r\n", b"VALUE a 0\r\n", b"VALUE a\r\n", b"VALUE \r\n", b"VALUE a 4294967296 1\r\n"] {
+            assert_eq!(parse_reply(bad, 10), Err(ReplyError::BadFormat), "{}", String::from_utf8_lossy(bad));
+        }
+        let (r, n) = one(b"VALUE a 4294967295 1 7\r\nx\r\nEND\r\n");
+        assert_eq!((r, n), (Reply::Value { key: b"a", flags: u32::MAX, cas: Some(7), data: b"x" }, 27));
+        assert_eq!(parse_reply(b"VALUE a 0 1\r\nx", 10), Ok(Status::Partial));
+        assert_eq!(parse_reply(b"END\r", 10), Ok(Status::Partial));
     }
 }

@@ -505,13 +505,16 @@ const PREFETCH_WINDOW: usize = 16;
 /// Hand the next window of a multi-get's keys to `Engine::prefetch`
 /// (nothing for a single-key get: there is nothing to overlap).
 fn prefetch_window<'k>(engine: &dyn strata_store::Engine, ahead: &mut impl Iterator<Item = &'k [u8]>) {
+    // A window of one key (every single-key get) costs two iterator steps,
+    // not the window's setup.
+    let (Some(first), Some(second)) = (ahead.next(), ahead.next()) else { return };
     let mut window: [&[u8]; PREFETCH_WINDOW] = [&[]; PREFETCH_WINDOW];
-    let mut n = 0;
-    for key in ahead.take(PREFETCH_WINDOW) {
+    window[0] = first;
+    window[1] = second;
+    let mut n = 2;
+    for key in ahead.take(PREFETCH_WINDOW - 2) {
         window[n] = key;
         n += 1;
     }
-    if n > 1 {
-        engine.prefetch(&window[..n]);
-    }
+    engine.prefetch(&window[..n]);
 }

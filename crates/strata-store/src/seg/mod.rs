@@ -33,6 +33,7 @@ mod file;
 mod flash;
 pub use flash::FlashIdle;
 mod item;
+mod key_eq;
 mod prefetch;
 mod region;
 mod shard;
@@ -256,6 +257,14 @@ impl Globals {
     }
 
     /// memcached's `item_is_flushed`, on an item's last access and CAS.
+    /// Whether a `flush_all` may have flushed items by `now` (else
+    /// `is_flushed` is false for every item).
+    #[inline]
+    pub fn flush_in_force(&self, now: RelTime) -> bool {
+        let oldest_live = self.oldest_live.load(Ordering::Relaxed);
+        oldest_live != 0 && oldest_live <= now
+    }
+
     pub fn is_flushed(&self, access: RelTime, cas: u64, now: RelTime) -> bool {
         let oldest_live = self.oldest_live.load(Ordering::Relaxed);
         if oldest_live == 0 || oldest_live > now {
@@ -553,13 +562,18 @@ impl SegStore {
     /// Look `key` up; an expired or flushed item is unlinked and counted.
     fn live(&self, shard: &mut Shard, key: &[u8], hash: u64, now: RelTime) -> Option<Found> {
         let (slot, loc, h) = shard.find(key, hash)?;
-        let meta = self.meta(shard, loc, &h);
-        if self.g.is_flushed(meta.last_access, meta.cas, now) {
-            shard.counters.get_flushed += 1;
-            shard.unlink(&self.g, slot, loc, &h, Gone::Flushed);
-            return None;
+        // Only what the checks need: access time and CAS only while a
+        // flush is in force (a get decodes the whole `meta` once, later).
+        if self.g.flush_in_force(now) {
+            let meta = self.meta(shard, loc, &h);
+            if self.g.is_flushed(meta.last_access, meta.cas, now) {
+                shard.counters.get_flushed += 1;
+                shard.unlink(&self.g, slot, loc, &h, Gone::Flushed);
+                return None;
+            }
         }
-        if meta.exptime != 0 && meta.exptime <= now {
+        let exptime = h.exptime(shard.item(loc));
+        if exptime != 0 && exptime <= now {
             shard.counters.get_expired += 1;
             shard.unlink(&self.g, slot, loc, &h, Gone::Expired);
             return None;

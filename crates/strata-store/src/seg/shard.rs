@@ -349,7 +349,7 @@ impl Shard {
         let slot = self.table.find(hash, |loc| {
             let item = self.item(loc);
             let h = Header::decode(item, self.checked);
-            let same = h.key(item) == key;
+            let same = super::key_eq::same_key(h.key(item), key);
             if same {
                 header = Some(h);
             }
