@@ -410,9 +410,11 @@ impl Conn {
         self.dump.is_some()
     }
 
-    /// A new connection on `socket`; `requires_auth` when `-Y` or `-S` is on.
-    pub fn new(requires_auth: bool, socket: std::os::fd::RawFd) -> Conn {
-        Conn { unauthenticated: requires_auth, socket: Some(socket), ..Conn::default() }
+    /// A new connection on `socket` (None: no socket, as in tests that
+    /// drive a `Conn` from memory; a key dump then closes it);
+    /// `requires_auth` when `-Y` or `-S` is on.
+    pub fn new(requires_auth: bool, socket: Option<std::os::fd::RawFd>) -> Conn {
+        Conn { unauthenticated: requires_auth, socket, ..Conn::default() }
     }
 
     pub fn pending_output(&self) -> usize {

@@ -188,7 +188,7 @@ impl Worker {
             let socket = stream.raw_fd();
             self.clients[index] = Some(Client {
                 stream,
-                conn: Conn::new(self.shared.requires_auth(), socket),
+                conn: Conn::new(self.shared.requires_auth(), Some(socket)),
                 info,
                 id,
                 readable: true,

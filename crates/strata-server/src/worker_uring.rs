@@ -286,7 +286,7 @@ impl UringWorker {
             crate::ops::watch::conn_event(&self.shared, &self.stats, &info.peer, id, None);
             WorkerStats::incr(&self.stats.total_connections);
             self.clients[index] = Some(Client {
-                conn: Conn::new(self.shared.requires_auth(), new.stream.raw_fd()),
+                conn: Conn::new(self.shared.requires_auth(), Some(new.stream.raw_fd())),
                 stream: new.stream,
                 info,
                 id,

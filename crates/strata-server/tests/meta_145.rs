@@ -36,7 +36,7 @@ fn exchange_per_engine(settings: Settings, input: &[u8]) -> Vec<Vec<u8>> {
         let shared = Arc::new(Shared::new(settings.clone(), engine, Clock::starting_at(1_700_000_000)));
         let stats = shared.worker_stats[0].clone();
         let exec = Executor::new(&shared, &stats);
-        let mut conn = Conn::new(false);
+        let mut conn = Conn::new(false, None);
         conn.input.extend_from_slice(input);
         loop {
             match conn.process(&exec, 1000) {

@@ -36,7 +36,7 @@ fn run_chunks(chunks: &[&[u8]]) -> Vec<u8> {
 fn run_chunks_on(shared: Arc<Shared>, chunks: &[&[u8]]) -> Vec<u8> {
     let stats = shared.worker_stats[0].clone();
     let exec = Executor::new(&shared, &stats);
-    let mut conn = Conn::new(shared.requires_auth());
+    let mut conn = Conn::new(shared.requires_auth(), None);
     for chunk in chunks {
         conn.input.extend_from_slice(chunk);
         loop {
