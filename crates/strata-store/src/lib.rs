@@ -246,6 +246,11 @@ pub struct EngineStats {
     pub malloced_bytes: u64,
     /// With a memory file (`-e`): what the start found in it.
     pub restart: Option<RestartStats>,
+    /// Slots of the key index over every shard, and their bytes (`stats`
+    /// `hash_power_level`, `hash_bytes`); 0 for an engine that does not
+    /// size its own index (MapStore).
+    pub index_slots: u64,
+    pub index_bytes: u64,
 }
 
 /// What starting from a memory file found (`stats`: `restart_*`).

@@ -995,6 +995,8 @@ impl Engine for SegStore {
             stats.reclaimed += c.reclaimed;
             stats.get_expired += c.get_expired;
             stats.get_flushed += c.get_flushed;
+            stats.index_slots += shard.table.capacity() as u64;
+            stats.index_bytes += shard.table.bytes() as u64;
         }
         stats.curr_items += self.flash_items();
         stats.restart = self.restart;

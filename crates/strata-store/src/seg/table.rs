@@ -104,9 +104,13 @@ impl Table {
         self.len
     }
 
-    #[cfg(test)]
     pub fn capacity(&self) -> usize {
         self.slots.len()
+    }
+
+    /// Bytes of the slot array (`stats` `hash_bytes`).
+    pub fn bytes(&self) -> usize {
+        self.slots.len() * std::mem::size_of::<u64>()
     }
 
     fn home(&self, hash: u64) -> usize {
