@@ -45,6 +45,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use self::buffer::Buffer;
 use self::file::{Geometry, MemFile, Opened, SEGMENT_HEADER};
+pub use self::file::LOCK_WAIT as MEMORY_FILE_LOCK_WAIT;
 use self::region::Region;
 use self::item::{Header, FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
 use self::shard::{Class, Gone, Recovered, Shard, Spec};
