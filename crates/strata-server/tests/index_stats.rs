@@ -1,8 +1,9 @@
 //! `stats` `hash_power_level`, `hash_bytes`, `hash_is_expanding` report the
 //! segment store's key index (8-byte slots over every shard): memcached's
 //! figures for its hash table, which operators read to size
-//! `-o hashpower` and to see the index's memory. memcached's t/restart.t
-//! expects 16 at start (its default table) and 17 after 131,072 items.
+//! `-o hashpower` and to see the index's memory. `-o hashpower=N` presizes
+//! the index to 2^N slots (16 by default), as it presizes memcached's table;
+//! memcached's t/restart.t expects 16 at start and 17 after 131,072 items.
 
 mod common;
 
@@ -45,7 +46,8 @@ fn hash_stats_follow_the_key_index_as_it_grows() {
     assert_eq!(&order[at..at + 3], ["hash_power_level", "hash_bytes", "hash_is_expanding"], "memcached's order");
 
     let (level_start, bytes_start) = check_consistent(&stats(&mut stream, &mut r));
-    assert!(level_start < 16, "a fresh index is small: {level_start}");
+    assert_eq!(level_start, 16, "presized as memcached's default -o hashpower");
+    assert_eq!(bytes_start, 8 << 16);
 
     // 131,072 items, pipelined in batches.
     let items = 1u64 << 17;
@@ -66,4 +68,17 @@ fn hash_stats_follow_the_key_index_as_it_grows() {
     assert!(slots * 85 >= items * 100 && slots * 60 <= items * 100, "{slots} slots for {items} items");
     assert_eq!(level, 17);
     drop(server);
+}
+
+#[test]
+fn hashpower_presizes_the_index() {
+    for power in [12u32, 20] {
+        let mut settings = Settings::default();
+        settings.tunables.hashpower_init = power;
+        let (server, addr) = common::start(settings);
+        let (mut stream, mut r) = common::connect(addr);
+        let (level, bytes) = check_consistent(&stats(&mut stream, &mut r));
+        assert_eq!((level, bytes), (u64::from(power), 8 << power), "-o hashpower={power}");
+        drop(server);
+    }
 }

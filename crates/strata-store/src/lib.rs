@@ -290,6 +290,9 @@ pub struct EngineConfig {
     pub initial_malloced_bytes: u64,
     /// `-L`: back segment memory with transparent huge pages.
     pub large_pages: bool,
+    /// Slots the key index starts with, over all shards (memcached's
+    /// `-o hashpower`: 2^N, 2^16 by default); 0 = the engine's minimum.
+    pub index_slots_initial: u64,
 }
 
 impl Default for EngineConfig {
@@ -303,6 +306,7 @@ impl Default for EngineConfig {
             track_sizes: false,
             initial_malloced_bytes: 0,
             large_pages: false,
+            index_slots_initial: 0,
         }
     }
 }

@@ -466,7 +466,13 @@ impl SegStore {
         let checked = file.is_some();
         SegStore {
             restart: None,
-            shards: (0..shards).map(|i| Line(Mutex::new(Shard::new(i as u16, checked, config.track_sizes)))).collect(),
+            shards: (0..shards)
+                .map(|i| {
+                    let mut shard = Shard::new(i as u16, checked, config.track_sizes);
+                    shard.table = table::Table::presized(config.index_slots_initial, shards);
+                    Line(Mutex::new(shard))
+                })
+                .collect(),
             shard_bits: shards.trailing_zeros(),
             g: Globals {
                 data_start: if checked { SEGMENT_HEADER } else { 0 },
