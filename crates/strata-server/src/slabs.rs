@@ -36,7 +36,17 @@ impl Settings {
             track_sizes: self.track_sizes,
             initial_malloced_bytes: initial,
             large_pages: self.large_pages,
+            index_slots_initial: self.index_slots_initial(),
         }
+    }
+
+    /// memcached's `-o hashpower` (16 unless set): its hash table starts
+    /// with 2^N buckets, Strata's key index with 2^N slots over its shards;
+    /// at most `-m` bytes of them (8 bytes a slot), as a table larger than
+    /// the cache has no use.
+    pub fn index_slots_initial(&self) -> u64 {
+        let power = if self.tunables.hashpower_init == 0 { 16 } else { self.tunables.hashpower_init };
+        (1u64 << power.min(40)).min(self.memory_limit_bytes / 8)
     }
 }
 

@@ -37,7 +37,7 @@ pub use ext_config::{ExtBucket, ExtConfig, ExtPath, ExtTunable, ExtTunables};
 pub use ext_stats::{ExtPageStats, ExtStats};
 pub use flash_read::{FlashBuf, FlashFinish, FlashRead, FLASH_ALIGN_BYTES};
 pub use map::MapStore;
-pub use seg::{FlashIdle, SegStore};
+pub use seg::{FlashIdle, SegStore, MEMORY_FILE_LOCK_WAIT};
 pub use walk::{Visit, WalkCursor, WALK_BATCH};
 
 /// Item metadata as the protocol layer sees it.
@@ -246,6 +246,11 @@ pub struct EngineStats {
     pub malloced_bytes: u64,
     /// With a memory file (`-e`): what the start found in it.
     pub restart: Option<RestartStats>,
+    /// Slots of the key index over every shard, and their bytes (`stats`
+    /// `hash_power_level`, `hash_bytes`); 0 for an engine that does not
+    /// size its own index (MapStore).
+    pub index_slots: u64,
+    pub index_bytes: u64,
 }
 
 /// What starting from a memory file found (`stats`: `restart_*`).
@@ -285,6 +290,9 @@ pub struct EngineConfig {
     pub initial_malloced_bytes: u64,
     /// `-L`: back segment memory with transparent huge pages.
     pub large_pages: bool,
+    /// Slots the key index starts with, over all shards (memcached's
+    /// `-o hashpower`: 2^N, 2^16 by default); 0 = the engine's minimum.
+    pub index_slots_initial: u64,
 }
 
 impl Default for EngineConfig {
@@ -298,6 +306,7 @@ impl Default for EngineConfig {
             track_sizes: false,
             initial_malloced_bytes: 0,
             large_pages: false,
+            index_slots_initial: 0,
         }
     }
 }

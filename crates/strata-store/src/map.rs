@@ -526,6 +526,8 @@ impl Engine for MapStore {
             limit_maxbytes: self.memory_limit_bytes.load(Ordering::Relaxed),
             malloced_bytes: self.total_bytes.load(Ordering::Relaxed) + self.config.initial_malloced_bytes,
             restart: None,
+            index_slots: 0,
+            index_bytes: 0,
         }
     }
 

@@ -272,8 +272,32 @@ fn other_settings_start_cold_or_are_refused_when_strict() {
 fn a_file_in_use_is_refused() {
     let file = TempFile::new("locked");
     let (_store, _) = open(&file.0, 8);
+    let started = std::time::Instant::now();
     let err = SegStore::open_file(config(8), &file.0, false).err().expect("second opener refused");
     assert!(err.to_string().contains("in use"), "{err}");
+    assert!(started.elapsed() >= strata_store::MEMORY_FILE_LOCK_WAIT, "refused only after waiting");
+}
+
+/// A start right after the previous owner was told to stop (a restart that
+/// does not wait for it to exit) waits for the lock and gets the cache.
+#[test]
+fn a_file_released_while_waiting_is_opened_with_its_items() {
+    let file = TempFile::new("handover");
+    let (store, _) = open(&file.0, 8);
+    let expect = load(&store, 100);
+    let stopping = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        store.close().unwrap();
+        drop(store);
+    });
+    let started = std::time::Instant::now();
+    let (store, line) = open(&file.0, 8);
+    assert!(started.elapsed() >= std::time::Duration::from_millis(400), "waited for the lock");
+    stopping.join().unwrap();
+    assert!(store.stats().restart.expect("restart stats").clean, "{line}");
+    for (key, want) in &expect {
+        assert_eq!(read(&store, key).as_ref(), Some(want), "{}", String::from_utf8_lossy(key));
+    }
 }
 
 /// Meta `E`: items numbered explicitly, below the counter, far above it and

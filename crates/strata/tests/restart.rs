@@ -154,6 +154,39 @@ fn shutdown_graceful_keeps_the_cache() {
     });
 }
 
+/// A restart that does not wait for the old process to exit (a script's
+/// `kill -INT; start`, memcached's t/restart.t): the old one is still
+/// flushing a client that does not read (up to 2 s) and holds the file's
+/// lock; the new one waits for it and gets the cache.
+#[test]
+fn a_start_while_the_last_server_stops_waits_for_the_file() {
+    let file = MemFile::new("handover");
+    let args = ["-m", "64", "-e", file.arg()];
+    let server = Server::strata(&args);
+    let mut conn = Conn::to(&server);
+    assert_eq!(conn.set("kept", b"value"), "STORED\r\n");
+    let big = vec![b'x'; 100_000];
+    assert_eq!(conn.set("big", &big), "STORED\r\n");
+    // ~40 MB of replies nobody reads: the stopping server's flush waits.
+    let stuck = Conn::to(&server);
+    let mut req = b"get".to_vec();
+    for _ in 0..400 {
+        req.extend_from_slice(b" big");
+    }
+    req.extend_from_slice(b"\r\n");
+    (&stuck.stream).write_all(&req).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    signal(&server, "-INT");
+    let started = Instant::now();
+    let next = Server::strata(&args);
+    let waited = started.elapsed();
+    assert_eq!(exit_code(server), Some(0));
+    let mut conn = Conn::to(&next);
+    assert_eq!(conn.get("kept").as_deref(), Some(&b"value"[..]), "started after {waited:?}");
+    assert_eq!(conn.stat("restart_clean"), 1);
+    drop(stuck);
+}
+
 #[test]
 fn kill_9_during_writes_loses_no_acknowledged_value() {
     let file = MemFile::new("crash");

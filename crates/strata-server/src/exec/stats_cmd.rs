@@ -168,9 +168,12 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
     stat(t, "time_in_listen_disabled_us", 0);
     stat(t, "threads", st.threads);
     stat(t, "conn_yields", s.conn_yields);
-    for name in ["hash_power_level", "hash_bytes", "hash_is_expanding"] {
-        stat(t, name, 0);
-    }
+    // The key index: not a power-of-two table but shards of slots grown by
+    // 1.25x, so the level is log2 of all their slots, rounded down; it grows
+    // inline under a shard's lock, never in the background.
+    stat(t, "hash_power_level", e.index_slots.checked_ilog2().unwrap_or(0));
+    stat(t, "hash_bytes", e.index_bytes);
+    stat(t, "hash_is_expanding", 0);
     if st.tunables.slab_reassign {
         for name in [
             "slab_reassign_rescues",

@@ -172,13 +172,41 @@ impl Geometry {
     }
 }
 
+/// How long opening waits for another process to let go of the file. A
+/// server stopping cleanly (SIGTERM, SIGINT, SIGUSR1) holds it while it
+/// answers and flushes its clients (2 s at most) and syncs its segments, so
+/// a restart that does not wait for the old process to exit (a script's
+/// `kill -INT; start`, memcached's own t/restart.t) still gets the cache;
+/// a process that keeps running past this is refused as before.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Take the file's exclusive `flock`, retrying every 20 ms for `wait`.
+fn lock_waiting(file: &File, wait: std::time::Duration) -> io::Result<()> {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    format!("the memory file is in use by another process (waited {} s)", wait.as_secs()),
+                ));
+            }
+        }
+    }
+}
+
 impl MemFile {
     /// Open `path` for `geo`, or create it. An existing file that is damaged
     /// or was made with other settings is re-initialised (`Fresh` with the
     /// reason), or refused when `strict`.
     pub fn open(path: &Path, geo: Geometry, strict: bool, clock_origin: i64) -> io::Result<(MemFile, Opened)> {
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
-        file.try_lock().map_err(|_| io::Error::new(io::ErrorKind::WouldBlock, "the memory file is in use by another process"))?;
+        lock_waiting(&file, LOCK_WAIT)?;
         let len = file.metadata()?.len();
         let existing = if len == 0 { Err(None) } else { Self::validate(&file, len, geo) };
         let (mut head, opened, state_writes) = match existing {

@@ -48,6 +48,7 @@ use xxhash_rust::xxh3::xxh3_64;
 use self::buffer::Buffer;
 pub(crate) use self::flash::FlashScan;
 use self::file::{Geometry, MemFile, Opened, SEGMENT_HEADER};
+pub use self::file::LOCK_WAIT as MEMORY_FILE_LOCK_WAIT;
 use self::region::Region;
 use self::item::{Header, FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
 use self::shard::{Class, Gone, Recovered, Shard, Spec};
@@ -476,7 +477,13 @@ impl SegStore {
         let checked = file.is_some();
         SegStore {
             restart: None,
-            shards: (0..shards).map(|i| Line(Mutex::new(Shard::new(i as u16, checked, config.track_sizes)))).collect(),
+            shards: (0..shards)
+                .map(|i| {
+                    let mut shard = Shard::new(i as u16, checked, config.track_sizes);
+                    shard.table = table::Table::presized(config.index_slots_initial, shards);
+                    Line(Mutex::new(shard))
+                })
+                .collect(),
             shard_bits: shards.trailing_zeros(),
             g: Globals {
                 data_start: if checked { SEGMENT_HEADER } else { 0 },
@@ -1011,6 +1018,8 @@ impl Engine for SegStore {
             stats.reclaimed += c.reclaimed;
             stats.get_expired += c.get_expired;
             stats.get_flushed += c.get_flushed;
+            stats.index_slots += shard.table.capacity() as u64;
+            stats.index_bytes += shard.table.bytes() as u64;
         }
         stats.curr_items += self.flash_items();
         stats.restart = self.restart;

@@ -100,13 +100,25 @@ impl Table {
         Table { slots: Slots::new(MIN_CAPACITY), len: 0 }
     }
 
+    /// One shard's share of an index presized to `total_slots` over
+    /// `shards` (memcached's `-o hashpower`; untouched slots are zero pages
+    /// of the mapping, so the size costs RSS only as keys land in it).
+    pub fn presized(total_slots: u64, shards: usize) -> Table {
+        let per_shard = usize::try_from(total_slots / shards.max(1) as u64).unwrap_or(usize::MAX);
+        Table { slots: Slots::new(per_shard.max(MIN_CAPACITY)), len: 0 }
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
 
-    #[cfg(test)]
     pub fn capacity(&self) -> usize {
         self.slots.len()
+    }
+
+    /// Bytes of the slot array (`stats` `hash_bytes`).
+    pub fn bytes(&self) -> usize {
+        self.slots.len() * std::mem::size_of::<u64>()
     }
 
     fn home(&self, hash: u64) -> usize {
