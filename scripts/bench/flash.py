@@ -53,7 +53,7 @@ def value(index, length):
     block = bytearray()
     for _ in range(4):
         seed = splitmix(seed)
-        block += bytes(97 + ((seed >> (i * 8)) & 0xFF) % 26 for i in range(8))
+        block += bytes(97 + (((seed >> (i * 8)) & 0xFF) * 26 >> 8) for i in range(8))
     out = bytearray(b"00000000")
     at = 8
     while at < length:
@@ -88,7 +88,10 @@ def bench(server, args, get_ratio, duration):
     cmd = [BENCH, "run", "--server", f"127.0.0.1:{server.port}", "--keys", str(args.keys), "--key-size",
            str(args.key_size), "--value-size", str(args.value_size), "--get-ratio", str(get_ratio), "--duration",
            duration, "--conns", str(args.conns), "--load-cpu", "1", "--no-prefill", "--quiet", "--json", "-"]
-    return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"strata-bench failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout)
 
 
 def drop_caches():
