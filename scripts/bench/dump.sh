@@ -12,7 +12,10 @@
 # generator is always on CPU 0). READER=idle (default) runs the dump's
 # reader under SCHED_IDLE, READER=nice at nice 19: the reader stands in for
 # a client on another machine, so its own CPU time stays out of the
-# server's figures as far as one machine allows (on a machine busy with
+# server's figures as far as one machine allows, and reads 64 KiB at a
+# time, as a client does (a 1 MiB read, which the reader used to make, is a
+# copy of up to 1 MiB that a kernel without full preemption does not cut
+# short, a stall a client on another machine would not cause; on a machine busy with
 # other work an idle reader may get no CPU at all: the "lines dumped" count
 # then says 0 and the round had no dump; use READER=nice). DUMP_SLEEP_US sets
 # `lru_crawler sleep` (rest per 1000 items) before the dumps.
@@ -73,7 +76,7 @@ while time.time() < deadline:
     started, lines, tail = time.time(), 0, b""
     try:
         while True:
-            chunk = s.recv(1 << 20)
+            chunk = s.recv(1 << 16)
             if not chunk:
                 sys.exit("closed mid-dump")
             lines += chunk.count(b"\n")

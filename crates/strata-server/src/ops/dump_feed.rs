@@ -5,7 +5,7 @@
 //! ```text
 //!  strata-dumpwalk (worker priority)     strata-dump (SCHED_IDLE)           the connection's worker
 //!  4 walk steps (a shard lock, 64        formats a stage's lines into       pump (each 1 ms tick):
-//!  items looked at each), live ones' ──► a 64 KiB chunk; a full chunk       once its replies before the
+//!  items looked at each), live ones' ──► a 16 KiB chunk; a full chunk       once its replies before the
 //!  keys and metadata copied to a         is sent on its own dup of the  ◄── dump are out, hands over the
 //!  stage (2 stages go round) ◄──────     client's socket (poll while full)  socket; then only looks
 //!        empty stages come back          the end: `finished` ─────────────► whether the dump ended
@@ -29,7 +29,7 @@
 //! printer's descriptor is a `dup` (`sys/socket_writer.rs`), so a client
 //! that closes mid-dump never leaves it writing to a reused descriptor.
 //!
-//! So a dump holds at most 2 stages (256 keys each), one chunk of 64 KiB
+//! So a dump holds at most 2 stages (256 keys each), one chunk of 16 KiB
 //! and a walk cursor, whatever the store's size, and a client that stops
 //! reading stops the walk. The worker never blocks on the dump's lock
 //! (`try_lock`: if the printer holds it, it looks again next tick).
@@ -54,8 +54,13 @@ use super::dump::Printer;
 use crate::shared::Shared;
 use crate::sys::socket_writer::SocketWriter;
 
-/// A chunk is sent once it holds this much.
-const CHUNK_BYTES: usize = 64 << 10;
+/// A chunk is sent once it holds this much. Small, because a send is a
+/// stretch of kernel time the scheduler cannot cut short on a kernel
+/// without full preemption (`PREEMPT_NONE`, the common server default): on
+/// loopback a send even runs the receiver's side, so a worker woken on the
+/// printer's CPU waits for it to end; 64 KiB sends cost the gets' p99
+/// about twice what 16 KiB ones do (docs/BENCHMARKS.md).
+const CHUNK_BYTES: usize = 16 << 10;
 /// A waiting dump thread looks at `cancelled` and shutdown this often
 /// even when nobody wakes it.
 const WAIT_AT_MOST: Duration = Duration::from_millis(100);
@@ -210,7 +215,7 @@ fn walk(shared: &Shared, inner: &Inner, empties: Receiver<Staged>, to_printer: S
     }
 }
 
-/// The printer thread: format each stage into 64 KiB chunks and send
+/// The printer thread: format each stage into 16 KiB chunks and send
 /// them to the client, until the walk's last stage, a cancel, a failed
 /// socket, or a shutdown.
 fn print(shared: &Shared, inner: &Inner, mut printer: Printer, busy: Option<Busy>, fulls: Receiver<Staged>, to_walker: SyncSender<Staged>) {
