@@ -35,11 +35,16 @@ fn exchange_bytes(settings: Settings, input: &[u8]) -> Vec<u8> {
 }
 
 /// `stats` without the key index's size (`hash_power_level`, `hash_bytes`),
-/// which only the segment store reports.
+/// which only the segment store reports, and without the process's CPU
+/// time (`rusage_*`), which can cross a 10 ms tick between the two runs.
 fn without_index_stats(reply: &[u8]) -> Vec<u8> {
     reply
         .split_inclusive(|&b| b == b'\n')
-        .filter(|line| !line.starts_with(b"STAT hash_power_level ") && !line.starts_with(b"STAT hash_bytes "))
+        .filter(|line| {
+            !line.starts_with(b"STAT hash_power_level ")
+                && !line.starts_with(b"STAT hash_bytes ")
+                && !line.starts_with(b"STAT rusage_")
+        })
         .flatten()
         .copied()
         .collect()
