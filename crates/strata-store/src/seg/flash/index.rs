@@ -247,6 +247,12 @@ impl FlashIndex {
         }
     }
 
+    /// The slot of `hash`'s entry for the record at `offset` of `page`:
+    /// the key's current copy is that record.
+    pub fn find_at(&self, hash: u64, page: u32, offset: u64) -> Option<usize> {
+        self.find(hash, |e| e.page == page && e.offset == offset)
+    }
+
     pub fn get(&self, i: usize) -> Entry {
         unpack(self.slots[i])
     }

@@ -209,7 +209,7 @@ impl SegStore {
         let spot = &tier.spots[id.page as usize];
         let offset = read.offset_bytes - spot.base + u64::from(id.at);
         let Some(fi) = shard.flash.as_mut() else { return FlashFinish::Absent };
-        let Some(i) = fi.find(id.hash, |e| e.page == id.page && e.offset == offset) else {
+        let Some(i) = fi.find_at(id.hash, id.page, offset) else {
             // Replaced, deleted or already brought back meanwhile.
             tier.c.miss.fetch_add(1, relaxed());
             return FlashFinish::Absent;
@@ -249,7 +249,7 @@ impl SegStore {
     ) -> FlashFinish {
         let drop_entry = |shard: &mut Shard| {
             if let Some(fi) = shard.flash.as_mut() {
-                if let Some(i) = fi.find(hash, |x| x.page == e.page && x.offset == e.offset) {
+                if let Some(i) = fi.find_at(hash, e.page, e.offset) {
                     fi.remove(i);
                     tier.forget(e.page, e.version4);
                 }
@@ -332,7 +332,7 @@ impl SegStore {
             return FlashFinish::Visited;
         }
         let Some(fi) = shard.flash.as_mut() else { return FlashFinish::Visited };
-        let Some(i) = fi.find(hash, |x| x.page == e.page && x.offset == e.offset) else { return FlashFinish::Visited };
+        let Some(i) = fi.find_at(hash, e.page, e.offset) else { return FlashFinish::Visited };
         if !tier.is_old(e.page) {
             let freq = (e.freq + 1).min(3);
             fi.set(i, hash, &Entry { freq, ..e });

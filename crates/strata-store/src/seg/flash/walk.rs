@@ -178,6 +178,6 @@ impl SegStore {
         let hash = hash_key(key);
         let shard = self.lock(hash);
         let Some(fi) = shard.flash.as_ref() else { return false };
-        fi.find(hash, |e| e.page == page && e.offset == offset).is_some() && tier.version(page) == version
+        fi.find_at(hash, page, offset).is_some() && tier.version(page) == version
     }
 }
