@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # Latency of a get load while `lru_crawler metadump all` dumps 10 million
 # keys, against the same load with no dump (issue 15: p99 within 2x).
-# Usage: [ROUNDS=n] [PIN=1] [READER=idle|nice] [PORT=p] [DUMP_SLEEP_US=us]
+# Usage: [ROUNDS=n] [PIN=0] [READER=idle|nice] [PORT=p] [DUMP_SLEEP_US=us] [NO_DUMP=1]
 #        scripts/bench/dump.sh [strata binary] [keys]
 # Each round runs the gets alone, then the same gets during the dumps, and
 # prints both latency lines, the dump's speed, and a summary line:
 #   round N: p99 alone X µs, during the dump Y µs, ratio Y/X; M lines dumped (loadavg)
 # ("lines dumped": what the reader got in the round, all dumps together),
-# then a table of every round. docs/BENCHMARKS.md has runs.
-# PIN=1: the server and the dump's reader on the last CPU (the load
-# generator is always on CPU 0). READER=idle (default) runs the dump's
+# then a table of every round and the median p99s over the rounds.
+# docs/BENCHMARKS.md has runs.
+# The server and the dump's reader run on the last CPU, the load generator
+# on CPU 0, as every benchmark here pins (PIN=0 leaves the server
+# unpinned; its threads then also run on the load generator's CPU, where a
+# worker woken behind the generator, which spins between its open-loop
+# sends, can wait a scheduler tick, 4 ms: the load's artifact, not the
+# dump's; `perf sched timehist` shows it, docs/BENCHMARKS.md).
+# NO_DUMP=1: the second run of each round has no dump either, to see how far
+# two runs of the same load differ on this machine. READER=idle (default) runs the dump's
 # reader under SCHED_IDLE, READER=nice at nice 19: the reader stands in for
 # a client on another machine, so its own CPU time stays out of the
 # server's figures as far as one machine allows, and reads 64 KiB at a
@@ -28,7 +35,7 @@ LOAD=(--load-cpu 0 --keys "$KEYS" --key-size 16 --value-size 10 --get-ratio 1 --
 port=${PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
 last_cpu=$(($(nproc) - 1))
 pin=(env)
-[ "${PIN:-0}" = 1 ] && pin=(taskset -c "$last_cpu")
+[ "${PIN:-1}" = 1 ] && pin=(taskset -c "$last_cpu")
 reader_prio=(chrt --idle 0)
 [ "${READER:-idle}" = nice ] && reader_prio=(nice -n 19)
 "${pin[@]}" "$BIN" -p "$port" -U 0 -l 127.0.0.1 -m 2048 -t 2 2>/dev/null &
@@ -38,7 +45,7 @@ trap 'kill $pid ${reader:-} 2>/dev/null; wait $pid 2>/dev/null; rm -f "${lines_f
 sleep 0.5
 # Prefill: strata-bench sets every key once (pipelined) before a short run.
 "$BENCH" run --server "127.0.0.1:$port" --keys "$KEYS" --key-size 16 --value-size 10 --duration 1s --quiet >/dev/null
-echo "strata $("$BIN" --version 2>/dev/null | head -1), $KEYS keys, PIN=${PIN:-0} READER=${READER:-idle}, $(nproc) CPUs"
+echo "strata $("$BIN" --version 2>/dev/null | head -1), $KEYS keys, PIN=${PIN:-1} READER=${READER:-idle}, $(nproc) CPUs"
 
 # One measured run: prints the latency line, returns "p50 p99 p99.9".
 gets() {
@@ -49,6 +56,8 @@ gets() {
 }
 
 summary=()
+alone99=()
+during99=()
 lines_file=$(mktemp)
 for round in $(seq "$ROUNDS"); do
     load=$(cut -d' ' -f1 /proc/loadavg)
@@ -56,7 +65,7 @@ for round in $(seq "$ROUNDS"); do
     read -r a50 a99 a999 < <(gets)
     echo "== round $round: gets while metadump all runs back to back (the reader discards the output)"
     : >"$lines_file"
-    "${pin[@]}" "${reader_prio[@]}" python3 - "$port" 13 "${DUMP_SLEEP_US:-}" "$lines_file" <<'PY' &
+    "${pin[@]}" "${reader_prio[@]}" python3 - "$port" 13 "${DUMP_SLEEP_US:-}" "$lines_file" "${NO_DUMP:-0}" <<'PY' &
 import atexit, signal, socket, sys, time
 port, seconds = int(sys.argv[1]), float(sys.argv[2])
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -70,6 +79,8 @@ if sys.argv[3]:
     assert s.recv(100) == b"OK\r\n"
     s.close()
 deadline = time.time() + seconds
+if sys.argv[5] == "1":
+    time.sleep(seconds)
 while time.time() < deadline:
     s = socket.create_connection(("127.0.0.1", port))
     s.sendall(b"lru_crawler metadump all\r\n")
@@ -100,8 +111,17 @@ PY
     dumped=$(awk '{n = $1} END {printf "%.1f", n / 1e6}' "$lines_file")
     echo "round $round: p99 alone $a99 µs, during the dump $d99 µs, ratio $ratio; $dumped M lines dumped (loadavg $load)"
     summary+=("| $round | $a50 / $a99 / $a999 | $d50 / $d99 / $d999 | $ratio | $dumped M | $load |")
+    alone99+=("$a99")
+    during99+=("$d99")
 done
 echo
 echo "| round | gets alone: p50 / p99 / p99.9 µs | during the dump: p50 / p99 / p99.9 µs | p99 ratio | lines dumped (~12 s) | loadavg |"
 echo "|---|---|---|---|---|---|"
 printf '%s\n' "${summary[@]}"
+# One round's p99 swings with the machine's own stalls (NO_DUMP=1 shows how
+# far): the medians over the rounds are the figure to compare.
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+ma=$(median "${alone99[@]}")
+md=$(median "${during99[@]}")
+echo
+echo "median p99 over $ROUNDS rounds: alone $ma µs, during the dump $md µs, ratio $(awk -v a="$ma" -v d="$md" 'BEGIN {printf "%.2f", d / a}')"
