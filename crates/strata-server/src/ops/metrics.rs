@@ -33,6 +33,7 @@ use crate::stats::WorkerStats;
 pub enum Kind {
     Counter,
     Gauge,
+    Histogram,
 }
 
 impl Kind {
@@ -40,6 +41,7 @@ impl Kind {
         match self {
             Kind::Counter => "counter",
             Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
         }
     }
 }
@@ -60,9 +62,39 @@ pub struct Exposition {
 impl Exposition {
     /// Add a sample; the first sample of a family sets its help and type.
     pub fn sample(&mut self, name: &str, help: &'static str, kind: Kind, labels: &[(&str, &str)], value: f64) {
+        self.sample_in(name, "", help, kind, labels, value);
+    }
+
+    /// One histogram series of family `name`: `(upper bound in the
+    /// family's unit, cumulative count)` per bucket, ascending (the `+Inf`
+    /// bucket is added from `count`), then `_sum` and `_count`.
+    pub fn histogram(
+        &mut self,
+        name: &str,
+        help: &'static str,
+        labels: &[(&str, &str)],
+        buckets: &[(f64, u64)],
+        sum: f64,
+        count: u64,
+    ) {
+        for (le, cumulative) in buckets {
+            let le = format_value(*le);
+            let mut with_le: Vec<(&str, &str)> = labels.to_vec();
+            with_le.push(("le", &le));
+            self.sample_in(name, "_bucket", help, Kind::Histogram, &with_le, *cumulative as f64);
+        }
+        let mut with_le: Vec<(&str, &str)> = labels.to_vec();
+        with_le.push(("le", "+Inf"));
+        self.sample_in(name, "_bucket", help, Kind::Histogram, &with_le, count as f64);
+        self.sample_in(name, "_sum", help, Kind::Histogram, labels, sum);
+        self.sample_in(name, "_count", help, Kind::Histogram, labels, count as f64);
+    }
+
+    /// A sample named `name` + `suffix` in family `name`.
+    fn sample_in(&mut self, name: &str, suffix: &str, help: &'static str, kind: Kind, labels: &[(&str, &str)], value: f64) {
         let family =
             self.families.entry(name.to_string()).or_insert_with(|| Family { help, kind, samples: Vec::new() });
-        let mut line = String::new();
+        let mut line = String::from(suffix);
         if !labels.is_empty() {
             line.push('{');
             for (i, (label, v)) in labels.iter().enumerate() {
@@ -404,9 +436,8 @@ fn strata_families(x: &mut Exposition, shared: &Shared, m: &StatMaps) {
 ///
 /// APPENDED FAMILIES GO HERE: `strata_request_duration_seconds` (the
 /// per-family latency histograms behind `stats latency`) is glued in at
-/// this point; each appender adds its samples to `x` through
-/// [`Exposition::sample`] (histogram buckets as `_bucket{le=...}`,
-/// `_sum`, `_count` samples of a family typed by its first sample).
+/// this point, one [`Exposition::histogram`] call per command family
+/// (label `command`); other appenders use [`Exposition::sample`].
 fn appended_families(_x: &mut Exposition, _shared: &Arc<Shared>) {}
 
 /// The whole `/metrics` body.
@@ -441,6 +472,21 @@ mod tests {
         let mut x = Exposition::default();
         x.sample("v", "V.", Kind::Gauge, &[("version", "a\"b\\c\nd")], 1.0);
         assert!(x.text().contains("v{version=\"a\\\"b\\\\c\\nd\"} 1\n"));
+    }
+
+    #[test]
+    fn histograms_have_cumulative_buckets_sum_and_count() {
+        let mut x = Exposition::default();
+        let buckets = [(0.0001, 3), (0.001, 7)];
+        x.histogram("h_seconds", "H.", &[("command", "get")], &buckets, 0.0042, 8);
+        assert_eq!(
+            x.text(),
+            "# HELP h_seconds H.\n# TYPE h_seconds histogram\n\
+             h_seconds_bucket{command=\"get\",le=\"0.0001\"} 3\n\
+             h_seconds_bucket{command=\"get\",le=\"0.001\"} 7\n\
+             h_seconds_bucket{command=\"get\",le=\"+Inf\"} 8\n\
+             h_seconds_sum{command=\"get\"} 0.0042\nh_seconds_count{command=\"get\"} 8\n"
+        );
     }
 
     #[test]
