@@ -10,10 +10,11 @@
 //! ```
 //!
 //! One connection at a time, one request per connection (`Connection:
-//! close`): a scraper sends one request every few seconds. Every read and
-//! write has a deadline, so a client that sends slowly or never reads holds
-//! the thread 2 s + 2 s at most and never holds anything a worker needs; a
-//! request head is never buffered past 8 KiB and a body is never read.
+//! close`): a scraper sends one request every few seconds. The head must
+//! arrive within 2 s and the reply be taken within 2 s, so a client that
+//! sends slowly or reads slowly holds the thread 4 s at most, and never
+//! holds anything a worker needs. A request head is never buffered past
+//! 8 KiB and a body is never read.
 //!
 //! The listener is bound in `Server::start` before any thread starts, so an
 //! address in use fails the start with a message naming it. Shutdown wakes
@@ -29,9 +30,9 @@ use crate::shared::Shared;
 
 /// Largest request head read; past it the answer is 431.
 pub const MAX_HEAD_BYTES: usize = 8 << 10;
-/// Time a client has to send its request head, and to take the reply.
+/// Time a client has to send its request head, and to take the whole reply.
 const READ_DEADLINE: Duration = Duration::from_secs(2);
-const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+const WRITE_DEADLINE: Duration = Duration::from_secs(2);
 const MAX_HEADERS: usize = 32;
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -87,7 +88,6 @@ pub enum Route {
 
 /// Read one request head and answer it.
 fn answer(shared: &Arc<Shared>, mut stream: TcpStream) -> io::Result<()> {
-    stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
     let route = read_head(&mut stream)?;
     match route {
         Route::Metrics { head_only } => {
@@ -160,6 +160,25 @@ fn reason(code: u16) -> &'static str {
     }
 }
 
+/// `write_all`, given up at `deadline` (a client reading a byte at a
+/// time cannot hold the thread longer than a client that never reads).
+fn write_by(stream: &mut TcpStream, mut bytes: &[u8], deadline: Instant) -> io::Result<()> {
+    while !bytes.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        stream.set_write_timeout(Some(left))?;
+        match stream.write(bytes) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 fn respond(stream: &mut TcpStream, code: u16, content_type: &str, body: &[u8], head_only: bool) -> io::Result<()> {
     let allow = if code == 405 { "Allow: GET, HEAD\r\n" } else { "" };
     let head = format!(
@@ -167,11 +186,11 @@ fn respond(stream: &mut TcpStream, code: u16, content_type: &str, body: &[u8], h
         reason(code),
         body.len()
     );
-    stream.write_all(head.as_bytes())?;
+    let deadline = Instant::now() + WRITE_DEADLINE;
+    write_by(stream, head.as_bytes(), deadline)?;
     if !head_only {
-        stream.write_all(body)?;
+        write_by(stream, body, deadline)?;
     }
-    stream.flush()?;
     // Let the client read the reply before the close (no reset on unread input).
     let _ = stream.shutdown(std::net::Shutdown::Write);
     Ok(())
