@@ -41,12 +41,14 @@ pub struct Server {
     pub tcp_addrs: Vec<SocketAddr>,
     /// The UDP addresses bound (`-U`), one per listen address.
     pub udp_addrs: Vec<SocketAddr>,
+    /// The `/metrics` address bound (`-o metrics_listen`, port 0 resolved).
+    pub metrics_addr: Option<SocketAddr>,
     threads: Vec<JoinHandle<()>>,
 }
 
 impl Server {
     /// Bind every listener and start the workers and the acceptor.
-    pub fn start(settings: Settings, engine: Box<dyn Engine>) -> io::Result<Server> {
+    pub fn start(mut settings: Settings, engine: Box<dyn Engine>) -> io::Result<Server> {
         let mut listeners = Vec::new();
         if let Some(path) = &settings.unix_socket {
             listeners.push(sys::unix_listener(path, settings.unix_mask, settings.backlog)?);
@@ -57,6 +59,10 @@ impl Server {
         }
         let tcp_addrs: Vec<SocketAddr> = listeners.iter().filter_map(Listener::local_addr).collect();
         let (udp_addrs, mut udp_sockets) = udp_sockets(&settings, settings.threads.max(1))?;
+        let metrics = settings.metrics_listen.map(crate::ops::metrics_http::bind).transpose()?;
+        let metrics_addr = metrics.as_ref().map(std::net::TcpListener::local_addr).transpose()?;
+        // `stats settings` shows the address bound (port 0 resolved).
+        settings.metrics_listen = metrics_addr;
         mark_sockets(settings.tunables.sock_cookie_id, &listeners, &udp_sockets);
         if let (Some(path), None) = (&settings.port_file, &settings.unix_socket) {
             if let Err(e) = crate::port_file::write(path, &tcp_addrs, &udp_addrs) {
@@ -151,7 +157,10 @@ impl Server {
             .spawn(move || accept_loop(acceptor_shared, poll, listeners, hand_off))?;
         threads.push(acceptor);
         threads.extend(crate::flash_age::start(&shared)?);
-        Ok(Server { shared, tcp_addrs, udp_addrs, threads })
+        if let Some(listener) = metrics {
+            threads.push(crate::ops::metrics_http::start(&shared, listener)?);
+        }
+        Ok(Server { shared, tcp_addrs, udp_addrs, metrics_addr, threads })
     }
 
     /// Wait until shutdown has been requested and every thread has finished.

@@ -121,6 +121,9 @@ pub struct Settings {
     /// `ext.paths` is not empty. Its run-time tunables are shared with the
     /// engine (`ext.tunables`, changed by the `extstore` command).
     pub ext: strata_store::ExtConfig,
+    /// `-o metrics_listen=ADDR:PORT`: serve Prometheus `/metrics` there
+    /// (`ops/metrics_http.rs`); off by default.
+    pub metrics_listen: Option<SocketAddr>,
     /// `MEMCACHED_PORT_FILENAME`: where to write the bound ports.
     pub port_file: Option<PathBuf>,
 }
@@ -192,6 +195,7 @@ impl Default for Settings {
             large_pages: false,
             tunables: crate::tunables::Tunables::default(),
             ext: strata_store::ExtConfig::default(),
+            metrics_listen: None,
             port_file: None,
         }
     }

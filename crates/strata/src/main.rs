@@ -98,6 +98,9 @@ fn main() -> ExitCode {
         for addr in &server.tcp_addrs {
             eprintln!("strata: listening on {addr}");
         }
+        if let Some(addr) = server.metrics_addr {
+            eprintln!("strata: metrics on http://{addr}/metrics");
+        }
     }
     if let Err(e) = process::stop_on_signals(server.shared.clone()) {
         eprintln!("strata: could not install signal handlers: {e}");

@@ -12,6 +12,9 @@ mod flash;
 mod meta;
 mod stats_cmd;
 
+/// The stats groups as `(name, value)` pairs, for `/metrics` (`ops/metrics.rs`).
+pub(crate) use stats_cmd::{collect as collect_stats, Group as StatsGroup};
+
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -341,4 +341,5 @@ fn settings(exec: &Executor<'_>, t: &mut Stats) {
     stat(t, "udp_max_reply", st.udp_max_reply_bytes);
     stat(t, "large_pages", yes_no(st.large_pages));
     stat(t, "watch_enabled", yes_no(st.watch_enabled));
+    stat(t, "metrics_listen", st.metrics_listen.map_or_else(|| "NULL".to_string(), |a| a.to_string()));
 }

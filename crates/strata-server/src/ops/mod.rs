@@ -3,7 +3,8 @@
 //! conns` (`conns.rs`), key dumps (`dump.rs`), the LRU crawler and the
 //! `lru`/`slabs` commands (`crawler.rs`), per-prefix statistics
 //! (`detail.rs`), `watch` (`watch.rs`, over `logger.rs`) and the flash
-//! tier's `extstore` tunables (`extstore.rs`).
+//! tier's `extstore` tunables (`extstore.rs`), and the Prometheus
+//! `/metrics` endpoint (`metrics.rs` renders, `metrics_http.rs` serves).
 //!
 //! Their run-time state is one [`OpsState`] in `Shared`; the request path
 //! reads only `detail`'s on/off flag (one relaxed load per request).
@@ -17,6 +18,8 @@ pub mod extstore;
 pub mod dump_feed;
 pub(crate) mod slab_view;
 pub mod logger;
+pub mod metrics;
+pub mod metrics_http;
 pub mod watch;
 
 use strata_proto::admin::Admin;

@@ -1,7 +1,7 @@
 //! `-o` options: memcached 1.6.45's `subopts_tokens` (each read and checked
 //! as its `main()` does, with its messages and exit code 1), Strata's own
 //! (`io_engine`, `pin_threads`, `udp_max_reply`, `sasl_pwdb`,
-//! `restart_strict`), extstore's `ext_*` (`ext.rs`), and the families
+//! `restart_strict`, `metrics_listen`), extstore's `ext_*` (`ext.rs`), and the families
 //! Strata does not build: TLS (`ssl_*`) and the proxy (`proxy_*`), refused
 //! with memcached's "Illegal suboption" and the reason.
 
@@ -218,6 +218,7 @@ pub fn apply(d: &mut Draft, opt: &str) -> Result<(), CliError> {
             s.sasl_pwdb = Some(PathBuf::from(path));
         }
         "restart_strict" => s.restart_strict = true,
+        "metrics_listen" => s.metrics_listen = Some(metrics_address(value)?),
         "pin_threads" => s.pin_threads = true,
         "no_pin_threads" => s.pin_threads = false,
         _ if key.starts_with("ssl_") => return Err(illegal(opt, "TLS is not built yet in Strata")),
@@ -226,6 +227,18 @@ pub fn apply(d: &mut Draft, opt: &str) -> Result<(), CliError> {
         _ => return Err(error(format!("Illegal suboption \"{opt}\""))),
     }
     Ok(())
+}
+
+/// `-o metrics_listen=ADDR:PORT`: an IP address (IPv6 in brackets:
+/// `[::1]:9150`) or `localhost`, never a name to resolve at start.
+fn metrics_address(value: Option<&str>) -> Result<std::net::SocketAddr, CliError> {
+    let v = value.filter(|v| !v.is_empty()).ok_or_else(|| error("Missing metrics_listen argument (ADDR:PORT)"))?;
+    let bad = || error(format!("metrics_listen must be ADDR:PORT, not '{v}'"));
+    if let Some(port) = v.strip_prefix("localhost:") {
+        let port = port.parse::<u16>().map_err(|_| bad())?;
+        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    v.parse().map_err(|_| bad())
 }
 
 /// `-o io_engine` and `STRATA_IO_ENGINE`.

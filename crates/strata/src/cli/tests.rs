@@ -199,3 +199,19 @@ fn every_memcached_suboption_without_a_value_is_accepted() {
         assert!(run(&["-o", opt]).is_ok(), "-o {opt}");
     }
 }
+
+#[test]
+fn metrics_listen() {
+    assert_eq!(run(&[]).unwrap().metrics_listen, None);
+    let s = run(&["-o", "metrics_listen=127.0.0.1:9150"]).unwrap();
+    assert_eq!(s.metrics_listen, Some("127.0.0.1:9150".parse().unwrap()));
+    let s = run(&["-o", "metrics_listen=[::1]:9150"]).unwrap();
+    assert_eq!(s.metrics_listen, Some("[::1]:9150".parse().unwrap()));
+    let s = run(&["-o", "metrics_listen=localhost:0"]).unwrap();
+    assert_eq!(s.metrics_listen, Some("127.0.0.1:0".parse().unwrap()));
+    assert_eq!(refused(&["-o", "metrics_listen"]), (1, "Missing metrics_listen argument (ADDR:PORT)".to_string()));
+    for bad in ["9150", "127.0.0.1", "127.0.0.1:65536", "::1:9150", "localhost:x", "host.example:9150"] {
+        let (code, message) = refused(&["-o", &format!("metrics_listen={bad}")]);
+        assert_eq!((code, message), (1, format!("metrics_listen must be ADDR:PORT, not '{bad}'")));
+    }
+}
