@@ -14,7 +14,9 @@
 //! The data structure: per worker, one log-linear histogram per family in a
 //! flat array of relaxed atomics, each written only by its worker (a load
 //! and a store, no lock, no RMW), read and summed by `stats latency` on any
-//! worker. Values are nanoseconds; bucket `i < 16` holds exactly `i`, above
+//! worker. Values are ticks of `sys/tsc.rs` (the CPU's invariant time-stamp
+//! counter: one instruction, where a `clock_gettime` is a vDSO call),
+//! turned into nanoseconds when read; bucket `i < 16` holds exactly `i`, above
 //! that each power of two is split into 16 buckets, so a bucket spans at
 //! most 1/16 (6.25 %) of its value. A percentile is reported as its
 //! bucket's upper bound (capped by the exact max).
@@ -37,7 +39,6 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Instant;
 
 use crate::conn::Protocol;
 use crate::shared::Shared;
@@ -108,7 +109,7 @@ fn add(counter: &AtomicU64, n: u64) {
 }
 
 impl WorkerLatency {
-    /// Record `n` requests of `family` that took `ns` each. Only the
+    /// Record `n` requests of `family` that took `ns` ticks each. Only the
     /// owning worker calls this.
     #[inline]
     fn record(&self, family: usize, ns: u64, n: u64) {
@@ -169,8 +170,8 @@ impl Snapshot {
         self.family(f).iter().sum()
     }
 
-    /// The value at quantile `q` (0..=1), in nanoseconds.
-    pub fn quantile_ns(&self, f: usize, q: f64) -> u64 {
+    /// The value at quantile `q` (0..=1), in ticks.
+    pub fn quantile(&self, f: usize, q: f64) -> u64 {
         let count = self.count(f);
         if count == 0 {
             return 0;
@@ -190,7 +191,7 @@ impl Snapshot {
 
     /// The exact max since reset, or (a reset raced it) the upper bound
     /// of the highest non-empty bucket.
-    pub fn max_ns(&self, f: usize) -> u64 {
+    pub fn max(&self, f: usize) -> u64 {
         let top = self.family(f).iter().rposition(|&n| n > 0).map_or(0, upper_bound);
         let max = self.max_ns[f];
         if max > 0 { max.min(top) } else { top }
@@ -215,6 +216,7 @@ impl std::fmt::Debug for WorkerRequests {
 impl WorkerRequests {
     /// Turn the collectors on as `settings` says (at start).
     pub fn configure(&self, settings: &crate::settings::Settings) {
+        crate::sys::tsc::init();
         self.latency_on.store(settings.latency_stats, Ordering::Relaxed);
         self.hotkeys.configure(settings);
     }
@@ -225,41 +227,41 @@ impl WorkerRequests {
     }
 }
 
-/// One connection's batch in flight: when its first bytes were read and
-/// how many requests of each family completed since, their replies not yet
-/// handed to the kernel.
+/// One connection's batch in flight: when its first bytes were read (in
+/// `sys/tsc.rs` ticks) and how many requests of each family completed
+/// since, their replies not yet handed to the kernel (`families`: a bit per
+/// family with a count).
 #[derive(Default)]
 pub struct ConnTiming {
-    start: Option<Instant>,
+    start: u64,
     pending: [u32; NFAM],
-    any: bool,
+    families: u8,
 }
 
 impl ConnTiming {
     /// Bytes were read; `was_empty`: the input buffer held nothing before.
     #[inline]
     pub fn read(&mut self, was_empty: bool, w: &WorkerRequests) {
-        if was_empty && !self.any && w.latency_on() {
-            self.start = Some(Instant::now());
+        if was_empty && self.families == 0 && w.latency_on() {
+            self.start = crate::sys::tsc::now();
         }
     }
 
     /// The replies of every completed request were handed to the kernel.
     #[inline]
     pub fn replied(&mut self, w: &WorkerRequests) {
-        if self.any {
+        if self.families != 0 {
             self.record(w);
         }
     }
 
     fn record(&mut self, w: &WorkerRequests) {
-        self.any = false;
-        let ns = self.start.map_or(0, |s| s.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64);
-        for (f, n) in self.pending.iter_mut().enumerate() {
-            if *n > 0 {
-                w.latency.record(f, ns, u64::from(*n));
-                *n = 0;
-            }
+        let ticks = crate::sys::tsc::now().saturating_sub(self.start);
+        let mut families = std::mem::take(&mut self.families);
+        while families != 0 {
+            let f = families.trailing_zeros() as usize;
+            families &= families - 1;
+            w.latency.record(f, ticks, u64::from(std::mem::take(&mut self.pending[f])));
         }
     }
 }
@@ -280,7 +282,7 @@ pub fn served(timing: &mut ConnTiming, w: &WorkerRequests, buf: &[u8], advance: 
     };
     if latency {
         timing.pending[usize::from(family)] += 1;
-        timing.any = true;
+        timing.families |= 1 << family;
     }
     if hot && family <= TOUCH && w.hotkeys.tick() {
         super::hotkeys::sample(&w.hotkeys, request, protocol, family == GET, family == TOUCH, clock);
@@ -288,7 +290,21 @@ pub fn served(timing: &mut ConnTiming, w: &WorkerRequests, buf: &[u8], advance: 
 }
 
 /// The family of a text or meta request, by its command word.
+#[inline]
 fn text_family(request: &[u8]) -> u8 {
+    // The commonest first, from their first 4 bytes.
+    match request.get(..4) {
+        Some(b"get ") => return GET,
+        Some(b"set ") => return SET,
+        Some([b'm', b'g', b' ', _]) => return GET,
+        Some([b'm', b's', b' ', _]) => return SET,
+        _ => {}
+    }
+    other_text_family(request)
+}
+
+#[inline(never)]
+fn other_text_family(request: &[u8]) -> u8 {
     let end = request.iter().take(16).position(|&b| b == b' ' || b == b'\r' || b == b'\n').unwrap_or(request.len().min(16));
     match &request[..end] {
         b"get" | b"gets" | b"mg" => GET,
@@ -331,8 +347,9 @@ pub fn reset(shared: &Shared) {
     }
 }
 
-fn micros(ns: u64) -> String {
-    format!("{:.1}", ns as f64 / 1000.0)
+/// Ticks as microseconds, one decimal.
+fn micros(ticks: u64, ns_per_tick: f64) -> String {
+    format!("{:.1}", ticks as f64 * ns_per_tick / 1000.0)
 }
 
 /// `stats latency`: `STAT <family>_count`, `_p50_us`, `_p90_us`, `_p99_us`,
@@ -341,12 +358,13 @@ pub fn stats(shared: &Shared, t: &mut Vec<(String, String)>) {
     let on = shared.settings.latency_stats;
     t.push(("enabled".into(), u8::from(on).to_string()));
     let s = snapshot(shared);
+    let rate = crate::sys::tsc::ns_per_tick();
     for (f, name) in FAMILIES.iter().enumerate() {
         t.push((format!("{name}_count"), s.count(f).to_string()));
         for (label, q) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999)] {
-            t.push((format!("{name}_{label}_us"), micros(s.quantile_ns(f, q))));
+            t.push((format!("{name}_{label}_us"), micros(s.quantile(f, q), rate)));
         }
-        t.push((format!("{name}_max_us"), micros(s.max_ns(f))));
+        t.push((format!("{name}_max_us"), micros(s.max(f), rate)));
     }
 }
 
@@ -363,6 +381,7 @@ const PROMETHEUS_LE_S: [f64; 17] = [
 pub fn write_prometheus(shared: &Shared, out: &mut String) {
     use std::fmt::Write as _;
     let s = snapshot(shared);
+    let rate = crate::sys::tsc::ns_per_tick();
     out.push_str("# HELP strata_request_duration_seconds Time from a request's bytes being read to its reply being handed to the kernel.\n");
     out.push_str("# TYPE strata_request_duration_seconds histogram\n");
     for (f, name) in FAMILIES.iter().enumerate() {
@@ -370,8 +389,8 @@ pub fn write_prometheus(shared: &Shared, out: &mut String) {
         let mut i = 0;
         let mut cumulative = 0u64;
         for le in PROMETHEUS_LE_S {
-            let le_ns = (le * 1e9) as u64;
-            while i < fine.len() && upper_bound(i) <= le_ns {
+            let le_ticks = (le * 1e9 / rate) as u64;
+            while i < fine.len() && upper_bound(i) <= le_ticks {
                 cumulative += fine[i];
                 i += 1;
             }
@@ -379,7 +398,7 @@ pub fn write_prometheus(shared: &Shared, out: &mut String) {
         }
         let count = s.count(f);
         let _ = writeln!(out, "strata_request_duration_seconds_bucket{{family=\"{name}\",le=\"+Inf\"}} {count}");
-        let _ = writeln!(out, "strata_request_duration_seconds_sum{{family=\"{name}\"}} {}", s.sum_ns[f] as f64 / 1e9);
+        let _ = writeln!(out, "strata_request_duration_seconds_sum{{family=\"{name}\"}} {}", s.sum_ns[f] as f64 * rate / 1e9);
         let _ = writeln!(out, "strata_request_duration_seconds_count{{family=\"{name}\"}} {count}");
     }
 }
@@ -409,15 +428,15 @@ mod tests {
         let mut s = Snapshot::empty();
         w.add_to(&mut s);
         assert_eq!((s.count(0), s.count(1)), (1000, 3));
-        let p50 = s.quantile_ns(0, 0.5);
+        let p50 = s.quantile(0, 0.5);
         assert!((500_000..=532_000).contains(&p50), "{p50}");
-        assert_eq!(s.max_ns(0), 1_000_000);
-        assert_eq!(s.quantile_ns(1, 0.999), 5_000_000);
+        assert_eq!(s.max(0), 1_000_000);
+        assert_eq!(s.quantile(1, 0.999), 5_000_000);
         w.reset();
         w.record(0, 7_000, 1);
         let mut s = Snapshot::empty();
         w.add_to(&mut s);
-        assert_eq!((s.count(0), s.count(1), s.max_ns(0)), (1, 0, 7_000));
+        assert_eq!((s.count(0), s.count(1), s.max(0)), (1, 0, 7_000));
     }
 
     #[test]
