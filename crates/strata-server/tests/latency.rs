@@ -103,6 +103,9 @@ fn counts_equal_the_requests_served_per_family() {
         let (mut b, _) = common::connect(addr);
         binary_call(&mut b, 0x0c, b"k1");
         binary_call(&mut b, 0x0a, b"");
+        // That connection's worker records a batch just after handing its
+        // reply to the kernel, so the client can see the reply first.
+        std::thread::sleep(std::time::Duration::from_millis(200));
         let m = stats(&mut s, &mut r, "latency");
         assert_eq!(m["enabled"], "1");
         let expected = [
@@ -215,6 +218,9 @@ fn prometheus_histogram_is_cumulative() {
     for _ in 0..5 {
         call(&mut s, &mut r, "get a\r\n", "END");
     }
+    // The last get is recorded after its reply went out, before this
+    // connection's next request is read.
+    call(&mut s, &mut r, "version\r\n", "");
     let mut text = String::new();
     strata_server::ops::latency::write_prometheus(&server.shared, &mut text);
     assert!(text.contains("# TYPE strata_request_duration_seconds histogram\n"), "{text}");
