@@ -199,3 +199,13 @@ fn every_memcached_suboption_without_a_value_is_accepted() {
         assert!(run(&["-o", opt]).is_ok(), "-o {opt}");
     }
 }
+
+#[test]
+fn request_stats_are_on_unless_switched_off() {
+    let s = run(&[]).unwrap();
+    assert_eq!((s.latency_stats, s.hotkeys), (true, true));
+    let s = run(&["-o", "no_latency_stats"]).unwrap();
+    assert_eq!((s.latency_stats, s.hotkeys), (false, true));
+    let s = run(&["-o", "no_hotkeys,no_latency_stats"]).unwrap();
+    assert_eq!((s.latency_stats, s.hotkeys), (false, false));
+}
