@@ -16,8 +16,11 @@ fn start(io_engine: IoEngine, hotkeys: bool) -> (Server, SocketAddr) {
     common::start(Settings { threads: 2, io_engine, hotkeys, ..Settings::default() })
 }
 
-/// `stats hotkeys`: the header fields and the ranked (key, estimate) list.
-fn hotkeys(s: &mut TcpStream, r: &mut BufReader<TcpStream>) -> (Vec<(String, String)>, Vec<(String, u64)>) {
+/// The header fields and the ranked (key, estimate) list.
+type Reply = (Vec<(String, String)>, Vec<(String, u64)>);
+
+/// `stats hotkeys`.
+fn hotkeys(s: &mut TcpStream, r: &mut BufReader<TcpStream>) -> Reply {
     s.write_all(b"stats hotkeys\r\n").unwrap();
     let (mut head, mut ranked) = (Vec::new(), Vec::new());
     loop {

@@ -23,7 +23,7 @@
 //!
 //! ```text
 //!  buckets: [family 0: 976 counters][family 1: 976]...[family 6: 976]
-//!  sum_ns:  [f0][f1]...        max_ns: [f0][f1]...
+//!  sum_ticks: [f0][f1]...        max_ticks: [f0][f1]...
 //! ```
 //!
 //! `stats reset` cannot zero another worker's counters (its next load and
@@ -60,14 +60,14 @@ const SUB: usize = 1 << SUB_BITS;
 /// Buckets per family: exact 0..16, then 16 per power of two up to 2^64.
 pub const BUCKETS: usize = (64 - SUB_BITS as usize + 1) * SUB;
 
-/// The bucket of `ns`.
+/// The bucket of `v` (ticks).
 #[inline]
-fn bucket(ns: u64) -> usize {
-    if ns < SUB as u64 {
-        return ns as usize;
+fn bucket(v: u64) -> usize {
+    if v < SUB as u64 {
+        return v as usize;
     }
-    let e = 63 - ns.leading_zeros(); // >= SUB_BITS
-    let sub = ((ns >> (e - SUB_BITS)) as usize) & (SUB - 1);
+    let e = 63 - v.leading_zeros(); // >= SUB_BITS
+    let sub = ((v >> (e - SUB_BITS)) as usize) & (SUB - 1);
     (e - SUB_BITS + 1) as usize * SUB + sub
 }
 
@@ -86,8 +86,8 @@ fn upper_bound(i: usize) -> u64 {
 /// One worker's histograms, written by that worker only.
 pub struct WorkerLatency {
     buckets: Box<[AtomicU64]>,
-    sum_ns: [AtomicU64; NFAM],
-    max_ns: [AtomicU64; NFAM],
+    sum_ticks: [AtomicU64; NFAM],
+    max_ticks: [AtomicU64; NFAM],
     /// Counts at the last `stats reset`.
     baseline: Mutex<Option<Snapshot>>,
 }
@@ -96,8 +96,8 @@ impl Default for WorkerLatency {
     fn default() -> Self {
         WorkerLatency {
             buckets: (0..NFAM * BUCKETS).map(|_| AtomicU64::new(0)).collect(),
-            sum_ns: Default::default(),
-            max_ns: Default::default(),
+            sum_ticks: Default::default(),
+            max_ticks: Default::default(),
             baseline: Mutex::new(None),
         }
     }
@@ -109,22 +109,22 @@ fn add(counter: &AtomicU64, n: u64) {
 }
 
 impl WorkerLatency {
-    /// Record `n` requests of `family` that took `ns` ticks each. Only the
+    /// Record `n` requests of `family` that took `ticks` each. Only the
     /// owning worker calls this.
     #[inline]
-    fn record(&self, family: usize, ns: u64, n: u64) {
-        add(&self.buckets[family * BUCKETS + bucket(ns)], n);
-        add(&self.sum_ns[family], ns.wrapping_mul(n));
-        if ns > self.max_ns[family].load(Ordering::Relaxed) {
-            self.max_ns[family].store(ns, Ordering::Relaxed);
+    fn record(&self, family: usize, ticks: u64, n: u64) {
+        add(&self.buckets[family * BUCKETS + bucket(ticks)], n);
+        add(&self.sum_ticks[family], ticks.wrapping_mul(n));
+        if ticks > self.max_ticks[family].load(Ordering::Relaxed) {
+            self.max_ticks[family].store(ticks, Ordering::Relaxed);
         }
     }
 
     fn raw(&self) -> Snapshot {
         Snapshot {
             buckets: self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect(),
-            sum_ns: std::array::from_fn(|f| self.sum_ns[f].load(Ordering::Relaxed)),
-            max_ns: std::array::from_fn(|f| self.max_ns[f].load(Ordering::Relaxed)),
+            sum_ticks: std::array::from_fn(|f| self.sum_ticks[f].load(Ordering::Relaxed)),
+            max_ticks: std::array::from_fn(|f| self.max_ticks[f].load(Ordering::Relaxed)),
         }
     }
 
@@ -136,15 +136,15 @@ impl WorkerLatency {
             *sum += v.wrapping_sub(base.as_ref().map_or(0, |b| b.buckets[i]));
         }
         for f in 0..NFAM {
-            into.sum_ns[f] += now.sum_ns[f].wrapping_sub(base.as_ref().map_or(0, |b| b.sum_ns[f]));
-            into.max_ns[f] = into.max_ns[f].max(now.max_ns[f]);
+            into.sum_ticks[f] += now.sum_ticks[f].wrapping_sub(base.as_ref().map_or(0, |b| b.sum_ticks[f]));
+            into.max_ticks[f] = into.max_ticks[f].max(now.max_ticks[f]);
         }
     }
 
     fn reset(&self) {
         let mut base = self.baseline.lock().unwrap_or_else(|e| e.into_inner());
         *base = Some(self.raw());
-        for m in &self.max_ns {
+        for m in &self.max_ticks {
             m.store(0, Ordering::Relaxed);
         }
     }
@@ -153,13 +153,13 @@ impl WorkerLatency {
 /// Histograms summed over workers.
 pub struct Snapshot {
     buckets: Box<[u64]>,
-    sum_ns: [u64; NFAM],
-    max_ns: [u64; NFAM],
+    sum_ticks: [u64; NFAM],
+    max_ticks: [u64; NFAM],
 }
 
 impl Snapshot {
     fn empty() -> Snapshot {
-        Snapshot { buckets: vec![0; NFAM * BUCKETS].into_boxed_slice(), sum_ns: [0; NFAM], max_ns: [0; NFAM] }
+        Snapshot { buckets: vec![0; NFAM * BUCKETS].into_boxed_slice(), sum_ticks: [0; NFAM], max_ticks: [0; NFAM] }
     }
 
     fn family(&self, f: usize) -> &[u64] {
@@ -182,18 +182,18 @@ impl Snapshot {
             seen += n;
             if seen >= rank {
                 let bound = upper_bound(i);
-                let max = self.max_ns[f];
+                let max = self.max_ticks[f];
                 return if max > 0 { bound.min(max) } else { bound };
             }
         }
-        self.max_ns[f]
+        self.max_ticks[f]
     }
 
     /// The exact max since reset, or (a reset raced it) the upper bound
     /// of the highest non-empty bucket.
     pub fn max(&self, f: usize) -> u64 {
         let top = self.family(f).iter().rposition(|&n| n > 0).map_or(0, upper_bound);
-        let max = self.max_ns[f];
+        let max = self.max_ticks[f];
         if max > 0 { max.min(top) } else { top }
     }
 }
@@ -398,7 +398,7 @@ pub fn write_prometheus(shared: &Shared, out: &mut String) {
         }
         let count = s.count(f);
         let _ = writeln!(out, "strata_request_duration_seconds_bucket{{family=\"{name}\",le=\"+Inf\"}} {count}");
-        let _ = writeln!(out, "strata_request_duration_seconds_sum{{family=\"{name}\"}} {}", s.sum_ns[f] as f64 * rate / 1e9);
+        let _ = writeln!(out, "strata_request_duration_seconds_sum{{family=\"{name}\"}} {}", s.sum_ticks[f] as f64 * rate / 1e9);
         let _ = writeln!(out, "strata_request_duration_seconds_count{{family=\"{name}\"}} {count}");
     }
 }
