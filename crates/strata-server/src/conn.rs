@@ -397,6 +397,8 @@ pub struct Conn {
     pub flash: Option<Box<crate::flash_io::FlashWait>>,
     /// The client's socket, for a key dump to write to (`ops/dump_feed.rs`).
     socket: Option<std::os::fd::RawFd>,
+    /// Requests completed since their batch was read (`ops/latency.rs`).
+    pub timing: crate::ops::latency::ConnTiming,
 }
 
 impl Conn {
@@ -474,6 +476,7 @@ impl Conn {
                 }
                 Step::Stop(progress) => return progress,
                 Step::Done { advance, swallow, stop } => {
+                    crate::ops::latency::served(&mut self.timing, &exec.stats.requests, self.input.filled(), advance, self.protocol, &exec.shared.clock);
                     self.input.consume(advance);
                     self.swallow = swallow;
                     self.awaiting = 0;

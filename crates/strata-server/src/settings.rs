@@ -126,6 +126,10 @@ pub struct Settings {
     pub metrics_listen: Option<SocketAddr>,
     /// `MEMCACHED_PORT_FILENAME`: where to write the bound ports.
     pub port_file: Option<PathBuf>,
+    /// `stats latency` collection (`-o no_latency_stats` turns it off).
+    pub latency_stats: bool,
+    /// `stats hotkeys` sampling (`-o no_hotkeys` turns it off).
+    pub hotkeys: bool,
 }
 
 /// memcached's slab class geometry (`slabs_init`), kept so tools that read
@@ -197,6 +201,8 @@ impl Default for Settings {
             ext: strata_store::ExtConfig::default(),
             metrics_listen: None,
             port_file: None,
+            latency_stats: true,
+            hotkeys: true,
         }
     }
 }

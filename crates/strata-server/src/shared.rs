@@ -54,7 +54,13 @@ impl Shared {
         text_auth: Option<Credentials>,
         sasl_auth: Option<Credentials>,
     ) -> Shared {
-        let worker_stats = (0..settings.threads.max(1)).map(|_| Arc::new(WorkerStats::default())).collect();
+        let worker_stats = (0..settings.threads.max(1))
+            .map(|_| {
+                let w = WorkerStats::default();
+                w.requests.configure(&settings);
+                Arc::new(w)
+            })
+            .collect();
         let flash_on = engine.flash_enabled();
         Shared {
             memory_limit_bytes: AtomicU64::new(settings.memory_limit_bytes),

@@ -24,6 +24,8 @@ macro_rules! counters {
             $(pub $name: AtomicU64,)*
             /// Counts at the last `stats reset`.
             baseline: Mutex<StatsSnapshot>,
+            /// `stats latency` and `stats hotkeys` (`ops/latency.rs`).
+            pub requests: crate::ops::latency::WorkerRequests,
         }
 
         /// A snapshot, summed over workers.

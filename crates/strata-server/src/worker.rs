@@ -224,6 +224,7 @@ impl Worker {
                 }
             }
             match flush(client, &self.stats) {
+                Ok(()) if client.conn.pending_output() == 0 => client.conn.timing.replied(&self.stats.requests),
                 Ok(()) => {}
                 Err(_) => break true,
             }
@@ -393,6 +394,7 @@ fn fill(client: &mut Client, stats: &WorkerStats, read_bufs: &mut Vec<Vec<u8>>) 
         Ok(0) => Err(io::ErrorKind::UnexpectedEof.into()),
         Ok(n) => {
             conn.input.commit(n);
+            conn.timing.read(buffered == 0, &stats.requests);
             WorkerStats::add(&stats.bytes_read, n as u64);
             if n < room && !client.peer_closed {
                 client.readable = false;

@@ -195,7 +195,9 @@ impl UringWorker {
         if c.result > 0 {
             if let Some(bid) = c.buffer_id {
                 let input = &mut client.conn.input;
+                let was_empty = input.is_empty();
                 self.ring.received(bid, c.result as usize, &mut |data| input.extend_from_slice(data));
+                client.conn.timing.read(was_empty, &self.stats.requests);
                 WorkerStats::add(&self.stats.bytes_read, c.result as u64);
                 client.info.touch(self.shared.clock.now());
             }
@@ -352,6 +354,9 @@ impl UringWorker {
                 Ok(()) => client.sending = true,
                 Err(_) => client.closing = true,
             }
+        }
+        if client.conn.out.is_empty() {
+            client.conn.timing.replied(&self.stats.requests);
         }
         if client.close_after_write && !client.sending && client.conn.out.is_empty() {
             client.closing = true;

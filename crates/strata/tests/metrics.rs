@@ -266,6 +266,17 @@ fn scrape_matches_stats_and_parses() {
     assert_eq!(value(&f, "strata_index_bytes", &[]), num(&s, "hash_bytes"));
     assert!(value(&f, "strata_index_slots", &[]) >= 42.0);
     assert_eq!(settings["metrics_listen"], metrics.to_string());
+    // The latency histograms of `stats latency`: the get family's count as there.
+    let lat = stats_on(&mut c, "latency");
+    let (kind, samples) = family(&f, "strata_request_duration_seconds");
+    assert_eq!(kind, "histogram");
+    let get_count = samples
+        .iter()
+        .find(|x| x.name == "strata_request_duration_seconds_count" && x.labels.get("family").map(String::as_str) == Some("get"))
+        .map(|x| x.value)
+        .expect("a get count");
+    assert_eq!(get_count, num(&lat, "get_count"));
+    assert_eq!(get_count, 2.0); // `get k1 k2 nope` and `gets k6`
     // No flash tier: no extstore families (the exporter's rule).
     assert!(!f.keys().any(|n| n.starts_with("memcached_extstore")));
 }

@@ -35,6 +35,7 @@ pub(crate) fn collect(exec: &Executor<'_>, group: &[u8]) -> Group {
             }
             exec.shared.engine.reset_stats();
             exec.shared.ops.detail.clear();
+            crate::ops::latency::reset(exec.shared);
             return Group::Reset;
         }
         b"detail" => return Group::DetailUsage,
@@ -43,6 +44,8 @@ pub(crate) fn collect(exec: &Executor<'_>, group: &[u8]) -> Group {
         b"slabs" => crate::ops::slab_view::slabs(exec, &mut t),
         b"sizes" => crate::ops::slab_view::sizes(exec, &mut t),
         b"conns" => crate::ops::conns::conns(exec, &mut t),
+        b"latency" => crate::ops::latency::stats(exec.shared, &mut t),
+        b"hotkeys" => crate::ops::hotkeys::stats(exec.shared, &mut t),
         b"extstore" => crate::ops::extstore::pages(exec, &mut |name, value| t.push((name, value))),
         _ => return Group::Unknown,
     }

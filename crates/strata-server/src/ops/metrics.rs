@@ -18,7 +18,8 @@
 //!                                 family's samples together, as the format needs
 //! ```
 //!
-//! Other helpers' families are appended in [`appended_families`].
+//! The latency histograms of `stats latency` come from `ops/latency.rs`
+//! ([`latency_families`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -432,13 +433,23 @@ fn strata_families(x: &mut Exposition, shared: &Shared, m: &StatMaps) {
     x.sample("strata_index_slots", "Slots of the key index, every shard.", Kind::Gauge, &[], slots as f64);
 }
 
-/// Families other parts of the server add to a scrape.
-///
-/// APPENDED FAMILIES GO HERE: `strata_request_duration_seconds` (the
-/// per-family latency histograms behind `stats latency`) is glued in at
-/// this point, one [`Exposition::histogram`] call per command family
-/// (label `command`); other appenders use [`Exposition::sample`].
-fn appended_families(_x: &mut Exposition, _shared: &Arc<Shared>) {}
+/// The request latency histograms behind `stats latency`
+/// (`ops/latency.rs`), while they are collected.
+fn latency_families(x: &mut Exposition, shared: &Arc<Shared>) {
+    if !shared.settings.latency_stats {
+        return;
+    }
+    for h in super::latency::prometheus_histograms(shared) {
+        x.histogram(
+            "strata_request_duration_seconds",
+            "Time from a request's bytes being read to its reply being handed to the kernel.",
+            &[("family", h.family)],
+            &h.buckets,
+            h.sum_seconds,
+            h.count,
+        );
+    }
+}
 
 /// The whole `/metrics` body.
 pub fn render(shared: &Arc<Shared>) -> String {
@@ -446,7 +457,7 @@ pub fn render(shared: &Arc<Shared>) -> String {
     let mut x = Exposition::default();
     exporter_families(&mut x, &maps);
     strata_families(&mut x, shared, &maps);
-    appended_families(&mut x, shared);
+    latency_families(&mut x, shared);
     x.text()
 }
 

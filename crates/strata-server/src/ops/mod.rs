@@ -3,8 +3,10 @@
 //! conns` (`conns.rs`), key dumps (`dump.rs`), the LRU crawler and the
 //! `lru`/`slabs` commands (`crawler.rs`), per-prefix statistics
 //! (`detail.rs`), `watch` (`watch.rs`, over `logger.rs`) and the flash
-//! tier's `extstore` tunables (`extstore.rs`), and the Prometheus
-//! `/metrics` endpoint (`metrics.rs` renders, `metrics_http.rs` serves).
+//! tier's `extstore` tunables (`extstore.rs`), the Prometheus `/metrics`
+//! endpoint (`metrics.rs` renders, `metrics_http.rs` serves), `stats
+//! latency` (`latency.rs`) and `stats hotkeys` (`hotkeys.rs`), whose
+//! per-worker state lives in each worker's `WorkerStats::requests`.
 //!
 //! Their run-time state is one [`OpsState`] in `Shared`; the request path
 //! reads only `detail`'s on/off flag (one relaxed load per request).
@@ -21,6 +23,8 @@ pub mod logger;
 pub mod metrics;
 pub mod metrics_http;
 pub mod watch;
+pub mod latency;
+pub mod hotkeys;
 
 use strata_proto::admin::Admin;
 use strata_proto::Tokens;

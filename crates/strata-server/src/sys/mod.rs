@@ -17,6 +17,8 @@ pub mod priority;
 #[allow(unsafe_code)]
 pub mod socket_writer;
 #[allow(unsafe_code)]
+pub mod tsc;
+#[allow(unsafe_code)]
 pub mod uring;
 
 use mio::event::Source;

@@ -215,3 +215,13 @@ fn metrics_listen() {
         assert_eq!((code, message), (1, format!("metrics_listen must be ADDR:PORT, not '{bad}'")));
     }
 }
+
+#[test]
+fn request_stats_are_on_unless_switched_off() {
+    let s = run(&[]).unwrap();
+    assert_eq!((s.latency_stats, s.hotkeys), (true, true));
+    let s = run(&["-o", "no_latency_stats"]).unwrap();
+    assert_eq!((s.latency_stats, s.hotkeys), (false, true));
+    let s = run(&["-o", "no_hotkeys,no_latency_stats"]).unwrap();
+    assert_eq!((s.latency_stats, s.hotkeys), (false, false));
+}
