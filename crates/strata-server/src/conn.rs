@@ -166,6 +166,8 @@ fn push_line(out: &mut Vec<u8>, line: &str, noreply: bool) {
     if !noreply {
         out.extend_from_slice(line.as_bytes());
         out.extend_from_slice(b"\r\n");
+    } else {
+        crate::ops::verbose::silenced(line.as_bytes());
     }
 }
 
@@ -454,13 +456,28 @@ impl Conn {
                 exec.resume_flash(read);
             }
             let buf = self.input.filled();
+            let tracing = exec.shared.ops.verbose.tracing();
             if self.protocol == Protocol::Negotiating {
                 self.protocol = negotiate(buf[0], limits.protocol);
+                if tracing && limits.protocol == crate::settings::ProtocolChoice::Auto {
+                    crate::ops::verbose::negotiated(self.socket, self.protocol == Protocol::Binary);
+                }
+            }
+            let reply_from = self.out.len();
+            if tracing {
+                crate::ops::verbose::begin();
             }
             let step = match self.protocol {
                 Protocol::Binary => binary_step(buf, exec, &mut self.out, &mut self.unauthenticated),
                 _ => text_step(buf, exec, &mut self.out, &mut self.unauthenticated),
             };
+            if tracing {
+                // A parked request is traced when it runs again.
+                let done = self.protocol == Protocol::Text && matches!(step, Step::Done { .. }) && !exec.is_parked();
+                // After `verbosity 1` memcached prints the command, not its reply.
+                let reply = self.out.get(reply_from..).filter(|_| exec.shared.ops.verbose.tracing());
+                crate::ops::verbose::end_text(self.socket, buf, reply, done);
+            }
             if let Some(read) = exec.take_park() {
                 // Not consumed: the same request runs again with the read.
                 self.flash = Some(read);

@@ -68,6 +68,8 @@ fn reply(out: &mut Vec<u8>, line: &str, noreply: bool) {
     if !noreply {
         out.extend_from_slice(line.as_bytes());
         out.extend_from_slice(b"\r\n");
+    } else {
+        crate::ops::verbose::silenced(line.as_bytes());
     }
 }
 
@@ -190,7 +192,10 @@ impl<'a> Executor<'a> {
                 out.extend_from_slice(crate::settings::VERSION.as_bytes());
                 out.extend_from_slice(b"\r\n");
             }
-            Command::Verbosity { noreply } => reply(out, "OK", noreply),
+            Command::Verbosity { level, noreply } => {
+                self.shared.ops.verbose.set(level);
+                reply(out, "OK", noreply)
+            }
             Command::Quit => return Flow::CloseAfterWrite,
             Command::Shutdown { graceful: _, valid } => {
                 if !self.shared.settings.shutdown_enabled {
@@ -446,6 +451,8 @@ impl<'a> Executor<'a> {
                 if !noreply {
                     push_u64(out, value);
                     out.extend_from_slice(b"\r\n");
+                } else {
+                    crate::ops::verbose::silenced(value.to_string().as_bytes());
                 }
             }
             DeltaResult::NotFound | DeltaResult::NotStored | DeltaResult::Exists => {

@@ -17,6 +17,7 @@ pub mod extstore;
 pub mod dump_feed;
 pub(crate) mod slab_view;
 pub mod logger;
+pub mod verbose;
 pub mod watch;
 
 use strata_proto::admin::Admin;
@@ -31,6 +32,8 @@ pub struct OpsState {
     pub detail: detail::Detail,
     /// The log path behind `watch` (`logger.rs`).
     pub log: logger::Logger,
+    /// `-v` / `verbosity N` (`verbose.rs`).
+    pub verbose: verbose::Verbosity,
 }
 
 impl OpsState {
@@ -39,6 +42,7 @@ impl OpsState {
             crawler: crawler::Crawler::new(settings),
             detail: detail::Detail::new(settings),
             log: logger::Logger::new(settings),
+            verbose: verbose::Verbosity::new(settings.verbose),
         }
     }
 }
