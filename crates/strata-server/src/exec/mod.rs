@@ -281,12 +281,13 @@ impl<'a> Executor<'a> {
                 reply(out, GET_KEY_TOO_LONG, false);
                 return;
             }
-            if !self.resuming(i) {
-                watch::fetched(self, key);
-            }
             let opts = GetOptions { touch, ..GetOptions::default() };
             let key_mark = out.len();
+            // What the read found, for `watch fetchers` (flags, value bytes,
+            // TTL): logged after the read, so an item on flash is found.
+            let mut seen = None;
             let read = self.read_item(key, i, opts, now, &mut |item, _created| {
+                seen = Some((item.meta.flags, item.value.len(), item.meta.exptime));
                 out.extend_from_slice(b"VALUE ");
                 out.extend_from_slice(key);
                 out.push(b' ');
@@ -310,6 +311,7 @@ impl<'a> Executor<'a> {
                     return;
                 }
             };
+            watch::fetched_as(self, key, seen);
             if touch.is_some() {
                 WorkerStats::incr(&s.cmd_touch);
                 WorkerStats::incr(if hit { &s.touch_hits } else { &s.touch_misses });
