@@ -235,3 +235,28 @@ fn vvv_traces_requests_as_vv() {
     }
     assert!(trace.ends_with(&["<FD get k3".to_string(), ">FD END".to_string()]), "{trace:#?}");
 }
+
+#[test]
+fn vv_traces_udp_requests() {
+    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut cmd = Command::new(common::BIN);
+    // `strata()` with UDP on: `-U` last wins.
+    cmd.args(["-p", "-1", "-l", "127.0.0.1", "-t", "1", "-v", "-vv", "-U", &port.to_string()]);
+    let server = traced(cmd, None);
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    for (id, req) in ["set u 0 0 1\r\nx\r\n", "get u\r\n", "bogus\r\n"].iter().enumerate() {
+        let mut datagram = vec![0, id as u8, 0, 0, 0, 1, 0, 0];
+        datagram.extend_from_slice(req.as_bytes());
+        socket.send_to(&datagram, ("127.0.0.1", port)).unwrap();
+        let mut buf = [0u8; 2048];
+        socket.recv(&mut buf).expect("a reply datagram");
+    }
+    let mut trace = Vec::new();
+    while let Ok(line) = server.lines.recv_timeout(Duration::from_millis(500)) {
+        trace.push(mask_fd(&line));
+    }
+    // As memcached 1.6.18 -vv printed them (with its UDP socket's fd).
+    let want = ["<FD set u 0 0 1", ">FD STORED", "<FD get u", ">FD sending key u", ">FD END", "<FD bogus", ">FD ERROR"];
+    assert_eq!(trace, want);
+}
