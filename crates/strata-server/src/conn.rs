@@ -463,21 +463,11 @@ impl Conn {
                     crate::ops::verbose::negotiated(self.socket, self.protocol == Protocol::Binary);
                 }
             }
-            let reply_from = self.out.len();
-            if tracing {
-                crate::ops::verbose::begin();
-            }
             let step = match self.protocol {
+                _ if tracing => crate::ops::verbose::traced_step(self.protocol, self.socket, buf, exec, &mut self.out, &mut self.unauthenticated),
                 Protocol::Binary => binary_step(buf, exec, &mut self.out, &mut self.unauthenticated),
                 _ => text_step(buf, exec, &mut self.out, &mut self.unauthenticated),
             };
-            if tracing {
-                // A parked request is traced when it runs again.
-                let done = self.protocol == Protocol::Text && matches!(step, Step::Done { .. }) && !exec.is_parked();
-                // After `verbosity 1` memcached prints the command, not its reply.
-                let reply = self.out.get(reply_from..).filter(|_| exec.shared.ops.verbose.tracing());
-                crate::ops::verbose::end_text(self.socket, buf, reply, done);
-            }
             if let Some(read) = exec.take_park() {
                 // Not consumed: the same request runs again with the read.
                 self.flash = Some(read);

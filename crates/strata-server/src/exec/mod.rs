@@ -285,9 +285,12 @@ impl<'a> Executor<'a> {
             let key_mark = out.len();
             // What the read found, for `watch fetchers` (flags, value bytes,
             // TTL): logged after the read, so an item on flash is found.
+            let watching = watch::wants(self, streams::FETCHERS);
             let mut seen = None;
             let read = self.read_item(key, i, opts, now, &mut |item, _created| {
-                seen = Some((item.meta.flags, item.value.len(), item.meta.exptime));
+                if watching {
+                    seen = Some((item.meta.flags, item.value.len(), item.meta.exptime));
+                }
                 out.extend_from_slice(b"VALUE ");
                 out.extend_from_slice(key);
                 out.push(b' ');
@@ -311,7 +314,9 @@ impl<'a> Executor<'a> {
                     return;
                 }
             };
-            watch::fetched_as(self, key, seen);
+            if watching {
+                watch::fetched_as(self, key, seen);
+            }
             if touch.is_some() {
                 WorkerStats::incr(&s.cmd_touch);
                 WorkerStats::incr(if hit { &s.touch_hits } else { &s.touch_misses });

@@ -32,6 +32,8 @@ use std::io::Write;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU8, Ordering};
 
+use crate::conn::{binary_step, text_step, Protocol, Step};
+use crate::exec::Executor;
 use crate::settings::ProtocolChoice;
 
 /// memcached's `MAX_VERBOSITY_LEVEL`: the most `verbosity N` sets.
@@ -75,6 +77,32 @@ pub fn silenced(line: &[u8]) {
             buf.extend_from_slice(line);
         }
     });
+}
+
+/// `Conn::process`'s step while tracing (kept out of line so the untraced
+/// path stays as it was): run the request, then print it.
+#[cold]
+#[inline(never)]
+pub(crate) fn traced_step(
+    protocol: Protocol,
+    fd: Option<RawFd>,
+    buf: &[u8],
+    exec: &Executor<'_>,
+    out: &mut Vec<u8>,
+    unauthenticated: &mut bool,
+) -> Step {
+    let reply_from = out.len();
+    begin();
+    let step = match protocol {
+        Protocol::Binary => binary_step(buf, exec, out, unauthenticated),
+        _ => text_step(buf, exec, out, unauthenticated),
+    };
+    // A parked request is traced when it runs again.
+    let done = protocol == Protocol::Text && matches!(step, Step::Done { .. }) && !exec.is_parked();
+    // After `verbosity 1` memcached prints the command, not its reply.
+    let reply = out.get(reply_from..).filter(|_| exec.shared.ops.verbose.tracing());
+    end_text(fd, buf, reply, done);
+    step
 }
 
 /// Start tracing one request on this thread.

@@ -136,18 +136,17 @@ pub struct Found {
 }
 
 /// A get's `item_get` line from what its read found (`seen`: flags, value
-/// bytes, exptime), RAM or flash alike; no second read.
-#[inline]
+/// bytes, exptime), RAM or flash alike; no second read. The caller checks
+/// `wants(FETCHERS)` first.
+#[cold]
 pub fn fetched_as(exec: &Executor<'_>, key: &[u8], seen: Option<(u32, usize, u32)>) {
-    if wants(exec, streams::FETCHERS) {
-        let now = exec.shared.clock.now();
-        let found = seen.map(|(flags, value_len, exptime)| Found {
-            flags,
-            value_len,
-            ttl_secs: if exptime == 0 { 0 } else { exptime.saturating_sub(now) },
-        });
-        log_fetch(exec, key, found);
-    }
+    let now = exec.shared.clock.now();
+    let found = seen.map(|(flags, value_len, exptime)| Found {
+        flags,
+        value_len,
+        ttl_secs: if exptime == 0 { 0 } else { exptime.saturating_sub(now) },
+    });
+    log_fetch(exec, key, found);
 }
 
 #[cold]
