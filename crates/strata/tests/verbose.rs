@@ -202,7 +202,7 @@ fn verbosity_command_turns_the_trace_off_and_on() {
     let mut conn = TcpStream::connect(server.addr).unwrap();
     conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     assert_eq!(stat_verbosity(&mut conn), "1"); // `-v` from strata()
-    assert_eq!(reply(&mut conn, "version").starts_with("VERSION "), true);
+    assert!(reply(&mut conn, "version").starts_with("VERSION "));
     assert_eq!(reply(&mut conn, "verbosity 2"), "OK\r\n");
     assert_eq!(stat_verbosity(&mut conn), "2");
     assert_eq!(reply(&mut conn, "get traced_key"), "END\r\n");
