@@ -2,11 +2,13 @@
 //! the segment store (`slab_view.rs`: `stats items|slabs|sizes`), `stats
 //! conns` (`conns.rs`), key dumps (`dump.rs`), the LRU crawler and the
 //! `lru`/`slabs` commands (`crawler.rs`), per-prefix statistics
-//! (`detail.rs`), `watch` (`watch.rs`, over `logger.rs`) and the flash
-//! tier's `extstore` tunables (`extstore.rs`).
+//! (`detail.rs`), `watch` (`watch.rs`, over `logger.rs`), `-vv` and
+//! `verbosity` (`verbose.rs`) and the flash tier's `extstore` tunables
+//! (`extstore.rs`).
 //!
 //! Their run-time state is one [`OpsState`] in `Shared`; the request path
-//! reads only `detail`'s on/off flag (one relaxed load per request).
+//! reads `detail`'s on/off flag, the verbosity level and `watch`'s stream
+//! mask (one relaxed load each per request).
 
 pub(crate) mod conns;
 pub mod crawler;
