@@ -65,7 +65,8 @@ pub enum Command<'a> {
     Touch { key: &'a [u8], exptime: i32, noreply: bool },
     FlushAll { delay: i32, noreply: bool },
     Version,
-    Verbosity { noreply: bool },
+    /// `verbosity N`: the level as given (the server clamps it).
+    Verbosity { level: u32, noreply: bool },
     Quit,
     /// `shutdown [graceful]`; `valid` is false for any other mode (refused
     /// with `CLIENT_ERROR invalid shutdown mode` once shutdown is enabled).
@@ -321,7 +322,7 @@ fn flush_all(t: Tokens<'_>) -> Command<'_> {
 fn verbosity(t: Tokens<'_>) -> Command<'_> {
     let noreply = t.noreply();
     match strict_u32(t.get(1)) {
-        Some(_) if t.len() > 1 => Command::Verbosity { noreply },
+        Some(level) if t.len() > 1 => Command::Verbosity { level, noreply },
         _ => error_noreply(BAD_FORMAT, noreply),
     }
 }
@@ -584,7 +585,7 @@ mod tests {
         assert!(matches!(parse_command(b"delete k a b c"), Command::Delete { key: b"k", noreply: false }));
         assert!(matches!(parse_command(b"incr k 1 2 3"), Command::Arith { delta: 1, noreply: false, .. }));
         assert!(matches!(parse_command(b"touch k 5 x noreply"), Command::Touch { exptime: 5, noreply: true, .. }));
-        assert!(matches!(parse_command(b"verbosity 1 2 3"), Command::Verbosity { noreply: false }));
+        assert!(matches!(parse_command(b"verbosity 1 2 3"), Command::Verbosity { level: 1, noreply: false }));
         assert!(matches!(parse_command(b"flush_all 1 2 3"), Command::FlushAll { delay: 1, noreply: false }));
         assert!(matches!(parse_command(b" flush_all"), Command::FlushAll { delay: 0, .. }));
         assert!(matches!(parse_command(b"cache_memlimit 100 200"), Command::CacheMemlimit { megabytes: 100, .. }));

@@ -166,6 +166,8 @@ fn push_line(out: &mut Vec<u8>, line: &str, noreply: bool) {
     if !noreply {
         out.extend_from_slice(line.as_bytes());
         out.extend_from_slice(b"\r\n");
+    } else {
+        crate::ops::verbose::silenced(line.as_bytes());
     }
 }
 
@@ -456,10 +458,15 @@ impl Conn {
                 exec.resume_flash(read);
             }
             let buf = self.input.filled();
+            let tracing = exec.shared.ops.verbose.tracing();
             if self.protocol == Protocol::Negotiating {
                 self.protocol = negotiate(buf[0], limits.protocol);
+                if tracing && limits.protocol == crate::settings::ProtocolChoice::Auto {
+                    crate::ops::verbose::negotiated(self.socket, self.protocol == Protocol::Binary);
+                }
             }
             let step = match self.protocol {
+                _ if tracing => crate::ops::verbose::traced_step(self.protocol, self.socket, buf, exec, &mut self.out, &mut self.unauthenticated),
                 Protocol::Binary => binary_step(buf, exec, &mut self.out, &mut self.unauthenticated),
                 _ => text_step(buf, exec, &mut self.out, &mut self.unauthenticated),
             };

@@ -76,7 +76,7 @@ impl UdpPorts {
                 out.clear();
                 marks.borrow_mut().clear();
                 let exec = Executor::with_marks(shared, stats, marks);
-                serve(&exec, &request[HEADER_LEN..], out);
+                serve(&exec, &request[HEADER_LEN..], out, fd);
                 queue_replies(replies, peer, header.request_id, out, &marks.borrow(), datagram);
                 if replies.queued_bytes() > MAX_QUEUED_REPLIES {
                     WorkerStats::add(&stats.bytes_written, replies.flush(fd));
@@ -92,8 +92,9 @@ impl UdpPorts {
     }
 }
 
-/// Run the commands of one datagram, marking where each reply ends.
-fn serve(exec: &Executor<'_>, payload: &[u8], out: &mut Vec<u8>) {
+/// Run the commands of one datagram (from socket `fd`), marking where each
+/// reply ends.
+fn serve(exec: &Executor<'_>, payload: &[u8], out: &mut Vec<u8>, fd: std::os::fd::RawFd) {
     let limit = exec.shared.settings.udp_max_reply_bytes;
     let protocol = match payload.first() {
         Some(&first) => negotiate(first, exec.shared.settings.protocol),
@@ -102,11 +103,20 @@ fn serve(exec: &Executor<'_>, payload: &[u8], out: &mut Vec<u8>) {
     let mut rest = payload;
     while !rest.is_empty() {
         let start = out.len();
+        let tracing = exec.shared.ops.verbose.tracing();
+        if tracing {
+            crate::ops::verbose::begin();
+        }
         let step = match protocol {
             // UDP cannot be combined with -Y or -S (the CLI refuses it).
             Protocol::Binary => binary_step(rest, exec, out, &mut false),
             _ => text_step(rest, exec, out, &mut false),
         };
+        if tracing {
+            let done = protocol == Protocol::Text && matches!(step, Step::Done { .. });
+            let reply = out.get(start..).filter(|_| exec.shared.ops.verbose.tracing());
+            crate::ops::verbose::end_text(Some(fd), rest, reply, done);
+        }
         match step {
             Step::Need(_) | Step::Stop(_) => return,
             Step::Done { advance, swallow, stop } => {

@@ -186,6 +186,9 @@ impl Worker {
             crate::ops::watch::conn_event(&self.shared, &self.stats, &info.peer, id, None);
             WorkerStats::incr(&self.stats.total_connections);
             let socket = stream.raw_fd();
+            if self.shared.ops.verbose.tracing() {
+                crate::ops::verbose::conn_new(socket, self.shared.settings.protocol);
+            }
             self.clients[index] = Some(Client {
                 stream,
                 conn: Conn::new(self.shared.requires_auth(), Some(socket)),
@@ -263,6 +266,9 @@ impl Worker {
             client.stream.deregister(self.poll.registry());
             self.shared.conns.remove(client.id);
             crate::ops::watch::conn_event(&self.shared, &self.stats, &client.info.peer, client.id, Some(client.close_reason));
+            if self.shared.ops.verbose.tracing() {
+                crate::ops::verbose::conn_closed(client.stream.raw_fd());
+            }
             self.shared.curr_connections.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             self.free.push(index);
             self.yielded.retain(|&i| i != index);

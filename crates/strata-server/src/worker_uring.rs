@@ -287,6 +287,9 @@ impl UringWorker {
             let id = self.shared.conns.register(info.clone());
             crate::ops::watch::conn_event(&self.shared, &self.stats, &info.peer, id, None);
             WorkerStats::incr(&self.stats.total_connections);
+            if self.shared.ops.verbose.tracing() {
+                crate::ops::verbose::conn_new(new.stream.raw_fd(), self.shared.settings.protocol);
+            }
             self.clients[index] = Some(Client {
                 conn: Conn::new(self.shared.requires_auth(), Some(new.stream.raw_fd())),
                 stream: new.stream,
@@ -383,6 +386,9 @@ impl UringWorker {
         if let Some(client) = self.clients.get_mut(index).and_then(Option::take) {
             self.shared.conns.remove(client.id);
             crate::ops::watch::conn_event(&self.shared, &self.stats, &client.info.peer, client.id, Some(client.close_reason));
+            if self.shared.ops.verbose.tracing() {
+                crate::ops::verbose::conn_closed(client.stream.raw_fd());
+            }
             self.shared.curr_connections.fetch_sub(1, Ordering::Relaxed);
             self.generations[index] = self.generations[index].wrapping_add(1);
             self.free.push(index);

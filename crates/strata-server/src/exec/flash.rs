@@ -56,6 +56,11 @@ impl<'a> Executor<'a> {
         *self.flash.resume.borrow_mut() = Some(wait);
     }
 
+    /// The request just run parked on a read.
+    pub fn is_parked(&self) -> bool {
+        self.flash.park.borrow().is_some()
+    }
+
     /// The read the request just run parked on, if it did.
     pub fn take_park(&self) -> Option<Box<FlashWait>> {
         self.flash.park.borrow_mut().take()

@@ -71,6 +71,8 @@ fn reply(out: &mut Vec<u8>, line: &str, noreply: bool) {
     if !noreply {
         out.extend_from_slice(line.as_bytes());
         out.extend_from_slice(b"\r\n");
+    } else {
+        crate::ops::verbose::silenced(line.as_bytes());
     }
 }
 
@@ -193,7 +195,10 @@ impl<'a> Executor<'a> {
                 out.extend_from_slice(crate::settings::VERSION.as_bytes());
                 out.extend_from_slice(b"\r\n");
             }
-            Command::Verbosity { noreply } => reply(out, "OK", noreply),
+            Command::Verbosity { level, noreply } => {
+                self.shared.ops.verbose.set(level);
+                reply(out, "OK", noreply)
+            }
             Command::Quit => return Flow::CloseAfterWrite,
             Command::Shutdown { graceful: _, valid } => {
                 if !self.shared.settings.shutdown_enabled {
@@ -279,12 +284,16 @@ impl<'a> Executor<'a> {
                 reply(out, GET_KEY_TOO_LONG, false);
                 return;
             }
-            if !self.resuming(i) {
-                watch::fetched(self, key);
-            }
             let opts = GetOptions { touch, ..GetOptions::default() };
             let key_mark = out.len();
+            // What the read found, for `watch fetchers` (flags, value bytes,
+            // TTL): logged after the read, so an item on flash is found.
+            let watching = watch::wants(self, streams::FETCHERS);
+            let mut seen = None;
             let read = self.read_item(key, i, opts, now, &mut |item, _created| {
+                if watching {
+                    seen = Some((item.meta.flags, item.value.len(), item.meta.exptime));
+                }
                 out.extend_from_slice(b"VALUE ");
                 out.extend_from_slice(key);
                 out.push(b' ');
@@ -308,6 +317,9 @@ impl<'a> Executor<'a> {
                     return;
                 }
             };
+            if watching {
+                watch::fetched_as(self, key, seen);
+            }
             if touch.is_some() {
                 WorkerStats::incr(&s.cmd_touch);
                 WorkerStats::incr(if hit { &s.touch_hits } else { &s.touch_misses });
@@ -449,6 +461,8 @@ impl<'a> Executor<'a> {
                 if !noreply {
                     push_u64(out, value);
                     out.extend_from_slice(b"\r\n");
+                } else {
+                    crate::ops::verbose::silenced(value.to_string().as_bytes());
                 }
             }
             DeltaResult::NotFound | DeltaResult::NotStored | DeltaResult::Exists => {

@@ -270,7 +270,7 @@ fn settings(exec: &Executor<'_>, t: &mut Stats) {
     stat(t, "udpport", st.udp_port);
     let inter = st.tcp_listen.iter().map(|a| a.ip().to_string()).collect::<Vec<_>>().join(",");
     stat(t, "inter", if inter.is_empty() || st.unix_socket.is_some() { "NULL".to_string() } else { inter });
-    stat(t, "verbosity", st.verbose);
+    stat(t, "verbosity", exec.shared.ops.verbose.level());
     // memcached's flush_all epoch; the engine keeps its own and does not
     // expose it (docs/COMPATIBILITY.md).
     stat(t, "oldest", 0);

@@ -2,14 +2,17 @@
 //! the segment store (`slab_view.rs`: `stats items|slabs|sizes`), `stats
 //! conns` (`conns.rs`), key dumps (`dump.rs`), the LRU crawler and the
 //! `lru`/`slabs` commands (`crawler.rs`), per-prefix statistics
-//! (`detail.rs`), `watch` (`watch.rs`, over `logger.rs`) and the flash
-//! tier's `extstore` tunables (`extstore.rs`), the Prometheus `/metrics`
-//! endpoint (`metrics.rs` renders, `metrics_http.rs` serves), `stats
-//! latency` (`latency.rs`) and `stats hotkeys` (`hotkeys.rs`), whose
-//! per-worker state lives in each worker's `WorkerStats::requests`.
+//! (`detail.rs`), `watch` (`watch.rs`, over `logger.rs`), `-vv` and
+//! `verbosity` (`verbose.rs`), the flash tier's `extstore` tunables
+//! (`extstore.rs`), the Prometheus `/metrics` endpoint (`metrics.rs`
+//! renders, `metrics_http.rs` serves), `stats latency` (`latency.rs`) and
+//! `stats hotkeys` (`hotkeys.rs`), whose per-worker state lives in each
+//! worker's `WorkerStats::requests`.
 //!
 //! Their run-time state is one [`OpsState`] in `Shared`; the request path
-//! reads only `detail`'s on/off flag (one relaxed load per request).
+//! reads `detail`'s on/off flag, the verbosity level and `watch`'s stream
+//! mask (one relaxed load each per request), and `latency.rs` and
+//! `hotkeys.rs` record every request unless switched off.
 
 pub(crate) mod conns;
 pub mod crawler;
@@ -22,6 +25,7 @@ pub(crate) mod slab_view;
 pub mod logger;
 pub mod metrics;
 pub mod metrics_http;
+pub mod verbose;
 pub mod watch;
 pub mod latency;
 pub mod hotkeys;
@@ -38,6 +42,8 @@ pub struct OpsState {
     pub detail: detail::Detail,
     /// The log path behind `watch` (`logger.rs`).
     pub log: logger::Logger,
+    /// `-v` / `verbosity N` (`verbose.rs`).
+    pub verbose: verbose::Verbosity,
 }
 
 impl OpsState {
@@ -46,6 +52,7 @@ impl OpsState {
             crawler: crawler::Crawler::new(settings),
             detail: detail::Detail::new(settings),
             log: logger::Logger::new(settings),
+            verbose: verbose::Verbosity::new(settings.verbose),
         }
     }
 }

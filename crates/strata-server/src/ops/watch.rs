@@ -135,9 +135,29 @@ pub struct Found {
     pub ttl_secs: u32,
 }
 
+/// A get's `item_get` line from what its read found (`seen`: flags, value
+/// bytes, exptime), RAM or flash alike; no second read. The caller checks
+/// `wants(FETCHERS)` first.
+#[cold]
+pub fn fetched_as(exec: &Executor<'_>, key: &[u8], seen: Option<(u32, usize, u32)>) {
+    let now = exec.shared.clock.now();
+    let found = seen.map(|(flags, value_len, exptime)| Found {
+        flags,
+        value_len,
+        ttl_secs: if exptime == 0 { 0 } else { exptime.saturating_sub(now) },
+    });
+    log_fetch(exec, key, found);
+}
+
 #[cold]
 fn fetched_cold(exec: &Executor<'_>, key: &[u8]) -> Option<Found> {
     let found = peek_found(exec, key);
+    log_fetch(exec, key, found);
+    found
+}
+
+#[cold]
+fn log_fetch(exec: &Executor<'_>, key: &[u8], found: Option<Found>) {
     if wants(exec, streams::FETCHERS) {
         let (class, size) = match found {
             Some(f) => (class_of(exec, key, (f.flags, f.value_len)), f.value_len),
@@ -154,7 +174,6 @@ fn fetched_cold(exec: &Executor<'_>, key: &[u8]) -> Option<Found> {
             push_u64(line, size as u64);
         });
     }
-    found
 }
 
 /// What a storage command was (memcached's `cmd=` of `item_store`).
