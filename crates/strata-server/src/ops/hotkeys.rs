@@ -132,7 +132,7 @@ impl Sketch {
 
     fn offer(&mut self, key: &[u8], now_s: u32) {
         self.decay(now_s);
-        let hash = hash(key);
+        let hash = strata_store::hash_key(key);
         let found = self.hashes.iter().enumerate().position(|(i, &h)| h == hash && self.keys[i] == key);
         if let Some(i) = found {
             self.counts[i] += ONE;
@@ -160,22 +160,6 @@ impl Sketch {
     fn count_of(&self, key: &[u8]) -> Option<u64> {
         self.keys.iter().position(|k| k == key).map(|i| self.counts[i])
     }
-}
-
-/// A multiply-rotate hash, 8 bytes at a time (the keys are ours to hash,
-/// not a client's to collide: a collision costs one key comparison).
-fn hash(key: &[u8]) -> u64 {
-    const K: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut h = key.len() as u64;
-    let mut chunks = key.chunks_exact(8);
-    for c in &mut chunks {
-        let word = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        h = (h ^ word).wrapping_mul(K).rotate_left(29);
-    }
-    for &b in chunks.remainder() {
-        h = (h ^ u64::from(b)).wrapping_mul(K).rotate_left(29);
-    }
-    h ^ (h >> 32)
 }
 
 /// Offer the keys of one sampled request (its bytes, `multi`: a get that

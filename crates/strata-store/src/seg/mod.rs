@@ -65,7 +65,9 @@ const MAX_SEGMENT: usize = 1 << 20;
 /// Single-item buffers kept for reuse.
 const JUMBO_POOL: usize = 64;
 
-pub(crate) fn hash_key(key: &[u8]) -> u64 {
+/// The hash every key is looked up by (xxh3), also for callers that keep
+/// keys of their own (`stats hotkeys`).
+pub fn hash_key(key: &[u8]) -> u64 {
     xxh3_64(key)
 }
 
