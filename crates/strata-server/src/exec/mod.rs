@@ -462,7 +462,7 @@ impl<'a> Executor<'a> {
                     push_u64(out, value);
                     out.extend_from_slice(b"\r\n");
                 } else {
-                    crate::ops::verbose::silenced(value.to_string().as_bytes());
+                    crate::ops::verbose::silenced_u64(value);
                 }
             }
             DeltaResult::NotFound | DeltaResult::NotStored | DeltaResult::Exists => {

@@ -79,6 +79,16 @@ pub fn silenced(line: &[u8]) {
     });
 }
 
+/// [`silenced`] for a number, formatted only while a trace records.
+#[inline]
+pub fn silenced_u64(value: u64) {
+    SILENCED.with(|s| {
+        if let Some(buf) = s.borrow_mut().as_mut() {
+            strata_proto::number::push_u64(buf, value);
+        }
+    });
+}
+
 /// `Conn::process`'s step while tracing (kept out of line so the untraced
 /// path stays as it was): run the request, then print it.
 #[cold]
