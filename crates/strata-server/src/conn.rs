@@ -20,7 +20,7 @@ use strata_proto::binary::{self, Opcode, Verdict};
 use strata_proto::{frame_line, parse_request, Command, Frame};
 
 use crate::auth;
-use crate::exec::{Admission, Executor, Flow};
+use crate::exec::{reply as push_line, Admission, Executor, Flow};
 use crate::stats::WorkerStats;
 use crate::settings::ProtocolChoice;
 
@@ -158,16 +158,6 @@ pub(crate) enum Step {
 impl Step {
     fn next(advance: usize) -> Step {
         Step::Done { advance, swallow: 0, stop: None }
-    }
-}
-
-/// Append a text reply line unless silenced.
-fn push_line(out: &mut Vec<u8>, line: &str, noreply: bool) {
-    if !noreply {
-        out.extend_from_slice(line.as_bytes());
-        out.extend_from_slice(b"\r\n");
-    } else {
-        crate::ops::verbose::silenced(line.as_bytes());
     }
 }
 

@@ -66,8 +66,8 @@ pub struct Executor<'a> {
     flash: flash::FlashState,
 }
 
-/// Append `line` and CRLF unless `noreply`.
-fn reply(out: &mut Vec<u8>, line: &str, noreply: bool) {
+/// Append `line` and CRLF unless `noreply` (then `-vv` still sees it).
+pub(crate) fn reply(out: &mut Vec<u8>, line: &str, noreply: bool) {
     if !noreply {
         out.extend_from_slice(line.as_bytes());
         out.extend_from_slice(b"\r\n");
