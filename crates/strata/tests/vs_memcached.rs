@@ -40,8 +40,8 @@
 //!
 //! `STRATA_DIFF_SEED` and `STRATA_DIFF_COUNT` (default 100,000 commands)
 //! reproduce or lengthen a run; `STRATA_DIFF_DUMP=FILE` records the batches.
-//! A mismatch prints the seed, the batch, the first differing line and both
-//! replies.
+//! A mismatch prints the seed, the batch, the first differing line, both
+//! replies and the 40 batches before it with the time each was sent.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -505,7 +505,9 @@ fn run(count: usize, flash: Option<&str>) {
     let (mut m, mut s) = (connect(memcached.addr), connect(strata.addr));
     let started = Instant::now();
     let (mut sent, mut batches) = (0, 0);
-    let mut previous: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    // The last batches, escaped (values cut short), with when they were
+    // sent: a mismatch prints them, so one seen only in CI can be read.
+    let mut previous: std::collections::VecDeque<(Duration, Vec<u8>, Vec<u8>)> = std::collections::VecDeque::new();
     // STRATA_DIFF_DUMP=FILE records every batch (u32 length + bytes) to replay.
     let mut dump = std::env::var_os("STRATA_DIFF_DUMP").map(|p| std::fs::File::create(p).unwrap());
     while sent < count {
@@ -538,15 +540,16 @@ fn run(count: usize, flash: Option<&str>) {
         }
         let ((rm, m_closed), (rs, s_closed)) = (exchange(&mut m, &batch), exchange(&mut s, &batch));
         if m_closed != s_closed || !replies_match(&rm, &rs) {
-            for (request, reply) in &previous {
-                eprintln!("earlier request: {}\nearlier reply:   {}", escape(request), escape(reply));
+            for (at, request, reply) in &previous {
+                eprintln!("earlier request (at {at:?}): {}\nearlier reply:   {}", escape(request), escape(reply));
             }
             let (lm, ls): (Vec<&[u8]>, Vec<&[u8]>) = (rm.split(|&c| c == b'\n').collect(), rs.split(|&c| c == b'\n').collect());
             if let Some((x, y)) = lm.iter().zip(&ls).find(|(x, y)| !lines_match(x, y)) {
                 eprintln!("first differing line:\n  memcached: {}\n  strata:    {}", escape(x), escape(y));
             }
             panic!(
-                "replies differ (seed {seed}, batch {batches}, command ~{sent})\nrequest:   {}\nmemcached: {}{}\nstrata:    {}{}",
+                "replies differ (seed {seed}, batch {batches}, command ~{sent}, at {:?})\nrequest:   {}\nmemcached: {}{}\nstrata:    {}{}",
+                started.elapsed(),
                 escape(&batch),
                 escape(&rm),
                 if m_closed { " <closed>" } else { "" },
@@ -554,9 +557,9 @@ fn run(count: usize, flash: Option<&str>) {
                 if s_closed { " <closed>" } else { "" },
             );
         }
-        previous.push((batch, rm));
-        if previous.len() > 3 {
-            previous.remove(0);
+        previous.push_back((started.elapsed(), batch, rm));
+        if previous.len() > 40 {
+            previous.pop_front();
         }
         if m_closed {
             m = connect(memcached.addr);
