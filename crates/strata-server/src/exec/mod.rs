@@ -211,6 +211,7 @@ impl<'a> Executor<'a> {
                 }
             }
             Command::CacheMemlimit { megabytes, noreply } => self.memlimit(megabytes, noreply, out),
+            Command::RefreshCerts => crate::tls::refresh_command(self.shared, out),
             Command::Stats { args } => stats_cmd::stats(self, args, out),
             Command::MetaNoop => {
                 out.extend_from_slice(b"MN\r\n");
