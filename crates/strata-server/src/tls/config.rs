@@ -71,7 +71,7 @@ impl TlsState {
         if settings.verify_mode != VerifyMode::None && settings.ca_cert.is_none() {
             return Err(format!(
                 "ssl_verify_mode={} needs ssl_ca_cert: Strata verifies client certificates only against the CAs given there",
-                settings.verify_mode.stat().min(3)
+                settings.verify_mode.number()
             ));
         }
         let mut provider = rustls::crypto::ring::default_provider();

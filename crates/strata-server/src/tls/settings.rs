@@ -30,6 +30,16 @@ impl VerifyMode {
         })
     }
 
+    /// The `ssl_verify_mode` number it was given as.
+    pub fn number(self) -> u32 {
+        match self {
+            VerifyMode::None => 0,
+            VerifyMode::Request => 1,
+            VerifyMode::Require => 2,
+            VerifyMode::Once => 3,
+        }
+    }
+
     /// Whether a client without a certificate is refused.
     pub fn requires_cert(self) -> bool {
         matches!(self, VerifyMode::Require | VerifyMode::Once)
