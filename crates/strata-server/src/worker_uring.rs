@@ -148,12 +148,14 @@ impl UringWorker {
                 self.drain_and_close();
                 return;
             }
-            if last_idle_check.elapsed() >= Duration::from_secs(1) {
+            // Only when there is a timeout to check (the clock read costs).
+            let tls = self.shared.tls.is_some();
+            if (tls || self.shared.settings.idle_timeout.is_some()) && last_idle_check.elapsed() >= Duration::from_secs(1) {
                 if let Some(timeout) = self.shared.settings.idle_timeout {
                     last_idle_check = Instant::now();
                     self.kick_idle(timeout);
                 }
-                if self.shared.tls.is_some() {
+                if tls {
                     last_idle_check = Instant::now();
                     self.kick_stalled_handshakes();
                 }

@@ -230,6 +230,12 @@ fn text_meta_and_binary_protocols_over_tls() {
     assert_eq!(stat(&mut s, " settings", "ssl_verify_mode").as_deref(), Some("0"));
     assert_eq!(stat(&mut s, " settings", "ssl_min_version").as_deref(), Some("tlsv1.2"));
     assert_eq!(stat(&mut s, " settings", "ssl_wbuf_size").as_deref(), Some("16384"));
+    // A key dump writes to the socket from its own thread, which would
+    // bypass TLS: on a TLS connection it closes the connection instead
+    // (docs/COMPATIBILITY.md); stats cachedump is written by the worker.
+    assert!(call(&mut s, b"stats cachedump 1 10\r\n", b"END\r\n").is_ok());
+    let mut dumper = connect(addrs[0], &client).unwrap();
+    assert!(call(&mut dumper, b"lru_crawler metadump all\r\n", b"END\r\n").is_err());
     // quit: the reply stream ends cleanly.
     s.write_all(b"quit\r\n").unwrap();
     let mut rest = Vec::new();
