@@ -484,6 +484,8 @@ fn fill(client: &mut Client, stats: &WorkerStats, read_bufs: &mut Vec<Vec<u8>>) 
 
 /// TLS: seal replies (`ssl_wbuf_size` a pass) and write the ciphertext,
 /// handshake messages included, until done or the socket would block.
+/// Out of line, so the plain `flush` stays small enough to inline.
+#[inline(never)]
 fn flush_tls(conn: &mut Conn, tls: &mut crate::tls::TlsSession, stream: &mut Stream, writable: &mut bool, stats: &WorkerStats) -> io::Result<()> {
     while *writable {
         if tls.wants_write() {
@@ -511,6 +513,7 @@ fn flush_tls(conn: &mut Conn, tls: &mut crate::tls::TlsSession, stream: &mut Str
 /// in [`fill`]) and hand it to rustls, which appends the plaintext to the
 /// connection's input. A TLS failure is `InvalidData` (close; counted), the
 /// peer's close_notify `UnexpectedEof` (answer, then close).
+#[inline(never)]
 fn fill_tls(client: &mut Client, stats: &WorkerStats, read_bufs: &mut Vec<Vec<u8>>, scratch: &mut Vec<u8>) -> io::Result<bool> {
     let conn = &mut client.conn;
     let Some(tls) = client.tls.as_mut() else { return Ok(false) };

@@ -67,6 +67,7 @@ pub struct Executor<'a> {
 }
 
 /// Append `line` and CRLF unless `noreply` (then `-vv` still sees it).
+#[inline]
 pub(crate) fn reply(out: &mut Vec<u8>, line: &str, noreply: bool) {
     if !noreply {
         out.extend_from_slice(line.as_bytes());
