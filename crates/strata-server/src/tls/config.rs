@@ -7,8 +7,11 @@
 //!                                   └─ peer:    client certificate required (mtls:; needs ssl_ca_cert)
 //! ```
 //!
-//! Every config shares one session store (`ssl_session_cache`), so a
-//! reload does not forget sessions, and one crypto provider whose TLS 1.2
+//! Every config shares one way to resume sessions, so a reload does not
+//! forget them: without `ssl_session_cache`, stateless tickets (TLS 1.2
+//! and 1.3, keys rotated by rustls), as OpenSSL issues them by default
+//! in memcached; with it, a server-side cache instead, whose insertions
+//! are `ssl_new_sessions`. And one crypto provider whose TLS 1.2
 //! suites are `ssl_ciphers`' (OpenSSL's syntax: a `:`-separated list of
 //! suite names, OpenSSL's or IANA's, or the keywords `ALL`, `DEFAULT`,
 //! `HIGH`, which keep every suite; `!`, `-`, `+` terms and the other
@@ -49,6 +52,7 @@ pub struct TlsState {
     configs: RwLock<Arc<Configs>>,
     provider: Arc<CryptoProvider>,
     sessions: Option<Arc<CountedSessions>>,
+    tickets: Option<Arc<dyn rustls::server::ProducesTickets>>,
     pub stats: Arc<TlsStats>,
     /// memcached's `ssl_last_cert_refresh_time`, in the clock's seconds.
     pub last_refresh: AtomicU32,
@@ -85,12 +89,17 @@ impl TlsState {
         let stats = Arc::new(TlsStats::default());
         let sessions = settings.session_cache.then(|| Arc::new(CountedSessions::new(SESSION_CACHE_ENTRIES, stats.clone())));
         let provider = Arc::new(provider);
-        let configs = build(&settings, &provider, sessions.as_ref())?;
+        let tickets = match sessions {
+            Some(_) => None,
+            None => Some(rustls::crypto::ring::Ticketer::new().map_err(|e| format!("TLS session tickets: {e}"))?),
+        };
+        let configs = build(&settings, &provider, sessions.as_ref(), tickets.as_ref())?;
         Ok(TlsState {
             settings,
             configs: RwLock::new(Arc::new(configs)),
             provider,
             sessions,
+            tickets,
             stats,
             last_refresh: AtomicU32::new(now),
         })
@@ -117,14 +126,19 @@ impl TlsState {
     /// failure the old ones stay and the error is returned (memcached's
     /// message, without its `\r\n`).
     pub fn refresh(&self, now: u32) -> Result<(), String> {
-        let configs = build(&self.settings, &self.provider, self.sessions.as_ref())?;
+        let configs = build(&self.settings, &self.provider, self.sessions.as_ref(), self.tickets.as_ref())?;
         *self.configs.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(configs);
         self.last_refresh.store(now, Ordering::Relaxed);
         Ok(())
     }
 }
 
-fn build(settings: &TlsSettings, provider: &Arc<CryptoProvider>, sessions: Option<&Arc<CountedSessions>>) -> Result<Configs, String> {
+fn build(
+    settings: &TlsSettings,
+    provider: &Arc<CryptoProvider>,
+    sessions: Option<&Arc<CountedSessions>>,
+    tickets: Option<&Arc<dyn rustls::server::ProducesTickets>>,
+) -> Result<Configs, String> {
     let chain_path = settings.chain_cert.as_deref().unwrap_or(std::path::Path::new(""));
     let chain_name = chain_path.display();
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(chain_path)
@@ -185,7 +199,10 @@ fn build(settings: &TlsSettings, provider: &Arc<CryptoProvider>, sessions: Optio
             }
             None => {
                 config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
-                config.send_tls13_tickets = 0;
+                if let Some(tickets) = tickets {
+                    config.ticketer = tickets.clone();
+                    config.send_tls13_tickets = 2; // as OpenSSL
+                }
             }
         }
         config.ignore_client_order = false;

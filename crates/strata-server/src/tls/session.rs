@@ -101,7 +101,8 @@ impl TlsSession {
 
     /// Count a handshake that ran out of time; the caller closes.
     pub fn handshake_expired(&self, now: u32, timeout_secs: u32) -> bool {
-        if self.established || now.saturating_sub(self.started) < timeout_secs {
+        // Strictly more whole clock seconds than the timeout: never early.
+        if self.established || now.saturating_sub(self.started) <= timeout_secs {
             return false;
         }
         self.stats.handshake_errors.fetch_add(1, Ordering::Relaxed);
