@@ -467,3 +467,32 @@ fn ciphers_restrict_tls12_and_client_cn_is_read() {
     assert_eq!(strata_server::tls::common_name(&der).as_deref(), Some("alice"));
     assert_eq!(strata_server::tls::common_name(b"\x30\x05junk"), None);
 }
+
+#[test]
+fn text_login_and_sasl_over_tls() {
+    let pki = Pki::new("auth");
+    let creds = pki.path("users");
+    std::fs::write(&creds, "alice:wonderland\n").unwrap();
+    let opts = pki.server_opts("srv", "");
+    let client = pki.client(None, BOTH);
+    // -Y: the text protocol's login, over TLS.
+    let (_server, addrs) = start(&["-Z", "-o", &opts, "-Y", &creds], 1);
+    let mut s = connect(addrs[0], &client).unwrap();
+    assert_eq!(call(&mut s, b"get a\r\n", b"\r\n").unwrap(), b"CLIENT_ERROR unauthenticated\r\n");
+    assert_eq!(call(&mut s, b"set x 0 0 16\r\nalice wonderland\r\n", b"\r\n").unwrap(), b"STORED\r\n");
+    assert_eq!(call(&mut s, b"get a\r\n", b"\r\n").unwrap(), b"END\r\n");
+    // -S: binary SASL PLAIN, over TLS.
+    let sasl = format!("{opts},sasl_pwdb={creds}");
+    let (_server, addrs) = start(&["-Z", "-S", "-o", &sasl], 1);
+    let mut b = connect(addrs[0], &client).unwrap();
+    let (key, value) = (b"PLAIN", b"\0alice\0wonderland");
+    let mut req = vec![0x80, 0x21, 0, key.len() as u8, 0, 0, 0, 0];
+    req.extend_from_slice(&((key.len() + value.len()) as u32).to_be_bytes());
+    req.extend_from_slice(&[0; 12]);
+    req.extend_from_slice(key);
+    req.extend_from_slice(value);
+    b.write_all(&req).unwrap();
+    let mut header = [0u8; 24];
+    b.read_exact(&mut header).unwrap();
+    assert_eq!((header[0], header[1], header[6], header[7]), (0x81, 0x21, 0, 0), "SASL PLAIN accepted over TLS");
+}
