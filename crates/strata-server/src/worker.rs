@@ -216,7 +216,7 @@ impl Worker {
                 stream,
                 // A key dump writes to the socket itself: not on TLS (it
                 // then closes the connection, as without a socket).
-                conn: Conn::new(self.shared.requires_auth(), tls.is_none().then_some(socket)),
+                conn: Conn::new(self.shared.requires_auth(), Some(socket)).over_tls(tls.is_some()),
                 tls,
                 info,
                 id,

@@ -320,7 +320,7 @@ impl UringWorker {
             }
             self.clients[index] = Some(Client {
                 // A key dump writes to the socket itself: not on TLS.
-                conn: Conn::new(self.shared.requires_auth(), tls.is_none().then_some(new.stream.raw_fd())),
+                conn: Conn::new(self.shared.requires_auth(), Some(new.stream.raw_fd())).over_tls(tls.is_some()),
                 tls,
                 stream: new.stream,
                 info,
