@@ -113,6 +113,14 @@ pub struct LoadArgs {
     /// No progress lines on stderr.
     #[arg(long)]
     pub quiet: bool,
+    /// Speak TLS (rustls; the server's certificate is not verified).
+    #[arg(long)]
+    pub tls: bool,
+    /// Measure new TLS connections instead of the workload: full (no
+    /// session to resume) or resumed (one shared session cache). Each
+    /// counts as a request: connect, handshake, `version`, close.
+    #[arg(long, value_parser = ["full", "resumed"])]
+    pub tls_handshakes: Option<String>,
 }
 
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -185,6 +193,8 @@ impl LoadArgs {
             progress: !self.quiet,
             load_cpu: self.load_cpu,
             udp_timeout: Duration::from_millis(500),
+            tls: (self.tls || self.tls_handshakes.is_some()).then(crate::tls::client_config),
+            tls_handshakes: self.tls_handshakes.as_deref().map(|k| k == "resumed"),
         })
     }
 }

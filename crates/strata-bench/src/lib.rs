@@ -30,6 +30,7 @@ pub mod svg;
 pub mod sweep;
 pub mod tally;
 pub mod tcp;
+pub mod tls;
 pub mod udp;
 pub mod workload;
 #[allow(unsafe_code)]

@@ -19,7 +19,7 @@ use crate::udp::UdpChannel;
 use crate::workload::{Protocol, Workload};
 use mio::{Poll, Token};
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,6 +41,11 @@ pub struct RunConfig {
     pub progress: bool,
     pub load_cpu: Option<usize>,
     pub udp_timeout: Duration,
+    /// `--tls`: the client config every connection shares (`tls.rs`).
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// `--tls-handshakes full|resumed`: measure new TLS connections
+    /// instead of the workload (Some(true): resumed).
+    pub tls_handshakes: Option<bool>,
 }
 
 /// Why a run did not happen.
@@ -64,8 +69,8 @@ pub fn probe(cfg: &RunConfig) -> Result<(), RunError> {
     if cfg.workload.protocol == Protocol::Udp {
         return probe_udp(cfg.udp_server).map_err(|e| unsupported(&format!("gave no UDP reply on {}: {e}", cfg.udp_server)));
     }
-    let mut conn = TcpStream::connect(cfg.server).map_err(|e| RunError::Failed(format!("connect {}: {e}", cfg.server)))?;
-    conn.set_read_timeout(Some(Duration::from_secs(2))).ok();
+    let mut conn = crate::tls::stream(cfg.server, cfg.tls.as_ref(), Duration::from_secs(2))
+        .map_err(|e| RunError::Failed(format!("connect {}: {e}", cfg.server)))?;
     let (request, name): (Vec<u8>, _) = match cfg.workload.protocol {
         Protocol::Binary => {
             let mut out = Vec::new();
@@ -113,17 +118,18 @@ fn probe_udp(addr: SocketAddr) -> std::io::Result<()> {
 /// Set every key once (text protocol over one TCP connection, pipelined in
 /// batches), so gets hit from the start. Returns the keys stored.
 pub fn prefill(cfg: &RunConfig) -> Result<u64, RunError> {
-    const BATCH: u32 = 256;
+    // Debian's memcached 1.6.18 -Z stops answering a TLS pipeline of
+    // 64 sets of 1 KiB part way (decrypted input left in OpenSSL is not
+    // looked at until more bytes arrive), so TLS prefills in small batches.
+    let batch: u32 = if cfg.tls.is_some() { 8 } else { 256 };
     let failed = |e: String| RunError::Failed(format!("prefill: {e}"));
     let ks = cfg.keyspace();
     let mut mix = Mix::new(&cfg.workload, cfg.seed ^ 0xf111);
-    let mut conn = TcpStream::connect(cfg.server).map_err(|e| failed(e.to_string()))?;
-    conn.set_nodelay(true).ok();
-    conn.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    let mut conn = crate::tls::stream(cfg.server, cfg.tls.as_ref(), Duration::from_secs(10)).map_err(|e| failed(e.to_string()))?;
     let (mut out, mut key, mut input) = (Vec::new(), Vec::new(), Vec::new());
     let mut first = 0u32;
     while first < ks.key_count {
-        let last = (first + BATCH).min(ks.key_count);
+        let last = (first + batch).min(ks.key_count);
         out.clear();
         for k in first..last {
             key.clear();
@@ -185,7 +191,7 @@ fn thread_body(cfg: &RunConfig, index: usize, conns: usize, spec: &LoadSpec, pro
     } else {
         let mut chans: Vec<TcpChannel> = Vec::new();
         for _ in 0..conns {
-            match TcpChannel::connect(cfg.server, poll.registry(), Token(chans.len())) {
+            match TcpChannel::connect(cfg.server, poll.registry(), Token(chans.len()), cfg.tls.as_ref()) {
                 Ok(c) => chans.push(c),
                 Err(_) => failed.error(ErrorKind::Connect),
             }
@@ -197,6 +203,9 @@ fn thread_body(cfg: &RunConfig, index: usize, conns: usize, spec: &LoadSpec, pro
 
 /// Run the load (no probe, no prefill: see [`run_full`]).
 pub fn run(cfg: &RunConfig) -> Report {
+    if let Some(resumed) = cfg.tls_handshakes {
+        return handshakes(cfg, resumed);
+    }
     let threads = cfg.threads.clamp(1, cfg.conns.max(1));
     let start = Instant::now() + Duration::from_millis(20);
     let progress = Arc::new(AtomicU64::new(0));
@@ -242,6 +251,40 @@ pub fn run(cfg: &RunConfig) -> Report {
     // then in flight (microseconds, unless the server stalls) is included.
     let elapsed = finished.saturating_duration_since(start).max(Duration::from_millis(1));
     make_report(cfg, threads, &tally, unsent, elapsed)
+}
+
+/// `--tls-handshakes`: `--threads` threads each making new TLS
+/// connections one after another for the run's duration.
+fn handshakes(cfg: &RunConfig, resumed: bool) -> Report {
+    let threads = cfg.threads.max(1);
+    let start = Instant::now();
+    let end = start + cfg.duration;
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let (addr, load_cpu) = (cfg.server, cfg.load_cpu);
+            std::thread::spawn(move || {
+                if let Some(cpu) = load_cpu {
+                    let _ = sys::pin_current_thread(cpu);
+                }
+                crate::tls::handshake_thread(addr, resumed, end)
+            })
+        })
+        .collect();
+    let mut tally = Tally::default();
+    let mut resumed_count = 0;
+    for h in handles {
+        let r = h.join().expect("handshake thread panicked");
+        tally.merge(&r.tally);
+        resumed_count += r.resumed;
+    }
+    if cfg.progress {
+        eprintln!("strata-bench: {} TLS connections, {resumed_count} resumed", tally.completed);
+    }
+    let mut report = make_report(cfg, threads, &tally, 0, start.elapsed());
+    report.protocol = format!("tls-handshake-{}", if resumed { "resumed" } else { "full" });
+    report.conns = threads;
+    report.pipeline = 1;
+    report
 }
 
 fn make_report(cfg: &RunConfig, threads: usize, t: &Tally, unsent: u64, elapsed: Duration) -> Report {

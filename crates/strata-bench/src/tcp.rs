@@ -41,12 +41,22 @@ pub struct TcpChannel {
     want_write: bool,
     pending: VecDeque<Pending>,
     next_opaque: u32,
+    /// `--tls`: the session, and ciphertext read before rustls takes it.
+    tls: Option<crate::tls::Session>,
+    cipher: Vec<u8>,
 }
 
 impl TcpChannel {
     /// Connect (blocking), then switch to non-blocking and register.
-    pub fn connect(addr: SocketAddr, registry: &Registry, token: Token) -> std::io::Result<TcpChannel> {
-        let std_stream = std::net::TcpStream::connect(addr)?;
+    /// With `tls`, the handshake is finished (blocking) first.
+    pub fn connect(addr: SocketAddr, registry: &Registry, token: Token, tls: Option<&std::sync::Arc<rustls::ClientConfig>>) -> std::io::Result<TcpChannel> {
+        let (session, std_stream) = match tls {
+            None => (None, std::net::TcpStream::connect(addr)?),
+            Some(config) => {
+                let (conn, tcp) = crate::tls::connect_blocking(addr, config)?;
+                (Some(crate::tls::Session { conn }), tcp)
+            }
+        };
         std_stream.set_nodelay(true)?;
         std_stream.set_nonblocking(true)?;
         let mut stream = TcpStream::from_std(std_stream);
@@ -63,6 +73,8 @@ impl TcpChannel {
             want_write: false,
             pending: VecDeque::new(),
             next_opaque: 0,
+            cipher: if session.is_some() { vec![0; READ_CHUNK] } else { Vec::new() },
+            tls: session,
         })
     }
 
@@ -119,6 +131,24 @@ impl TcpChannel {
         loop {
             self.make_room();
             let Some(stream) = self.stream.as_mut() else { return false };
+            if let Some(tls) = self.tls.as_mut() {
+                match stream.read(&mut self.cipher) {
+                    Ok(0) => return false,
+                    Ok(n) => match tls.receive(&self.cipher[..n], &mut self.input, self.in_end) {
+                        Some(end) => {
+                            self.in_end = end;
+                            if n < self.cipher.len() {
+                                return true;
+                            }
+                            continue;
+                        }
+                        None => return false,
+                    },
+                    Err(e) if e.kind() == IoKind::WouldBlock => return true,
+                    Err(e) if e.kind() == IoKind::Interrupted => continue,
+                    Err(_) => return false,
+                }
+            }
             let space = self.input.len() - self.in_end;
             match stream.read(&mut self.input[self.in_end..]) {
                 Ok(0) => return false,
@@ -154,7 +184,32 @@ impl Channel for TcpChannel {
 
     fn flush(&mut self, tally: &mut Tally) {
         let Some(stream) = self.stream.as_mut() else { return };
-        while self.out_pos < self.out.len() {
+        if let Some(tls) = self.tls.as_mut() {
+            // Seal what rustls takes, write ciphertext until done or full.
+            loop {
+                while self.out_pos < self.out.len() {
+                    match tls.conn.writer().write(&self.out[self.out_pos..]) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => self.out_pos += n,
+                    }
+                }
+                if !tls.conn.wants_write() {
+                    break;
+                }
+                match tls.conn.write_tls(stream) {
+                    Ok(0) => return self.fail(ErrorKind::Closed, tally),
+                    Ok(_) => {}
+                    Err(e) if e.kind() == IoKind::WouldBlock => break,
+                    Err(e) if e.kind() == IoKind::Interrupted => {}
+                    Err(_) => return self.fail(ErrorKind::Closed, tally),
+                }
+            }
+        }
+        let stream = match self.stream.as_mut() {
+            Some(s) => s,
+            None => return,
+        };
+        while self.tls.is_none() && self.out_pos < self.out.len() {
             match stream.write(&self.out[self.out_pos..]) {
                 Ok(0) => return self.fail(ErrorKind::Closed, tally),
                 Ok(n) => self.out_pos += n,
@@ -163,7 +218,7 @@ impl Channel for TcpChannel {
                 Err(_) => return self.fail(ErrorKind::Closed, tally),
             }
         }
-        let blocked = self.out_pos < self.out.len();
+        let blocked = self.out_pos < self.out.len() || self.tls.as_ref().is_some_and(|t| t.conn.wants_write());
         if !blocked {
             self.out.clear();
             self.out_pos = 0;

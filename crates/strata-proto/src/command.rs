@@ -72,6 +72,8 @@ pub enum Command<'a> {
     /// with `CLIENT_ERROR invalid shutdown mode` once shutdown is enabled).
     Shutdown { graceful: bool, valid: bool },
     CacheMemlimit { megabytes: u32, noreply: bool },
+    /// `refresh_certs`: reload the TLS certificate, key and CA.
+    RefreshCerts,
     /// `stats [group ...]`: the tokens after `stats`.
     Stats { args: Tokens<'a> },
     MetaNoop,
@@ -177,6 +179,7 @@ fn unknown(t: Tokens<'_>) -> Command<'_> {
         b"verbosity" => verbosity(t),
         b"shutdown" => shutdown(t),
         b"cache_memlimit" => memlimit(t),
+        b"refresh_certs" => Command::RefreshCerts,
         b"lru_crawler" => Command::Admin(crate::admin::lru_crawler(&t)),
         b"lru" => Command::Admin(crate::admin::lru(&t)),
         b"slabs" => Command::Admin(crate::admin::slabs(&t)),

@@ -115,8 +115,10 @@ const DIGIT_PAIRS: &[u8; 200] = b"\
 6061626364656667686970717273747576777879\
 8081828384858687888990919293949596979899";
 
-/// Append the decimal form of `value`.
-#[inline]
+/// Append the decimal form of `value`. Always inlined: on the get path
+/// (value lengths, flags) LLVM's choice flips with unrelated code in the
+/// binary (rustls' arrival moved it out of line: +40 instructions a get).
+#[inline(always)]
 pub fn push_u64(out: &mut Vec<u8>, value: u64) {
     // The digits left-aligned in a fixed buffer, which is appended whole
     // (a fixed-size copy, no memcpy call) and cut back to their count.

@@ -389,6 +389,9 @@ pub struct Conn {
     pub flash: Option<Box<crate::flash_io::FlashWait>>,
     /// The client's socket, for a key dump to write to (`ops/dump_feed.rs`).
     socket: Option<std::os::fd::RawFd>,
+    /// A TLS connection (`tls/`): a key dump must not write to its socket
+    /// (it closes the connection instead); `-vv` still names the socket.
+    tls: bool,
     /// Requests completed since their batch was read (`ops/latency.rs`).
     pub timing: crate::ops::latency::ConnTiming,
 }
@@ -411,6 +414,12 @@ impl Conn {
         Conn { unauthenticated: requires_auth, socket, ..Conn::default() }
     }
 
+    /// Mark a TLS connection (see `tls`).
+    pub fn over_tls(mut self, tls: bool) -> Conn {
+        self.tls = tls;
+        self
+    }
+
     pub fn pending_output(&self) -> usize {
         self.out.len() - self.wpos
     }
@@ -419,11 +428,12 @@ impl Conn {
     pub fn process(&mut self, exec: &Executor<'_>, mut budget: usize) -> Progress {
         let limits = &exec.shared.settings;
         exec.flushed(self.wpos);
+        let dump_socket = if self.tls { None } else { self.socket };
         loop {
             if self.flash.as_ref().is_some_and(|w| !w.is_done()) {
                 return Progress::FlashWait;
             }
-            if let Some(wait) = crate::ops::dump::pump(&mut self.dump, exec, &mut self.out, self.wpos, self.socket) {
+            if let Some(wait) = crate::ops::dump::pump(&mut self.dump, exec, &mut self.out, self.wpos, dump_socket) {
                 return wait;
             }
             if self.swallow > 0 {

@@ -17,6 +17,7 @@ pub mod shared;
 pub mod slabs;
 pub mod stats;
 pub mod sys;
+pub mod tls;
 pub mod tunables;
 pub mod turn_prefetch;
 pub mod udp;

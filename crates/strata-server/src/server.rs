@@ -49,6 +49,14 @@ pub struct Server {
 impl Server {
     /// Bind every listener and start the workers and the acceptor.
     pub fn start(mut settings: Settings, engine: Box<dyn Engine>) -> io::Result<Server> {
+        // -Z: certificates and options are checked before anything is bound.
+        let tls = match &settings.tls {
+            Some(tls) => Some(crate::tls::TlsState::new(tls.clone(), 0).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?),
+            None => None,
+        };
+        if tls.as_ref().is_some_and(|t| !t.has_peer_config()) && settings.tcp_listen_tls.contains(&crate::tls::ListenTls::Peer) {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "an mtls: listener needs -o ssl_ca_cert (the CAs client certificates are verified against)"));
+        }
         let mut listeners = Vec::new();
         if let Some(path) = &settings.unix_socket {
             listeners.push(sys::unix_listener(path, settings.unix_mask, settings.backlog)?);
@@ -82,8 +90,18 @@ impl Server {
         };
         let io_engine = resolve_io_engine(settings.io_engine)?;
         let clock = engine.clock_origin().map_or_else(Clock::new, Clock::resuming);
+        if let Some(tls) = &tls {
+            tls.last_refresh.store(clock.now(), std::sync::atomic::Ordering::Relaxed);
+        }
+        // Listener i's TLS mode (the unix socket, if any, is plain).
+        let listen_tls: Vec<crate::tls::ListenTls> = if settings.unix_socket.is_some() {
+            vec![crate::tls::ListenTls::Off; listeners.len()]
+        } else {
+            (0..listeners.len()).map(|i| settings.tcp_listen_tls.get(i).copied().unwrap_or_default()).collect()
+        };
         let mut shared = Shared::with_credentials(settings, engine, clock, text_auth, sasl_auth);
         shared.io_engine = io_engine;
+        shared.tls = tls;
         let shared = Arc::new(shared);
         crate::ops::watch::EvictionWatch::install(&shared);
         crate::ops::conns::register_sockets(&shared, &tcp_addrs, &udp_addrs);
@@ -154,7 +172,7 @@ impl Server {
         let acceptor_shared = shared.clone();
         let acceptor = std::thread::Builder::new()
             .name("strata-acceptor".into())
-            .spawn(move || accept_loop(acceptor_shared, poll, listeners, hand_off))?;
+            .spawn(move || accept_loop(acceptor_shared, poll, listeners, listen_tls, hand_off))?;
         threads.push(acceptor);
         threads.extend(crate::flash_age::start(&shared)?);
         if let Some(listener) = metrics {
@@ -233,7 +251,13 @@ fn resolve_io_engine(choice: IoEngine) -> io::Result<IoEngine> {
     }
 }
 
-fn accept_loop(shared: Arc<Shared>, mut poll: Poll, listeners: Vec<Listener>, hand_off: Vec<(Sender<NewConn>, Wake)>) {
+fn accept_loop(
+    shared: Arc<Shared>,
+    mut poll: Poll,
+    listeners: Vec<Listener>,
+    listen_tls: Vec<crate::tls::ListenTls>,
+    hand_off: Vec<(Sender<NewConn>, Wake)>,
+) {
     let mut events = Events::with_capacity(64);
     let mut next = 0usize;
     let stats = &shared.worker_stats[0];
@@ -279,7 +303,8 @@ fn accept_loop(shared: Arc<Shared>, mut poll: Poll, listeners: Vec<Listener>, ha
                 shared.curr_connections.fetch_add(1, Ordering::Relaxed);
                 let (tx, wake) = &hand_off[next % hand_off.len()];
                 next = next.wrapping_add(1);
-                if tx.send(NewConn { stream, peer, listen }).is_ok() {
+                let tls = listen_tls.get(event.token().0).copied().unwrap_or_default();
+                if tx.send(NewConn { stream, peer, listen, tls }).is_ok() {
                     wake();
                 }
             }

@@ -38,6 +38,11 @@ pub struct Settings {
     /// `-l` addresses with `-p` applied; empty with `-s`.
     pub tcp_listen: Vec<SocketAddr>,
     pub tcp_port: u16,
+    /// Each `tcp_listen` entry's TLS mode (`-Z`, `-l notls:|btls:|mtls:`);
+    /// missing entries are plain.
+    pub tcp_listen_tls: Vec<crate::tls::ListenTls>,
+    /// `-Z` and `-o ssl_*` (None: TLS off).
+    pub tls: Option<crate::tls::TlsSettings>,
     /// `-p 0` turns TCP off (memcached's meaning); `-p -1` is an ephemeral
     /// port, which `tcp_listen` carries as port 0.
     pub tcp_enabled: bool,
@@ -160,6 +165,8 @@ impl Default for Settings {
             protocol: ProtocolChoice::Auto,
             tcp_listen: vec![SocketAddr::from(([127, 0, 0, 1], 11211))],
             tcp_port: 11211,
+            tcp_listen_tls: Vec::new(),
+            tls: None,
             tcp_enabled: true,
             udp_port: 0,
             udp_enabled: false,

@@ -37,6 +37,8 @@ pub struct Shared {
     /// The epoll engine's flash I/O threads, started by the first epoll
     /// worker that needs them (`flash_io.rs`).
     pub flash_pool: std::sync::OnceLock<crate::flash_io::Pool>,
+    /// `-Z`: certificates, rustls configs and TLS counters (`tls/`).
+    pub tls: Option<crate::tls::TlsState>,
     shutdown: AtomicBool,
     /// Called once when shutdown is requested (wakes the event loops).
     on_shutdown: Mutex<Vec<Box<dyn Fn() + Send>>>,
@@ -67,6 +69,7 @@ impl Shared {
             ops: crate::ops::OpsState::new(&settings),
             flash_on,
             flash_pool: std::sync::OnceLock::new(),
+            tls: None,
             settings,
             engine,
             clock,

@@ -34,6 +34,8 @@ pub struct NewConn {
     pub stream: Stream,
     pub peer: String,
     pub listen: String,
+    /// The listener's TLS mode (`ListenTls::Off`: plain).
+    pub tls: crate::tls::ListenTls,
 }
 
 struct Client {
@@ -49,6 +51,8 @@ struct Client {
     /// The peer's FIN (or an error) was reported: read until `read` says 0
     /// even after a short read, since no new edge will come.
     peer_closed: bool,
+    /// A TLS connection's rustls state (`tls/`); None: plain.
+    tls: Option<Box<crate::tls::TlsSession>>,
 }
 
 pub struct Worker {
@@ -69,6 +73,8 @@ pub struct Worker {
     /// Flash reads finished by the I/O threads for this worker (`-o
     /// ext_path`; they wake it through its Waker).
     flash_inbox: Option<Arc<crate::flash_io::Inbox>>,
+    /// Ciphertext read from a TLS socket before rustls takes it.
+    tls_scratch: Vec<u8>,
 }
 
 /// Read buffers kept for reuse, and the largest size kept.
@@ -109,6 +115,7 @@ impl Worker {
             yielded: Vec::new(),
             dumping: Default::default(),
             read_bufs: Vec::new(),
+            tls_scratch: Vec::new(),
             udp: UdpPorts::new(udp_sockets),
         };
         Ok((worker, waker))
@@ -155,10 +162,16 @@ impl Worker {
                 self.drain_and_close();
                 return;
             }
-            if let Some(timeout) = self.shared.settings.idle_timeout {
-                if last_idle_check.elapsed() >= Duration::from_secs(1) {
+            // Only when there is a timeout to check (the clock read costs).
+            let tls = self.shared.tls.is_some();
+            if (tls || self.shared.settings.idle_timeout.is_some()) && last_idle_check.elapsed() >= Duration::from_secs(1) {
+                if let Some(timeout) = self.shared.settings.idle_timeout {
                     last_idle_check = Instant::now();
                     self.kick_idle(timeout);
+                }
+                if tls {
+                    last_idle_check = Instant::now();
+                    self.kick_stalled_handshakes();
                 }
             }
         }
@@ -186,12 +199,25 @@ impl Worker {
             crate::ops::watch::conn_event(&self.shared, &self.stats, &info.peer, id, None);
             WorkerStats::incr(&self.stats.total_connections);
             let socket = stream.raw_fd();
+            let tls = match crate::tls::session_for(&self.shared, new.tls) {
+                Ok(tls) => tls,
+                Err(()) => {
+                    self.shared.conns.remove(id);
+                    stream.deregister(self.poll.registry());
+                    self.free.push(index);
+                    self.shared.curr_connections.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                    continue;
+                }
+            };
             if self.shared.ops.verbose.tracing() {
                 crate::ops::verbose::conn_new(socket, self.shared.settings.protocol);
             }
             self.clients[index] = Some(Client {
                 stream,
-                conn: Conn::new(self.shared.requires_auth(), Some(socket)),
+                // A key dump writes to the socket itself: not on TLS (it
+                // then closes the connection, as without a socket).
+                conn: Conn::new(self.shared.requires_auth(), Some(socket)).over_tls(tls.is_some()),
+                tls,
                 info,
                 id,
                 readable: true,
@@ -227,12 +253,12 @@ impl Worker {
                 }
             }
             match flush(client, &self.stats) {
-                Ok(()) if client.conn.pending_output() == 0 => client.conn.timing.replied(&self.stats.requests),
+                Ok(()) if pending(client) == 0 => client.conn.timing.replied(&self.stats.requests),
                 Ok(()) => {}
                 Err(_) => break true,
             }
             if client.close_after_write {
-                if client.conn.pending_output() == 0 {
+                if pending(client) == 0 {
                     break true;
                 }
                 break false;
@@ -243,7 +269,11 @@ impl Worker {
             if !client.readable || self.yielded.last() == Some(&index) {
                 break false;
             }
-            match fill(client, &self.stats, &mut self.read_bufs) {
+            let filled = match client.tls.is_some() {
+                false => fill(client, &self.stats, &mut self.read_bufs),
+                true => fill_tls(client, &self.stats, &mut self.read_bufs, &mut self.tls_scratch),
+            };
+            match filled {
                 Ok(true) => client.info.touch(self.shared.clock.now()),
                 Ok(false) => break false,
                 // The peer closed its side: everything it sent was answered
@@ -263,6 +293,13 @@ impl Worker {
 
     fn close(&mut self, index: usize) {
         if let Some(mut client) = self.clients.get_mut(index).and_then(Option::take) {
+            if let Some(tls) = client.tls.as_mut() {
+                // Best effort: a pending alert, or close_notify.
+                if tls.is_established() {
+                    tls.close_notify();
+                }
+                let _ = tls.write_to(&mut client.stream);
+            }
             client.stream.deregister(self.poll.registry());
             self.shared.conns.remove(client.id);
             crate::ops::watch::conn_event(&self.shared, &self.stats, &client.info.peer, client.id, Some(client.close_reason));
@@ -297,6 +334,25 @@ impl Worker {
                     ready.push(done.slot);
                 }
             }
+        }
+    }
+
+    /// Close TLS connections whose handshake outlived
+    /// `ssl_handshake_timeout` (counted as handshake errors).
+    fn kick_stalled_handshakes(&mut self) {
+        let Some(limit) = self.shared.tls.as_ref().map(|t| t.settings.handshake_timeout_secs) else { return };
+        let now = self.shared.clock.now();
+        let stalled: Vec<usize> = (0..self.clients.len())
+            .filter(|&i| {
+                let Some(Some(c)) = self.clients.get(i) else { return false };
+                c.tls.as_ref().is_some_and(|t| t.handshake_expired(now, limit))
+            })
+            .collect();
+        for index in stalled {
+            if let Some(Some(client)) = self.clients.get_mut(index) {
+                client.close_reason = "error";
+            }
+            self.close(index);
         }
     }
 
@@ -355,8 +411,16 @@ fn submit_flash(client: &mut Client, index: usize, shared: &Shared, inbox: Optio
     }
 }
 
+/// Reply bytes not yet on the socket (TLS: 1 more while ciphertext waits).
+fn pending(client: &Client) -> usize {
+    client.conn.pending_output() + usize::from(client.tls.as_ref().is_some_and(|t| t.wants_write()))
+}
+
 /// Write pending replies until done or the socket would block.
 fn flush(client: &mut Client, stats: &WorkerStats) -> io::Result<()> {
+    if let Some(tls) = client.tls.as_mut() {
+        return flush_tls(&mut client.conn, tls, &mut client.stream, &mut client.writable, stats);
+    }
     while client.conn.pending_output() > 0 && client.writable {
         let conn = &mut client.conn;
         let pending = conn.pending_output();
@@ -406,6 +470,79 @@ fn fill(client: &mut Client, stats: &WorkerStats, read_bufs: &mut Vec<Vec<u8>>) 
                 client.readable = false;
             }
             Ok(true)
+        }
+        Err(e) => match e.kind() {
+            io::ErrorKind::WouldBlock => {
+                client.readable = false;
+                Ok(false)
+            }
+            io::ErrorKind::Interrupted => Ok(true),
+            _ => Err(e),
+        },
+    }
+}
+
+/// TLS: seal replies (`ssl_wbuf_size` a pass) and write the ciphertext,
+/// handshake messages included, until done or the socket would block.
+/// Out of line, so the plain `flush` stays small enough to inline.
+#[inline(never)]
+fn flush_tls(conn: &mut Conn, tls: &mut crate::tls::TlsSession, stream: &mut Stream, writable: &mut bool, stats: &WorkerStats) -> io::Result<()> {
+    while *writable {
+        if tls.wants_write() {
+            match tls.write_to(stream) {
+                Ok(n) => WorkerStats::add(&stats.bytes_written, n as u64),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => *writable = false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+            continue;
+        }
+        if conn.pending_output() == 0 {
+            break;
+        }
+        let n = tls.seal(&conn.out[conn.wpos..]);
+        if n == 0 {
+            break;
+        }
+        conn.consume_output(n);
+    }
+    Ok(())
+}
+
+/// TLS: read ciphertext (16 KiB at a time, a short read meaning drained as
+/// in [`fill`]) and hand it to rustls, which appends the plaintext to the
+/// connection's input. A TLS failure is `InvalidData` (close; counted), the
+/// peer's close_notify `UnexpectedEof` (answer, then close).
+#[inline(never)]
+fn fill_tls(client: &mut Client, stats: &WorkerStats, read_bufs: &mut Vec<Vec<u8>>, scratch: &mut Vec<u8>) -> io::Result<bool> {
+    let conn = &mut client.conn;
+    let Some(tls) = client.tls.as_mut() else { return Ok(false) };
+    if !conn.input.has_storage() {
+        if let Some(storage) = read_bufs.pop() {
+            conn.input.adopt(storage);
+        }
+    }
+    let buffered = conn.input.len();
+    if buffered >= MAX_BUFFERED_INPUT.max(conn.awaiting) {
+        return Ok(false);
+    }
+    scratch.resize(READ_CHUNK, 0);
+    match client.stream.read(scratch) {
+        Ok(0) => Err(io::ErrorKind::UnexpectedEof.into()),
+        Ok(n) => {
+            WorkerStats::add(&stats.bytes_read, n as u64);
+            if n < READ_CHUNK && !client.peer_closed {
+                client.readable = false;
+            }
+            let received = tls.receive(&scratch[..n], &mut conn.input);
+            if buffered == 0 && !conn.input.is_empty() {
+                conn.timing.read(true, &stats.requests);
+            }
+            match received {
+                Ok(crate::tls::Received::Open) => Ok(true),
+                Ok(crate::tls::Received::Closed) => Err(io::ErrorKind::UnexpectedEof.into()),
+                Err(_) => Err(io::ErrorKind::InvalidData.into()),
+            }
         }
         Err(e) => match e.kind() {
             io::ErrorKind::WouldBlock => {

@@ -58,6 +58,8 @@ struct Client {
     eof: bool,
     /// A send buffer back from the kernel, reused for the next replies.
     spare: Vec<u8>,
+    /// A TLS connection's rustls state (`tls/`); None: plain.
+    tls: Option<Box<crate::tls::TlsSession>>,
 }
 
 pub struct UringWorker {
@@ -146,10 +148,16 @@ impl UringWorker {
                 self.drain_and_close();
                 return;
             }
-            if let Some(timeout) = self.shared.settings.idle_timeout {
-                if last_idle_check.elapsed() >= Duration::from_secs(1) {
+            // Only when there is a timeout to check (the clock read costs).
+            let tls = self.shared.tls.is_some();
+            if (tls || self.shared.settings.idle_timeout.is_some()) && last_idle_check.elapsed() >= Duration::from_secs(1) {
+                if let Some(timeout) = self.shared.settings.idle_timeout {
                     last_idle_check = Instant::now();
                     self.kick_idle(timeout);
+                }
+                if tls {
+                    last_idle_check = Instant::now();
+                    self.kick_stalled_handshakes();
                 }
             }
         }
@@ -196,7 +204,22 @@ impl UringWorker {
             if let Some(bid) = c.buffer_id {
                 let input = &mut client.conn.input;
                 let was_empty = input.is_empty();
-                self.ring.received(bid, c.result as usize, &mut |data| input.extend_from_slice(data));
+                match client.tls.as_mut() {
+                    None => self.ring.received(bid, c.result as usize, &mut |data| input.extend_from_slice(data)),
+                    Some(tls) => {
+                        let mut outcome = Ok(crate::tls::Received::Open);
+                        self.ring.received(bid, c.result as usize, &mut |data| outcome = tls.receive(data, input));
+                        match outcome {
+                            Ok(crate::tls::Received::Open) => {}
+                            Ok(crate::tls::Received::Closed) => client.eof = true,
+                            Err(_) => {
+                                client.closing = true;
+                                client.close_reason = "error";
+                            }
+                        }
+                    }
+                }
+                let was_empty = was_empty && !input.is_empty();
                 client.conn.timing.read(was_empty, &self.stats.requests);
                 WorkerStats::add(&self.stats.bytes_read, c.result as u64);
                 client.info.touch(self.shared.clock.now());
@@ -257,7 +280,7 @@ impl UringWorker {
             // new input or replies are waiting and the receive is armed, so
             // a pass through `drive` would do nothing.
             let c = &client.conn;
-            let idle = c.out.is_empty() && c.input.is_empty() && !c.is_dumping();
+            let idle = c.out.is_empty() && c.input.is_empty() && !c.is_dumping() && !client.tls.as_ref().is_some_and(|t| t.wants_write());
             if idle && client.recv_live && !client.recv_cancelling && !client.closing && !client.close_after_write && !client.eof {
                 return;
             }
@@ -278,6 +301,11 @@ impl UringWorker {
                 self.clients.len() - 1
             });
             let token = (u64::from(self.generations[index]) << SLOT_BITS) | index as u64;
+            let Ok(tls) = crate::tls::session_for(&self.shared, new.tls) else {
+                self.free.push(index);
+                self.shared.curr_connections.fetch_sub(1, Ordering::Relaxed);
+                continue;
+            };
             if self.ring.recv(new.stream.raw_fd(), token).is_err() {
                 self.free.push(index);
                 self.shared.curr_connections.fetch_sub(1, Ordering::Relaxed);
@@ -291,7 +319,9 @@ impl UringWorker {
                 crate::ops::verbose::conn_new(new.stream.raw_fd(), self.shared.settings.protocol);
             }
             self.clients[index] = Some(Client {
-                conn: Conn::new(self.shared.requires_auth(), Some(new.stream.raw_fd())),
+                // A key dump writes to the socket itself: not on TLS.
+                conn: Conn::new(self.shared.requires_auth(), Some(new.stream.raw_fd())).over_tls(tls.is_some()),
+                tls,
                 stream: new.stream,
                 info,
                 id,
@@ -351,7 +381,24 @@ impl UringWorker {
             }
         }
         let fd = client.stream.raw_fd();
-        if !client.sending && !client.conn.out.is_empty() && !client.closing {
+        if let Some(tls) = client.tls.as_mut() {
+            // TLS: seal every reply (and move handshake messages) into a
+            // ciphertext buffer the ring owns until its completion.
+            if !client.sending && !client.closing && (!client.conn.out.is_empty() || tls.wants_write()) {
+                let mut cipher = std::mem::take(&mut client.spare);
+                let conn = &mut client.conn;
+                tls.seal_all(&conn.out[conn.wpos..], &mut cipher);
+                conn.consume_output(conn.pending_output());
+                if cipher.is_empty() {
+                    client.spare = cipher;
+                } else {
+                    match self.ring.send(fd, client.token, cipher, 0) {
+                        Ok(()) => client.sending = true,
+                        Err(_) => client.closing = true,
+                    }
+                }
+            }
+        } else if !client.sending && !client.conn.out.is_empty() && !client.closing {
             let buf = std::mem::replace(&mut client.conn.out, std::mem::take(&mut client.spare));
             match self.ring.send(fd, client.token, buf, 0) {
                 Ok(()) => client.sending = true,
@@ -361,7 +408,7 @@ impl UringWorker {
         if client.conn.out.is_empty() {
             client.conn.timing.replied(&self.stats.requests);
         }
-        if client.close_after_write && !client.sending && client.conn.out.is_empty() {
+        if client.close_after_write && !client.sending && client.conn.out.is_empty() && !client.tls.as_ref().is_some_and(|t| t.wants_write()) {
             client.closing = true;
         }
         let backlog = client.conn.input.len() >= MAX_BUFFERED_INPUT.max(client.conn.awaiting)
@@ -383,7 +430,16 @@ impl UringWorker {
     }
 
     fn close(&mut self, index: usize) {
-        if let Some(client) = self.clients.get_mut(index).and_then(Option::take) {
+        if let Some(mut client) = self.clients.get_mut(index).and_then(Option::take) {
+            if let Some(tls) = client.tls.as_mut() {
+                // Best effort, non-blocking: a pending alert, or close_notify.
+                if tls.is_established() {
+                    tls.close_notify();
+                }
+                let mut cipher = Vec::new();
+                tls.drain_into(&mut cipher);
+                let _ = client.stream.write(&cipher);
+            }
             self.shared.conns.remove(client.id);
             crate::ops::watch::conn_event(&self.shared, &self.stats, &client.info.peer, client.id, Some(client.close_reason));
             if self.shared.ops.verbose.tracing() {
@@ -398,6 +454,22 @@ impl UringWorker {
                 self.shared.engine.abandon_flash_read(&wait.read);
             }
             drop(client.stream);
+        }
+    }
+
+    /// Close TLS connections whose handshake outlived
+    /// `ssl_handshake_timeout` (counted as handshake errors).
+    fn kick_stalled_handshakes(&mut self) {
+        let Some(limit) = self.shared.tls.as_ref().map(|t| t.settings.handshake_timeout_secs) else { return };
+        let now = self.shared.clock.now();
+        for index in 0..self.clients.len() {
+            if let Some(client) = self.clients[index].as_mut() {
+                if !client.closing && client.tls.as_ref().is_some_and(|t| t.handshake_expired(now, limit)) {
+                    client.closing = true;
+                    client.close_reason = "error";
+                    self.ready.push(index);
+                }
+            }
         }
     }
 
@@ -442,6 +514,11 @@ impl UringWorker {
         for index in 0..self.clients.len() {
             if let Some(client) = self.clients[index].as_mut() {
                 client.close_reason = "shutdown";
+                if let Some(tls) = client.tls.as_mut() {
+                    let mut cipher = Vec::new();
+                    tls.seal_all(&client.conn.out, &mut cipher);
+                    client.conn.out = cipher;
+                }
                 let mut written = 0;
                 while written < client.conn.out.len() && Instant::now() < deadline {
                     match client.stream.write(&client.conn.out[written..]) {

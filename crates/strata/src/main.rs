@@ -73,6 +73,11 @@ fn main() -> ExitCode {
     let verbose = settings.verbose;
     let server = match Server::start(settings, Box::new(engine)) {
         Ok(server) => server,
+        // -Z's certificates and options (memcached's ssl_init: EX_USAGE).
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            eprintln!("strata: {e}");
+            return ExitCode::from(64);
+        }
         Err(e) => {
             eprintln!("strata: failed to listen: {e}");
             return ExitCode::from(1);

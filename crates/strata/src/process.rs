@@ -59,7 +59,8 @@ pub fn daemonize() -> io::Result<()> {
 }
 
 /// SIGTERM, SIGINT and SIGUSR1 stop the server cleanly; SIGHUP reloads the
-/// `-Y` and SASL credential files.
+/// `-Y` and SASL credential files, and with `-Z` the TLS certificate, key
+/// and CA (a failed reload keeps the old ones and logs why).
 pub fn stop_on_signals(shared: Arc<Shared>) -> io::Result<()> {
     let mut signals = Signals::new([SIGTERM, SIGINT, SIGUSR1, SIGHUP])?;
     std::thread::Builder::new().name("strata-signals".into()).spawn(move || {
@@ -67,6 +68,12 @@ pub fn stop_on_signals(shared: Arc<Shared>) -> io::Result<()> {
             if signal == SIGHUP {
                 for line in shared.reload_credentials() {
                     eprintln!("strata: SIGHUP: {line}");
+                }
+                if let Some(tls) = &shared.tls {
+                    match tls.refresh(shared.clock.now()) {
+                        Ok(()) => eprintln!("strata: SIGHUP: reloaded the TLS certificates"),
+                        Err(e) => eprintln!("strata: Could not reload TLS certificates on SIGHUP: {e}"),
+                    }
                 }
                 continue;
             }

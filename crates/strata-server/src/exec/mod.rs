@@ -67,6 +67,7 @@ pub struct Executor<'a> {
 }
 
 /// Append `line` and CRLF unless `noreply` (then `-vv` still sees it).
+#[inline]
 pub(crate) fn reply(out: &mut Vec<u8>, line: &str, noreply: bool) {
     if !noreply {
         out.extend_from_slice(line.as_bytes());
@@ -211,6 +212,7 @@ impl<'a> Executor<'a> {
                 }
             }
             Command::CacheMemlimit { megabytes, noreply } => self.memlimit(megabytes, noreply, out),
+            Command::RefreshCerts => crate::tls::refresh_command(self.shared, out),
             Command::Stats { args } => stats_cmd::stats(self, args, out),
             Command::MetaNoop => {
                 out.extend_from_slice(b"MN\r\n");

@@ -210,6 +210,9 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
     if let Some(x) = &ext {
         crate::ops::extstore::storage_lines(x, &mut |name, value| stat(t, name, value));
     }
+    if let Some(tls) = &shared.tls {
+        crate::tls::stats::general_lines(tls, shared.clock.now(), &mut |name, value| stat(t, name, value));
+    }
     stat(t, "unexpected_napi_ids", 0);
     stat(t, "round_robin_fallback", 0);
     stat(t, "bytes", e.bytes);
@@ -330,6 +333,9 @@ fn settings(exec: &Executor<'_>, t: &mut Stats) {
     stat(t, "track_sizes", yes_no(st.track_sizes));
     stat(t, "inline_ascii_response", "no");
     crate::ops::extstore::settings_lines(exec, &mut |name, value| stat(t, name, value));
+    if let Some(tls) = &exec.shared.tls {
+        crate::tls::stats::settings_lines(tls, &mut |name, value| stat(t, name, value));
+    }
     stat(t, "num_napi_ids", tu.napi_ids);
     let memory_file = st.memory_file.as_ref().map(|p| p.display().to_string());
     stat(t, "memory_file", memory_file.unwrap_or_else(|| "(null)".to_string()));

@@ -1,9 +1,9 @@
 //! `-o` options: memcached 1.6.45's `subopts_tokens` (each read and checked
 //! as its `main()` does, with its messages and exit code 1), Strata's own
 //! (`io_engine`, `pin_threads`, `udp_max_reply`, `sasl_pwdb`,
-//! `restart_strict`, `metrics_listen`), extstore's `ext_*` (`ext.rs`), and the families
-//! Strata does not build: TLS (`ssl_*`) and the proxy (`proxy_*`), refused
-//! with memcached's "Illegal suboption" and the reason.
+//! `restart_strict`, `metrics_listen`), extstore's `ext_*` (`ext.rs`), TLS's
+//! `ssl_*` (`tls.rs`), and the family Strata does not build, the proxy
+//! (`proxy_*`), refused with memcached's "Illegal suboption" and the reason.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -225,7 +225,7 @@ pub fn apply(d: &mut Draft, opt: &str) -> Result<(), CliError> {
         "no_latency_stats" => s.latency_stats = false,
         "hotkeys" => s.hotkeys = true,
         "no_hotkeys" => s.hotkeys = false,
-        _ if key.starts_with("ssl_") => return Err(illegal(opt, "TLS is not built yet in Strata")),
+        _ if key.starts_with("ssl_") => return super::tls::apply(d, key, value, opt),
         _ if key.starts_with("proxy_") => return Err(illegal(opt, "the proxy is not part of Strata")),
         _ if super::ext::is_ext_option(key) => return super::ext::apply(&mut s.ext, opt, key, value),
         _ => return Err(error(format!("Illegal suboption \"{opt}\""))),

@@ -59,7 +59,7 @@ pub const FLAGS: &[Flag] = &[
     flag('W', Some("disable-watch"), Nothing, "-W, --disable-watch       disable watch commands (live logging)"),
     flag('Y', Some("auth-file"), Value, "-Y, --auth-file=<file>    enable ASCII protocol authentication. format:\n                          user:pass\\nuser2:pass2\\n"),
     flag('e', Some("memory-file"), Value, "-e, --memory-file=<file>  keep the cache in <file> (tmpfs or DAX): restored after a restart"),
-    flag('Z', Some("enable-ssl"), Nothing, "-Z, --enable-ssl          enable TLS/SSL (not built yet in Strata)"),
+    flag('Z', Some("enable-ssl"), Nothing, "-Z, --enable-ssl          enable TLS/SSL (rustls; see -o ssl_* below)"),
     flag('o', Some("extended"), Value, "-o, --extended            comma separated list of extended options (see below)"),
     flag('N', Some("napi-ids"), Value, "-N, --napi-ids            number of napi ids (accepted; Strata assigns threads round-robin)"),
 ];
@@ -89,12 +89,7 @@ pub fn apply(d: &mut Draft, letter: char, value: Option<String>) -> Result<Act, 
     let s = &mut d.settings;
     match letter {
         'A' => s.shutdown_enabled = true,
-        'Z' => {
-            return Err(CliError::new(
-                64,
-                "This server is not built with TLS support: TLS is not built yet in Strata (-Z, --enable-ssl).",
-            ))
-        }
+        'Z' => d.ssl_enabled = true,
         'a' => {
             s.unix_mask = u32::from_str_radix(&v, 8)
                 .map_err(|_| CliError::new(1, format!("Invalid unix mask '{v}': expected octal, e.g. 700")))?

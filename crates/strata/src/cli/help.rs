@@ -41,7 +41,25 @@ const EXTENDED: &str = "\
    watcher_logbuf_size, worker_logbuf_size, read_buf_mem_limit, no_hashexpand,
    modern, no_modern, inline_ascii_resp, drop_privileges, sock_cookie_id, ...);
    docs/COMPATIBILITY.md says which have no effect on a segment store.
-   TLS (ssl_*) and the proxy (proxy_*) are not in Strata.
+   - ssl_chain_cert:      certificate chain file in PEM format
+   - ssl_key:             private key, if not part of the -ssl_chain_cert
+   - ssl_keyformat:       private key format (1: PEM, 2: DER) (default: 1, PEM)
+   - ssl_verify_mode:     peer certificate verification mode, default is 0(None).
+                          valid values are 0(None), 1(Request), 2(Require), or 3(Once)
+   - ssl_ciphers:         TLS 1.2 cipher list (OpenSSL names; TLS 1.3 suites always on)
+   - ssl_ca_cert:         PEM format file of acceptable client CA's
+   - ssl_wbuf_size:       size in kilobytes of per-connection SSL output buffer
+                          (default: 16)
+   - ssl_session_cache:   enable server-side SSL session cache, to support session
+                          resumption
+   - ssl_kernel_tls:      accepted; Strata encrypts in user space (rustls)
+   - ssl_min_version:     minimum protocol version to accept (default: tlsv1.2)
+                          valid values are 2(tlsv1.2), or 3(tlsv1.3).
+   - ssl_handshake_timeout: seconds a client has to finish its TLS handshake
+                          (Strata's own; default: 10)
+   -l notls:<ip>:<port> / btls: / mtls: with -Z: no TLS, TLS without client
+   certificates, TLS requiring one, on that listener only.
+   The proxy (proxy_*) is not in Strata.
 ";
 
 pub fn text() -> String {

@@ -18,6 +18,7 @@ mod getopt;
 mod help;
 mod large_pages;
 mod license;
+mod tls;
 mod validate;
 
 use std::ffi::OsString;
@@ -78,6 +79,10 @@ pub struct Draft {
     pub pid_file: Option<PathBuf>,
     pub lock_memory: bool,
     pub core_dumps: bool,
+    /// `-Z`, and the `ssl_*` options (kept even without `-Z`, as memcached
+    /// does; used only with it).
+    pub ssl_enabled: bool,
+    pub tls: strata_server::tls::TlsSettings,
 }
 
 impl Default for Draft {
@@ -99,6 +104,8 @@ impl Default for Draft {
             pid_file: None,
             lock_memory: false,
             core_dumps: false,
+            ssl_enabled: false,
+            tls: Default::default(),
         }
     }
 }

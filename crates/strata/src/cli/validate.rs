@@ -8,6 +8,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use strata_server::settings::ProtocolChoice;
+use strata_server::tls::ListenTls;
 
 use super::{CliError, Draft, Options};
 
@@ -113,7 +114,15 @@ pub fn finish(mut d: Draft) -> Result<Options, CliError> {
     s.tcp_port = bind_port(d.tcp_port);
     s.udp_enabled = d.udp_port != 0;
     s.udp_port = bind_port(d.udp_port);
-    s.tcp_listen = listen_addrs(&d.listen, s.tcp_port)?;
+    if d.ssl_enabled && !s.tcp_enabled {
+        return Err(usage("ERROR: You cannot enable SSL without a TCP port."));
+    }
+    let (listen, listen_tls) = listen_addrs_tls(&d.listen, s.tcp_port, d.ssl_enabled)?;
+    s.tcp_listen = listen;
+    s.tcp_listen_tls = listen_tls;
+    if d.ssl_enabled {
+        s.tls = Some(d.tls.clone());
+    }
     s.port_file = std::env::var_os("MEMCACHED_PORT_FILENAME").map(PathBuf::from);
     if s.sasl_pwdb.is_none() {
         s.sasl_pwdb = std::env::var_os("MEMCACHED_SASL_PWDB").map(PathBuf::from);
@@ -181,15 +190,30 @@ fn slab_sizes(list: &str, min_bytes: usize, chunk_max: usize) -> Result<Vec<usiz
 
 /// `-l` values: addresses separated by `,` or `;`, each optionally with a
 /// port; IPv6 in brackets when it carries a port.
-pub fn listen_addrs(values: &[String], port: u16) -> Result<Vec<SocketAddr>, CliError> {
+/// The `-l` addresses with each one's TLS mode: with `-Z` every listener
+/// is TLS unless it says `notls:`; `btls:` asks no client certificate,
+/// `mtls:` requires one (memcached's `server_sockets`).
+pub fn listen_addrs_tls(values: &[String], port: u16, ssl: bool) -> Result<(Vec<SocketAddr>, Vec<ListenTls>), CliError> {
+    let default_mode = if ssl { ListenTls::Default } else { ListenTls::Off };
     if values.is_empty() {
-        return Ok(vec![SocketAddr::from(([127, 0, 0, 1], port))]);
+        return Ok((vec![SocketAddr::from(([127, 0, 0, 1], port))], vec![default_mode]));
     }
     let mut addrs = Vec::new();
+    let mut modes = Vec::new();
     for item in values.iter().flat_map(|v| v.split([',', ';'])).filter(|s| !s.is_empty()) {
-        if item.starts_with("notls:") || item.starts_with("btls:") || item.starts_with("mtls:") {
-            let name = &item[..item.find(':').unwrap_or(0)];
-            return Err(CliError::new(71, format!("'{name}' option is valid only when SSL is enabled")));
+        let mut mode = default_mode;
+        let mut item = item;
+        for (prefix, m) in [("notls:", ListenTls::Off), ("btls:", ListenTls::Basic), ("mtls:", ListenTls::Peer)] {
+            if let Some(rest) = item.strip_prefix(prefix) {
+                if !ssl {
+                    // memcached's own words (its mtls message says 'otls').
+                    let name = if m == ListenTls::Peer { "otls" } else { &prefix[..prefix.len() - 1] };
+                    return Err(CliError::new(71, format!("'{name}' option is valid only when SSL is enabled")));
+                }
+                mode = m;
+                item = rest;
+                break;
+            }
         }
         if item.starts_with("proto") || item.starts_with("tag") {
             return Err(CliError::new(
@@ -209,9 +233,10 @@ pub fn listen_addrs(values: &[String], port: u16) -> Result<Vec<SocketAddr>, Cli
         // memcached skips a -l it already has.
         if !addrs.contains(&addr) {
             addrs.push(addr);
+            modes.push(mode);
         }
     }
-    Ok(addrs)
+    Ok((addrs, modes))
 }
 
 #[cfg(test)]
@@ -234,9 +259,13 @@ mod tests {
 
     #[test]
     fn listen_addresses() {
-        let addrs = listen_addrs(&["127.0.0.1".into(), "127.0.0.1;[::1]:9".into()], 7).unwrap();
+        let addrs = listen_addrs_tls(&["127.0.0.1".into(), "127.0.0.1;[::1]:9".into()], 7, false).unwrap().0;
         assert_eq!(addrs, vec!["127.0.0.1:7".parse().unwrap(), "[::1]:9".parse().unwrap()]);
-        assert_eq!(listen_addrs(&["proto[ascii]:127.0.0.1".into()], 7).unwrap_err().code, 71);
+        assert_eq!(listen_addrs_tls(&["proto[ascii]:127.0.0.1".into()], 7, false).unwrap_err().code, 71);
+        let (addrs, modes) = listen_addrs_tls(&["notls:127.0.0.1:1,btls:127.0.0.1:2;mtls:127.0.0.1:3,127.0.0.1:4".into()], 7, true).unwrap();
+        assert_eq!(addrs.len(), 4);
+        assert_eq!(modes, vec![ListenTls::Off, ListenTls::Basic, ListenTls::Peer, ListenTls::Default]);
+        assert_eq!(listen_addrs_tls(&["mtls:127.0.0.1:3".into()], 7, false).unwrap_err().message, "'otls' option is valid only when SSL is enabled");
     }
 
     #[test]
