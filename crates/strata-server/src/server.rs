@@ -49,6 +49,8 @@ pub struct Server {
 impl Server {
     /// Bind every listener and start the workers and the acceptor.
     pub fn start(mut settings: Settings, engine: Box<dyn Engine>) -> io::Result<Server> {
+        // Before listening: a restored cache drops what went stale meanwhile.
+        let warm = crate::journal::warm::before_listening(&settings, &*engine);
         let mut listeners = Vec::new();
         if let Some(path) = &settings.unix_socket {
             listeners.push(sys::unix_listener(path, settings.unix_mask, settings.backlog)?);
@@ -84,6 +86,7 @@ impl Server {
         let clock = engine.clock_origin().map_or_else(Clock::new, Clock::resuming);
         let mut shared = Shared::with_credentials(settings, engine, clock, text_auth, sasl_auth);
         shared.io_engine = io_engine;
+        shared.warm = warm;
         let shared = Arc::new(shared);
         crate::ops::watch::EvictionWatch::install(&shared);
         crate::ops::conns::register_sockets(&shared, &tcp_addrs, &udp_addrs);
@@ -245,6 +248,7 @@ fn accept_loop(shared: Arc<Shared>, mut poll: Poll, listeners: Vec<Listener>, ha
             // Once a second: reclaim expired segments with no request's help,
             // while the LRU crawler (memcached's background reclaimer) is on.
             shared.engine.maintain(now, shared.ops.crawler.enabled());
+            shared.journal.tick(strata_store::clock::unix_time());
             maintained = now;
         }
         if shared.is_shutting_down() {

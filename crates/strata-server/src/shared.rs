@@ -37,6 +37,10 @@ pub struct Shared {
     /// The epoll engine's flash I/O threads, started by the first epoll
     /// worker that needs them (`flash_io.rs`).
     pub flash_pool: std::sync::OnceLock<crate::flash_io::Pool>,
+    /// The invalidation journal (`-o journal_size`, `journal/`).
+    pub journal: crate::journal::Journal,
+    /// What a start on a memory file did about staleness (`journal/warm.rs`).
+    pub warm: Option<crate::journal::WarmReport>,
     shutdown: AtomicBool,
     /// Called once when shutdown is requested (wakes the event loops).
     on_shutdown: Mutex<Vec<Box<dyn Fn() + Send>>>,
@@ -67,6 +71,8 @@ impl Shared {
             ops: crate::ops::OpsState::new(&settings),
             flash_on,
             flash_pool: std::sync::OnceLock::new(),
+            journal: crate::journal::Journal::new(settings.warm.journal_entries, strata_store::clock::unix_time()),
+            warm: None,
             settings,
             engine,
             clock,

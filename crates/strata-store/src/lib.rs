@@ -267,6 +267,9 @@ pub struct RestartStats {
     /// Items that expired or were flushed while the server was down.
     pub expired: u64,
     pub seconds: f64,
+    /// The previous process's last heartbeat in the file (unix seconds;
+    /// 0: a file written before heartbeats were timed).
+    pub last_alive_unix: i64,
 }
 
 /// Settings the engine needs from the command line.

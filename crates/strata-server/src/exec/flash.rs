@@ -137,6 +137,9 @@ impl<'a> Executor<'a> {
         visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
     ) -> Read {
         let engine = &self.shared.engine;
+        if opts.touch.is_some() || opts.vivify.is_some() {
+            self.shared.journal.record(key);
+        }
         let hit = |hit: bool| if hit { Read::Hit } else { Read::Miss };
         if !self.flash.on {
             return hit(engine.get(key, opts, now, visit));

@@ -346,6 +346,7 @@ impl<'a> Executor<'a> {
         if remove_on_refusal {
             // A failed set must not leave the old value behind.
             let req = DeleteRequest { key, ..DeleteRequest::default() };
+            self.shared.journal.record(key);
             self.shared.engine.delete(&req, self.now());
         }
         Admission::Refuse { reply: "SERVER_ERROR object too large for cache", noreply: false }
@@ -387,6 +388,7 @@ impl<'a> Executor<'a> {
             new_cas: None,
         };
         let before = watch::fetched(self, cmd.key);
+        self.shared.journal.record(cmd.key);
         let result = self.shared.engine.store(&req, self.now());
         self.count_store(mode, result);
         let ttl = watch::ttl_left(self, req.exptime);
@@ -423,6 +425,7 @@ impl<'a> Executor<'a> {
         watch::fetched(self, key);
         let req = DeleteRequest { key, ..DeleteRequest::default() };
         let watched = watch::wants(self, streams::DELETIONS).then(|| watch::peek(self, key)).flatten();
+        self.shared.journal.record(key);
         match self.shared.engine.delete(&req, self.now()) {
             DeleteResult::Deleted => {
                 WorkerStats::incr(&self.stats.delete_hits);
@@ -455,6 +458,7 @@ impl<'a> Executor<'a> {
             new_cas: None,
         };
         let s = self.stats;
+        self.shared.journal.record(key);
         match self.shared.engine.delta(&req, self.now()) {
             DeltaResult::Ok { value, .. } => {
                 WorkerStats::incr(if incr { &s.incr_hits } else { &s.decr_hits });
@@ -482,6 +486,7 @@ impl<'a> Executor<'a> {
         }
         WorkerStats::incr(&self.stats.cmd_touch);
         watch::fetched(self, key);
+        self.shared.journal.record(key);
         if self.shared.engine.touch(key, self.expiry(exptime), self.now()) {
             WorkerStats::incr(&self.stats.touch_hits);
             reply(out, "TOUCHED", noreply);
@@ -498,6 +503,7 @@ impl<'a> Executor<'a> {
             return;
         }
         let at = if delay > 0 { self.expiry(delay) } else { 0 };
+        self.shared.journal.record_flush(strata_store::clock::unix_time());
         self.shared.engine.flush_all(at, self.now());
         reply(out, "OK", noreply);
     }

@@ -19,6 +19,7 @@ mod help;
 mod large_pages;
 mod license;
 mod validate;
+mod warm;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
