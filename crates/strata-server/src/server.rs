@@ -86,8 +86,12 @@ impl Server {
         let clock = engine.clock_origin().map_or_else(Clock::new, Clock::resuming);
         let mut shared = Shared::with_credentials(settings, engine, clock, text_auth, sasl_auth);
         shared.io_engine = io_engine;
+        if warm.as_ref().is_some_and(|w| w.cold_reason.is_none() && !w.peers_asked.is_empty()) && shared.settings.warm.catchup_s > 0 {
+            shared.catchup = crate::journal::catchup::CatchUp::started(shared.engine.cas_counter());
+        }
         shared.warm = warm;
         let shared = Arc::new(shared);
+        crate::journal::warm::after_listening(&shared);
         crate::ops::watch::EvictionWatch::install(&shared);
         crate::ops::conns::register_sockets(&shared, &tcp_addrs, &udp_addrs);
 

@@ -41,6 +41,8 @@ pub struct Shared {
     pub journal: crate::journal::Journal,
     /// What a start on a memory file did about staleness (`journal/warm.rs`).
     pub warm: Option<crate::journal::WarmReport>,
+    /// After a warm return: peers polled for a while (`journal/catchup.rs`).
+    pub catchup: crate::journal::catchup::CatchUp,
     shutdown: AtomicBool,
     /// Called once when shutdown is requested (wakes the event loops).
     on_shutdown: Mutex<Vec<Box<dyn Fn() + Send>>>,
@@ -73,6 +75,7 @@ impl Shared {
             flash_pool: std::sync::OnceLock::new(),
             journal: crate::journal::Journal::new(settings.warm.journal_entries, strata_store::clock::unix_time()),
             warm: None,
+            catchup: crate::journal::catchup::CatchUp::default(),
             settings,
             engine,
             clock,

@@ -419,6 +419,13 @@ pub trait Engine: Send + Sync {
         None
     }
 
+    /// The CAS counter: every item stored from now on gets a higher CAS
+    /// (unless given one explicitly, meta `E`). The warm return's catch-up
+    /// tells restored items from new ones by it.
+    fn cas_counter(&self) -> u64 {
+        0
+    }
+
     /// Graceful stop, after the last request: make the cache restartable
     /// (memory file: write it back and mark it clean).
     fn close(&self) -> std::io::Result<()> {

@@ -190,7 +190,7 @@ fn load(server: &Server, keys: std::ops::Range<usize>, version: &str) {
 
 /// A node holds key0..key99, is killed, the peer takes writes for key0..9
 /// and deletes key10..14; the node comes back on its file.
-fn away_and_back(peer_list: &dyn Fn(SocketAddr, u16) -> String, extra: &[&str]) -> (Server, MemFile) {
+fn away_and_back(peer_list: &dyn Fn(SocketAddr, u16) -> String, extra: &[&str]) -> (Server, MemFile, Server) {
     let peer = Server::strata(&["-l", "127.0.0.1"]);
     let file = MemFile::new(&format!("node{}", free_port()));
     let port = free_port();
@@ -210,15 +210,14 @@ fn away_and_back(peer_list: &dyn Fn(SocketAddr, u16) -> String, extra: &[&str]) 
     let mut args = vec!["-o", &peers, "-o", "restart_margin=1"];
     args.extend_from_slice(extra);
     let back = node(port, &file, &args);
-    drop(peer);
-    (back, file)
+    (back, file, peer)
 }
 
 #[test]
 fn a_node_back_from_kill_9_drops_what_its_peers_changed_and_serves_the_rest() {
     // The list names the node itself too: it skips itself.
     let list = |peer: SocketAddr, own: u16| format!("restart_peers=127.0.0.1:{own},{peer}");
-    let (back, _file) = away_and_back(&list, &[]);
+    let (back, _file, _peer) = away_and_back(&list, &[]);
     let mut c = Conn::to(&back);
     for i in 0..15 {
         assert_eq!(c.get(&format!("key{i}")), None, "key{i} changed on the peer: dropped, never stale");
@@ -230,6 +229,53 @@ fn a_node_back_from_kill_9_drops_what_its_peers_changed_and_serves_the_rest() {
     assert_eq!(c.stat("restart_peers_synced"), 1);
     assert_eq!(c.stat("restart_sync_dropped"), 15);
     assert!(c.stat("restart_sync_tags") >= 15);
+}
+
+/// Poll `stats` until the catch-up is over.
+fn catchup_done(c: &mut Conn) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.stat("restart_catchup_active") == 1 {
+        assert!(Instant::now() < deadline, "the catch-up did not end");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn writes_a_peer_takes_after_the_return_are_caught_up() {
+    let list = |peer: SocketAddr, _own: u16| format!("restart_peers={peer}");
+    let (back, _file, peer) = away_and_back(&list, &["-o", "restart_catchup=2"]);
+    let mut c = Conn::to(&back);
+    let mut p = Conn::to(&peer);
+    assert_eq!(c.stat("restart_catchup_active"), 1);
+    // The front end still sends the node's keys to the peer for a moment.
+    assert_eq!(p.set("key20", b"newer"), "STORED\r\n");
+    assert_eq!(p.set("key21", b"newer"), "STORED\r\n");
+    // A key the node itself was sent since it listens: its copy is new, kept.
+    assert_eq!(c.set("key22", b"here"), "STORED\r\n");
+    assert_eq!(p.set("key22", b"there"), "STORED\r\n");
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(c.get("key20"), None, "changed on the peer after the return: dropped when read");
+    assert_eq!(c.get("key22"), Some(b"here".to_vec()));
+    assert_eq!(c.get("key30"), Some(b"old30".to_vec()));
+    catchup_done(&mut c);
+    assert_eq!(c.stat("restart_catchup_dropped"), 2, "key20 when read, key21 by the last walk");
+    assert_eq!(c.get("key21"), None);
+    assert_eq!(c.get("key31"), Some(b"old31".to_vec()));
+}
+
+#[test]
+fn a_peer_lost_during_the_catch_up_makes_every_restored_item_a_miss() {
+    let list = |peer: SocketAddr, _own: u16| format!("restart_peers={peer}");
+    let (back, _file, peer) = away_and_back(&list, &["-o", "restart_catchup=5"]);
+    let mut c = Conn::to(&back);
+    assert_eq!(c.get("key50"), Some(b"old50".to_vec()));
+    drop(peer);
+    catchup_done(&mut c);
+    for i in 15..100 {
+        assert_eq!(c.get(&format!("key{i}")), None, "key{i}: no peer vouches for it any more");
+    }
+    assert_eq!(c.set("fresh", b"x"), "STORED\r\n");
+    assert_eq!(c.get("fresh"), Some(b"x".to_vec()));
 }
 
 /// A fake peer on a thread: accepts one connection and runs `serve` on it.

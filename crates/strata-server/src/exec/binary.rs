@@ -150,7 +150,7 @@ impl<'a> Executor<'a> {
             new_cas: None,
         };
         let before = crate::ops::watch::fetched(self, req.key);
-        self.shared.journal.record(req.key);
+        self.journal(req.key);
         let result = self.shared.engine.store(&store, self.now());
         self.count_store(mode, result);
         let ttl = crate::ops::watch::ttl_left(self, store.exptime);
@@ -185,7 +185,7 @@ impl<'a> Executor<'a> {
         if self.shared.ops.detail.on() {
             self.shared.ops.detail.record_delete(req.key);
         }
-        self.shared.journal.record(req.key);
+        self.journal(req.key);
         match self.shared.engine.delete(&del, self.now()) {
             DeleteResult::Deleted => {
                 WorkerStats::incr(&self.stats.delete_hits);
@@ -222,7 +222,7 @@ impl<'a> Executor<'a> {
             new_cas: None,
         };
         let s = self.stats;
-        self.shared.journal.record(req.key);
+        self.journal(req.key);
         let status = match self.shared.engine.delta(&delta, self.now()) {
             DeltaResult::Ok { value, cas, .. } => {
                 WorkerStats::incr(if incr { &s.incr_hits } else { &s.decr_hits });

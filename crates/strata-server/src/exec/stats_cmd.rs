@@ -49,7 +49,7 @@ pub(crate) fn collect(exec: &Executor<'_>, group: &[u8]) -> Group {
         b"journal" => {
             let shared = exec.shared;
             crate::journal::warm::journal_lines(&shared.journal, &mut |name, value| t.push((name.to_string(), value)));
-            crate::journal::warm::warm_lines(shared.warm.as_ref(), &mut |name, value| t.push((name.to_string(), value)));
+            crate::journal::warm::warm_lines(shared.warm.as_ref(), &shared.catchup, &mut |name, value| t.push((name.to_string(), value)));
         }
         b"extstore" => crate::ops::extstore::pages(exec, &mut |name, value| t.push((name, value))),
         _ => return Group::Unknown,
@@ -248,7 +248,7 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
         stat(t, "restart_expired", r.expired);
         stat(t, "restart_seconds", format!("{:.6}", r.seconds));
     }
-    crate::journal::warm::warm_lines(shared.warm.as_ref(), &mut |name, value| stat(t, name, value));
+    crate::journal::warm::warm_lines(shared.warm.as_ref(), &shared.catchup, &mut |name, value| stat(t, name, value));
     if let Some(x) = &ext {
         crate::ops::extstore::own_lines(x, &mut |name, value| stat(t, name, value));
     }

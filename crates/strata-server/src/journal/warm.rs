@@ -32,11 +32,13 @@ pub struct WarmSettings {
     pub margin_s: u64,
     /// `restart_peer_timeout`: milliseconds a peer has to answer in full.
     pub peer_timeout_ms: u64,
+    /// `restart_catchup`: seconds of polling peers after listening (0: off).
+    pub catchup_s: u64,
 }
 
 impl Default for WarmSettings {
     fn default() -> Self {
-        WarmSettings { journal_entries: super::DEFAULT_ENTRIES, max_downtime_s: None, peers: Vec::new(), margin_s: 2, peer_timeout_ms: 2000 }
+        WarmSettings { journal_entries: super::DEFAULT_ENTRIES, max_downtime_s: None, peers: Vec::new(), margin_s: 2, peer_timeout_ms: 2000, catchup_s: 30 }
     }
 }
 
@@ -55,6 +57,9 @@ pub struct WarmReport {
     /// Restored items deleted because a peer's journal named them.
     pub keys_dropped: u64,
     pub sync_seconds: f64,
+    /// The peers asked (for the catch-up), and the unix second the sync began.
+    pub peers_asked: Vec<SocketAddr>,
+    pub synced_from_unix: i64,
 }
 
 /// Guard and sync, on a store just restored (nothing to do otherwise).
@@ -72,6 +77,7 @@ pub fn warm_return(
     let started = Instant::now();
     let now_unix = strata_store::clock::unix_time();
     let mut report = WarmReport {
+        synced_from_unix: now_unix,
         downtime_s: if restart.last_alive_unix > 0 { (now_unix - restart.last_alive_unix).max(0) } else { -1 },
         ..WarmReport::default()
     };
@@ -86,6 +92,7 @@ pub fn warm_return(
     match outcome {
         Ok(tags) => report.keys_dropped = drop_tagged(engine, &tags, now),
         Err(why) => {
+            report.peers_asked.clear();
             engine.flush_all(0, now);
             report.cold_items = items;
             report.cold_reason = Some(why);
@@ -118,6 +125,7 @@ fn sync(
             continue;
         }
         let got = super::peer::ask(addr, since, timeout, login).map_err(|e| format!("peer {peer}: {e}"))?;
+        report.peers_asked.push(addr);
         report.peers_synced += 1;
         report.tags_received += got.len() as u64;
         tags.extend(got);
@@ -167,10 +175,26 @@ impl WarmReport {
 /// the `-Y` file's first login; the outcome logged.
 pub fn before_listening(settings: &crate::settings::Settings, engine: &dyn Engine) -> Option<WarmReport> {
     let clock = engine.clock_origin().map_or_else(strata_store::Clock::new, strata_store::Clock::resuming);
-    let login = settings.auth_file.as_deref().and_then(first_login);
+    let login = peer_login(settings);
     let report = warm_return(&settings.warm, engine, clock.now(), &settings.tcp_listen, login.as_deref())?;
     eprintln!("strata: {}", report.line());
     Some(report)
+}
+
+/// The `user pass` token peers want (`-Y`), if any.
+pub fn peer_login(settings: &crate::settings::Settings) -> Option<Vec<u8>> {
+    settings.auth_file.as_deref().and_then(first_login)
+}
+
+/// Start the catch-up (`catchup.rs`) on a server that listened after a
+/// warm return that asked peers.
+pub fn after_listening(shared: &std::sync::Arc<crate::shared::Shared>) {
+    let Some(w) = shared.warm.as_ref() else { return };
+    if w.cold_reason.is_some() || w.peers_asked.is_empty() || !shared.catchup.is_active() {
+        return;
+    }
+    let login = peer_login(&shared.settings);
+    super::catchup::spawn(shared.clone(), w.peers_asked.clone(), w.synced_from_unix, login);
 }
 
 /// `user pass` from the first `user:password` line of a `-Y` file.
@@ -196,7 +220,8 @@ pub fn journal_lines(journal: &super::Journal, out: &mut dyn FnMut(&str, String)
 }
 
 /// `stats` (and `stats journal`) lines of a start on a memory file.
-pub fn warm_lines(warm: Option<&WarmReport>, out: &mut dyn FnMut(&str, String)) {
+pub fn warm_lines(warm: Option<&WarmReport>, catchup: &super::catchup::CatchUp, out: &mut dyn FnMut(&str, String)) {
+    use std::sync::atomic::Ordering::Relaxed;
     let Some(w) = warm else { return };
     out("restart_downtime_seconds", w.downtime_s.to_string());
     out("restart_cold", u8::from(w.cold_reason.is_some()).to_string());
@@ -207,6 +232,10 @@ pub fn warm_lines(warm: Option<&WarmReport>, out: &mut dyn FnMut(&str, String)) 
     out("restart_sync_tags", w.tags_received.to_string());
     out("restart_sync_dropped", w.keys_dropped.to_string());
     out("restart_sync_seconds", format!("{:.6}", w.sync_seconds));
+    out("restart_catchup_active", u8::from(catchup.is_active()).to_string());
+    out("restart_catchup_polls", catchup.polls.load(Relaxed).to_string());
+    out("restart_catchup_tags", catchup.named.load(Relaxed).to_string());
+    out("restart_catchup_dropped", catchup.dropped.load(Relaxed).to_string());
 }
 
 /// `stats settings` lines.
@@ -216,4 +245,5 @@ pub fn setting_lines(s: &WarmSettings, out: &mut dyn FnMut(&str, String)) {
     out("restart_peers", if s.peers.is_empty() { "none".into() } else { s.peers.join(",") });
     out("restart_margin", s.margin_s.to_string());
     out("restart_peer_timeout", s.peer_timeout_ms.to_string());
+    out("restart_catchup", s.catchup_s.to_string());
 }

@@ -1095,6 +1095,10 @@ impl Engine for SegStore {
         self.g.file.as_ref().map(|f| f.origin_unix())
     }
 
+    fn cas_counter(&self) -> u64 {
+        self.g.cas_counter.load(Ordering::Relaxed)
+    }
+
     fn close(&self) -> std::io::Result<()> {
         self.flash_close();
         let Some(file) = &self.g.file else { return Ok(()) };

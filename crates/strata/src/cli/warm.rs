@@ -1,7 +1,7 @@
 //! Warm-return suboptions (Strata's own, docs/SCALE-OUT.md):
 //! `-o journal_size=ENTRIES` (0: off), `restart_max_downtime=SECONDS`,
 //! `restart_peers=HOST:PORT,...`, `restart_margin=SECONDS`,
-//! `restart_peer_timeout=MILLISECONDS`.
+//! `restart_peer_timeout=MILLISECONDS`, `restart_catchup=SECONDS`.
 
 use strata_server::journal::WarmSettings;
 
@@ -50,6 +50,7 @@ pub fn apply(w: &mut WarmSettings, key: &str, value: Option<&str>) -> Result<(),
         "restart_max_downtime" => w.max_downtime_s = Some(count(key, value)?),
         "restart_margin" => w.margin_s = count(key, value)?.min(86_400),
         "restart_peer_timeout" => w.peer_timeout_ms = count(key, value)?.clamp(1, 600_000),
+        "restart_catchup" => w.catchup_s = count(key, value)?.min(86_400),
         "restart_peers" => {
             let list = value_of(key, value)?;
             w.peers = list.split(',').filter(|p| !p.is_empty()).map(str::to_string).collect();
