@@ -394,3 +394,38 @@ fn the_downtime_guard_starts_cold_after_a_long_absence_and_warm_after_a_short_on
     assert_cold(&back);
     assert!(Conn::to(&back).stat("restart_downtime_seconds") >= 2);
 }
+
+fn login(c: &mut Conn) {
+    assert_eq!(send(c, b"set auth 0 0 11\r\npeer secret\r\n"), "STORED\r\n");
+}
+
+#[test]
+fn with_ascii_auth_a_returning_node_logs_in_to_its_peers() {
+    let auth = std::env::temp_dir().join(format!("strata-warm-{}-peers-auth", std::process::id()));
+    std::fs::write(&auth, "peer:secret\n").expect("auth file");
+    let auth_arg = auth.to_str().expect("path");
+    let peer = Server::strata(&["-l", "127.0.0.1", "-Y", auth_arg]);
+    let file = MemFile::new("auth");
+    let port = free_port();
+    after(now_unix());
+    let a = node(port, &file, &["-Y", auth_arg]);
+    let mut c = Conn::to(&a);
+    login(&mut c);
+    for i in 0..10 {
+        assert_eq!(c.set(&format!("key{i}"), b"old"), "STORED\r\n");
+    }
+    std::thread::sleep(Duration::from_millis(1100));
+    kill9(a);
+    let mut p = Conn::to(&peer);
+    login(&mut p);
+    assert_eq!(p.set("key3", b"new"), "STORED\r\n");
+    let peers = format!("restart_peers={}", peer.addr);
+    let back = node(port, &file, &["-Y", auth_arg, "-o", &peers, "-o", "restart_margin=1"]);
+    let mut c = Conn::to(&back);
+    login(&mut c);
+    assert_eq!(c.stat("restart_cold"), 0);
+    assert_eq!(c.stat("restart_peers_synced"), 1);
+    assert_eq!(c.get("key3"), None);
+    assert_eq!(c.get("key4"), Some(b"old".to_vec()));
+    let _ = std::fs::remove_file(&auth);
+}
