@@ -18,6 +18,9 @@ written, or a hit on a deleted key) and hits, and fails on any stale value:
   hashclient  the kill9 scenario with pymemcache's HashClient instead.
   memcached   (figure only) the kill9 scenario with no memory file: the node
             returns empty, as memcached does.
+  unsafe    the kill9 scenario on a memory file with neither journal nor
+            guard (memcached's -e): all 1,200 changed keys come back stale
+            (checks that the test sees the hazard it guards against).
 
 Usage: warm_return.py PATH/TO/strata [scenario ...]   (default: all)
 """
@@ -254,7 +257,7 @@ def check_untouched(nodes, untouched, values):
     assert not missing, f"{len(missing)} untouched keys of the returned node do not hit, e.g. {missing[:3]}"
 
 
-def scenario_kill9(tag="kill9", journal=True, memory_file=True, options=("restart_margin=1",), away_s=0.0):
+def scenario_kill9(tag="kill9", journal=True, memory_file=True, options=("restart_margin=1",), away_s=0.0, unsafe=False):
     started = time.time()
     nodes = cluster(tag, list(options), journal=journal, memory_file=memory_file)
     proxy = Nutcracker(nodes)
@@ -270,6 +273,10 @@ def scenario_kill9(tag="kill9", journal=True, memory_file=True, options=("restar
                f"; node s1 held {mine}, dropped {st.get('restart_sync_dropped', '-')},"
                f" cold={st.get('restart_cold', '-')}; {100.0 * hits / existing:.2f}% of the {existing} live keys;"
                f" {time.time() - started:.1f} s")
+        if unsafe:
+            # memcached's -e behaviour: every key changed while away comes back.
+            assert stale == 1200, f"{stale} stale values, expected the 1,200 changed keys"
+            return hits / existing
         assert stale == 0, f"{stale} stale values"
         if journal and memory_file:
             check_untouched(nodes, untouched, values)
@@ -290,6 +297,11 @@ def kill9():
 def memcached_like():
     """The same with no memory file: what memcached's cold return gives."""
     scenario_kill9(tag="cold", journal=False, memory_file=False, options=())
+
+
+def unsafe():
+    """A memory file with neither journal nor guard: the hazard itself."""
+    scenario_kill9(tag="unsafe", journal=False, options=("journal_size=0",), unsafe=True)
 
 
 def guard():
@@ -396,7 +408,8 @@ def hashclient():
                 n.proc.wait()
 
 
-SCENARIOS = {"kill9": kill9, "rolling": rolling, "guard": guard, "hashclient": hashclient, "memcached": memcached_like}
+SCENARIOS = {"kill9": kill9, "rolling": rolling, "guard": guard, "hashclient": hashclient, "memcached": memcached_like,
+             "unsafe": unsafe}
 
 
 def main():
