@@ -31,24 +31,30 @@ fn is_local(ip: IpAddr) -> bool {
 }
 
 /// Ask `addr` for the key tags changed since unix second `since`, logging
-/// in first with `login` (`user pass`, the `-Y` file's first entry).
+/// in with `login` (`user pass`, the `-Y` file's first entry) if, and only
+/// if, the peer asks for it (a peer without `-Y` would store the login's
+/// `set` as an item).
 pub fn ask(addr: SocketAddr, since: i64, timeout: Duration, login: Option<&[u8]>) -> Result<Vec<u32>, String> {
     let deadline = Instant::now() + timeout;
     let mut conn = TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("cannot connect: {e}"))?;
     let _ = conn.set_nodelay(true);
     let mut reader = Reader { buf: Vec::new(), deadline };
-    if let Some(token) = login {
+    let request = format!("mj {}\r\n", since.max(0));
+    send(&mut conn, request.as_bytes(), deadline)?;
+    let mut line = reader.line(&mut conn)?;
+    if line == b"CLIENT_ERROR unauthenticated" {
+        let Some(token) = login else { return Err("it wants a login (-Y) and this node has none".into()) };
         let mut req = format!("set journal 0 0 {}\r\n", token.len()).into_bytes();
         req.extend_from_slice(token);
         req.extend_from_slice(b"\r\n");
         send(&mut conn, &req, deadline)?;
-        let line = reader.line(&mut conn)?;
-        if line != b"STORED" {
-            return Err(format!("login refused: {}", printable(&line)));
+        let answer = reader.line(&mut conn)?;
+        if answer != b"STORED" {
+            return Err(format!("login refused: {}", printable(&answer)));
         }
+        send(&mut conn, request.as_bytes(), deadline)?;
+        line = reader.line(&mut conn)?;
     }
-    send(&mut conn, format!("mj {}\r\n", since.max(0)).as_bytes(), deadline)?;
-    let line = reader.line(&mut conn)?;
     let text = std::str::from_utf8(&line).map_err(|_| format!("garbage answer: {}", printable(&line)))?;
     let words: Vec<&str> = text.split(' ').collect();
     match words.as_slice() {
