@@ -28,6 +28,7 @@ def measure(command, args):
         server.sock.sendall(b"version\r\n")
         server.readline()
         load = [BENCH, "run", "--server", f"127.0.0.1:{server.port}", "--preset", args.preset, "--load-cpu", "1", "--quiet"]
+        load += args.bench_arg
         subprocess.run(load + ["--duration", "3s"], stdout=subprocess.DEVNULL, check=True)
         ctl = ["callgrind_control"]
         subprocess.run(ctl + ["-z", str(server.proc.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
@@ -54,6 +55,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default="/tmp/instructions.callgrind")
     ap.add_argument("--keep", action="store_true", help="keep each measured run's callgrind profile")
+    ap.add_argument("--bench-arg", action="append", default=[],
+                    help="one more strata-bench argument after the preset (repeat), e.g. --bench-arg=--get-ratio=0")
     ap.add_argument("commands", nargs="+")
     args = ap.parse_args()
     for r in range(args.rounds):

@@ -83,6 +83,17 @@ pub enum Admin {
     /// `extstore <tunable> <value> [noreply]`: set one of the flash tier's
     /// tunables (`OK`), or `None` when the command is refused (`ERROR`).
     Extstore { set: Option<ExtTunable>, noreply: bool },
+    /// `mj <since_unix>`: the keys this node saw changed since then
+    /// (Strata's own, docs/COMPATIBILITY.md "Journal").
+    Journal { since_unix: u64 },
+}
+
+/// `mj <since_unix>`: exactly one number.
+pub fn journal(t: &Tokens<'_>) -> Admin {
+    match (t.len(), parse_u64(t.get(1))) {
+        (2, Some(since_unix)) => Admin::Journal { since_unix },
+        _ => Admin::Reply(BAD_FORMAT),
+    }
 }
 
 /// One tunable `extstore <name> <value>` sets, named as memcached's

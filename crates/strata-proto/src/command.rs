@@ -150,6 +150,7 @@ pub fn parse_command(line: &[u8]) -> Command<'_> {
             b'd' => meta_delete(t),
             b'a' => meta_arith(t),
             b'e' => meta_debug(t),
+            b'j' => Command::Admin(crate::admin::journal(&t)),
             _ => unknown(t),
         };
     }

@@ -57,6 +57,9 @@ impl Server {
         if tls.as_ref().is_some_and(|t| !t.has_peer_config()) && settings.tcp_listen_tls.contains(&crate::tls::ListenTls::Peer) {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "an mtls: listener needs -o ssl_ca_cert (the CAs client certificates are verified against)"));
         }
+
+        // Before listening: a restored cache drops what went stale meanwhile.
+        let warm = crate::journal::warm::before_listening(&settings, &*engine);
         let mut listeners = Vec::new();
         if let Some(path) = &settings.unix_socket {
             listeners.push(sys::unix_listener(path, settings.unix_mask, settings.backlog)?);
@@ -102,7 +105,13 @@ impl Server {
         let mut shared = Shared::with_credentials(settings, engine, clock, text_auth, sasl_auth);
         shared.io_engine = io_engine;
         shared.tls = tls;
+
+        if warm.as_ref().is_some_and(|w| w.cold_reason.is_none() && !w.peers_asked.is_empty()) && shared.settings.warm.catchup_s > 0 {
+            shared.catchup = crate::journal::catchup::CatchUp::started(shared.engine.cas_counter());
+        }
+        shared.warm = warm;
         let shared = Arc::new(shared);
+        crate::journal::warm::after_listening(&shared);
         crate::ops::watch::EvictionWatch::install(&shared);
         crate::ops::conns::register_sockets(&shared, &tcp_addrs, &udp_addrs);
 
@@ -269,6 +278,7 @@ fn accept_loop(
             // Once a second: reclaim expired segments with no request's help,
             // while the LRU crawler (memcached's background reclaimer) is on.
             shared.engine.maintain(now, shared.ops.crawler.enabled());
+            shared.journal.tick(strata_store::clock::unix_time());
             maintained = now;
         }
         if shared.is_shutting_down() {

@@ -31,6 +31,9 @@ pub struct Settings {
     pub memory_file: Option<std::path::PathBuf>,
     /// `-o restart_strict`: refuse to start on an unusable memory file.
     pub restart_strict: bool,
+    /// Warm return (`journal/`): `-o journal_size`, `restart_max_downtime`,
+    /// `restart_peers`, `restart_margin`, `restart_peer_timeout`.
+    pub warm: crate::journal::WarmSettings,
     /// `-o io_engine`.
     pub io_engine: IoEngine,
     /// `-B`.
@@ -183,6 +186,7 @@ impl Default for Settings {
             shutdown_enabled: false,
             memory_file: None,
             restart_strict: false,
+            warm: crate::journal::WarmSettings::default(),
             flush_enabled: true,
             verbose: 0,
             idle_timeout: None,

@@ -39,6 +39,13 @@ pub struct Shared {
     pub flash_pool: std::sync::OnceLock<crate::flash_io::Pool>,
     /// `-Z`: certificates, rustls configs and TLS counters (`tls/`).
     pub tls: Option<crate::tls::TlsState>,
+
+    /// The invalidation journal (`-o journal_size`, `journal/`).
+    pub journal: crate::journal::Journal,
+    /// What a start on a memory file did about staleness (`journal/warm.rs`).
+    pub warm: Option<crate::journal::WarmReport>,
+    /// After a warm return: peers polled for a while (`journal/catchup.rs`).
+    pub catchup: crate::journal::catchup::CatchUp,
     shutdown: AtomicBool,
     /// Called once when shutdown is requested (wakes the event loops).
     on_shutdown: Mutex<Vec<Box<dyn Fn() + Send>>>,
@@ -70,6 +77,10 @@ impl Shared {
             flash_on,
             flash_pool: std::sync::OnceLock::new(),
             tls: None,
+
+            journal: crate::journal::Journal::new(settings.warm.journal_entries, strata_store::clock::unix_time()),
+            warm: None,
+            catchup: crate::journal::catchup::CatchUp::default(),
             settings,
             engine,
             clock,

@@ -267,6 +267,9 @@ pub struct RestartStats {
     /// Items that expired or were flushed while the server was down.
     pub expired: u64,
     pub seconds: f64,
+    /// The previous process's last heartbeat in the file (unix seconds;
+    /// 0: a file written before heartbeats were timed).
+    pub last_alive_unix: i64,
 }
 
 /// Settings the engine needs from the command line.
@@ -414,6 +417,13 @@ pub trait Engine: Send + Sync {
     /// before a restart count the downtime. None: the server picks.
     fn clock_origin(&self) -> Option<i64> {
         None
+    }
+
+    /// The CAS counter: every item stored from now on gets a higher CAS
+    /// (unless given one explicitly, meta `E`). The warm return's catch-up
+    /// tells restored items from new ones by it.
+    fn cas_counter(&self) -> u64 {
+        0
     }
 
     /// Graceful stop, after the last request: make the cache restartable

@@ -41,6 +41,7 @@ impl<'a> Executor<'a> {
                 } else {
                     let delay = if req.extras.len() == 4 { req.extra_u32(0) } else { 0 };
                     let at = if delay > 0 { self.shared.clock.expiry(i64::from(delay)) } else { 0 };
+                    self.shared.journal.record_flush(strata_store::clock::unix_time());
                     self.shared.engine.flush_all(at, self.now());
                     if !quiet {
                         write_response(out, code, Status::Success, opaque, 0, &[], &[], &[]);
@@ -149,6 +150,7 @@ impl<'a> Executor<'a> {
             new_cas: None,
         };
         let before = crate::ops::watch::fetched(self, req.key);
+        self.journal(req.key);
         let result = self.shared.engine.store(&store, self.now());
         self.count_store(mode, result);
         let ttl = crate::ops::watch::ttl_left(self, store.exptime);
@@ -183,6 +185,7 @@ impl<'a> Executor<'a> {
         if self.shared.ops.detail.on() {
             self.shared.ops.detail.record_delete(req.key);
         }
+        self.journal(req.key);
         match self.shared.engine.delete(&del, self.now()) {
             DeleteResult::Deleted => {
                 WorkerStats::incr(&self.stats.delete_hits);
@@ -219,6 +222,7 @@ impl<'a> Executor<'a> {
             new_cas: None,
         };
         let s = self.stats;
+        self.journal(req.key);
         let status = match self.shared.engine.delta(&delta, self.now()) {
             DeltaResult::Ok { value, cas, .. } => {
                 WorkerStats::incr(if incr { &s.incr_hits } else { &s.decr_hits });

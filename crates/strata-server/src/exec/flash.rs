@@ -139,6 +139,12 @@ impl<'a> Executor<'a> {
         visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
     ) -> Read {
         let engine = &self.shared.engine;
+        if opts.touch.is_some() || opts.vivify.is_some() {
+            self.shared.journal.record(key);
+        }
+        if self.shared.catchup.is_active() {
+            self.shared.catchup.check(&**engine, key, now);
+        }
         let hit = |hit: bool| if hit { Read::Hit } else { Read::Miss };
         if !self.flash.on {
             return hit(engine.get(key, opts, now, visit));

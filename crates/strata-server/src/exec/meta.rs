@@ -261,6 +261,7 @@ impl<'a> Executor<'a> {
             new_cas: f.explicit_cas.filter(|&cas| cas != 0),
         };
         let before = crate::ops::watch::fetched(self, store.key);
+        self.journal(store.key);
         let result = self.shared.engine.store(&store, self.now());
         self.count_store(mode, result);
         let ttl = crate::ops::watch::ttl_left(self, exptime);
@@ -318,6 +319,7 @@ impl<'a> Executor<'a> {
             .flatten()
             // With `x` memcached logs the emptied item it put in place.
             .map(|item| if f.remove_value { (f.client_flags.unwrap_or(0), 0) } else { item });
+        self.journal(del.key);
         let code: &[u8] = match self.shared.engine.delete(&del, self.now()) {
             DeleteResult::Deleted => {
                 // memcached counts no hit for an item marked stale (I).
@@ -369,6 +371,7 @@ impl<'a> Executor<'a> {
         let bad_opaque = req.opaque_too_long();
         let now = self.now();
         let s = self.stats;
+        self.journal(delta.key);
         let (value, cas, mut exptime, created) = match self.shared.engine.delta(&delta, now) {
             DeltaResult::Ok { value, cas, exptime, created } => (value, cas, exptime, created),
             DeltaResult::NonNumeric => {

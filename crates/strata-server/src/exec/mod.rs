@@ -245,6 +245,16 @@ impl<'a> Executor<'a> {
         self.shared.clock.now()
     }
 
+    /// A mutation of `key` is about to run: the journal records it, and a
+    /// warm return's catch-up first drops a restored copy peers changed.
+    #[inline]
+    fn journal(&self, key: &[u8]) {
+        self.shared.journal.record(key);
+        if self.shared.catchup.is_active() {
+            self.shared.catchup.check(&*self.shared.engine, key, self.now());
+        }
+    }
+
     fn expiry(&self, exptime: i32) -> u32 {
         self.shared.clock.expiry(i64::from(exptime))
     }
@@ -348,6 +358,7 @@ impl<'a> Executor<'a> {
         if remove_on_refusal {
             // A failed set must not leave the old value behind.
             let req = DeleteRequest { key, ..DeleteRequest::default() };
+            self.journal(key);
             self.shared.engine.delete(&req, self.now());
         }
         Admission::Refuse { reply: "SERVER_ERROR object too large for cache", noreply: false }
@@ -389,6 +400,7 @@ impl<'a> Executor<'a> {
             new_cas: None,
         };
         let before = watch::fetched(self, cmd.key);
+        self.journal(cmd.key);
         let result = self.shared.engine.store(&req, self.now());
         self.count_store(mode, result);
         let ttl = watch::ttl_left(self, req.exptime);
@@ -425,6 +437,7 @@ impl<'a> Executor<'a> {
         watch::fetched(self, key);
         let req = DeleteRequest { key, ..DeleteRequest::default() };
         let watched = watch::wants(self, streams::DELETIONS).then(|| watch::peek(self, key)).flatten();
+        self.journal(key);
         match self.shared.engine.delete(&req, self.now()) {
             DeleteResult::Deleted => {
                 WorkerStats::incr(&self.stats.delete_hits);
@@ -457,6 +470,7 @@ impl<'a> Executor<'a> {
             new_cas: None,
         };
         let s = self.stats;
+        self.journal(key);
         match self.shared.engine.delta(&req, self.now()) {
             DeltaResult::Ok { value, .. } => {
                 WorkerStats::incr(if incr { &s.incr_hits } else { &s.decr_hits });
@@ -484,6 +498,7 @@ impl<'a> Executor<'a> {
         }
         WorkerStats::incr(&self.stats.cmd_touch);
         watch::fetched(self, key);
+        self.journal(key);
         if self.shared.engine.touch(key, self.expiry(exptime), self.now()) {
             WorkerStats::incr(&self.stats.touch_hits);
             reply(out, "TOUCHED", noreply);
@@ -500,6 +515,7 @@ impl<'a> Executor<'a> {
             return;
         }
         let at = if delay > 0 { self.expiry(delay) } else { 0 };
+        self.shared.journal.record_flush(strata_store::clock::unix_time());
         self.shared.engine.flush_all(at, self.now());
         reply(out, "OK", noreply);
     }

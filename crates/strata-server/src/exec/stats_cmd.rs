@@ -46,6 +46,11 @@ pub(crate) fn collect(exec: &Executor<'_>, group: &[u8]) -> Group {
         b"conns" => crate::ops::conns::conns(exec, &mut t),
         b"latency" => crate::ops::latency::stats(exec.shared, &mut t),
         b"hotkeys" => crate::ops::hotkeys::stats(exec.shared, &mut t),
+        b"journal" => {
+            let shared = exec.shared;
+            crate::journal::warm::journal_lines(&shared.journal, &mut |name, value| t.push((name.to_string(), value)));
+            crate::journal::warm::warm_lines(shared.warm.as_ref(), &shared.catchup, &mut |name, value| t.push((name.to_string(), value)));
+        }
         b"extstore" => crate::ops::extstore::pages(exec, &mut |name, value| t.push((name, value))),
         _ => return Group::Unknown,
     }
@@ -246,6 +251,7 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
         stat(t, "restart_expired", r.expired);
         stat(t, "restart_seconds", format!("{:.6}", r.seconds));
     }
+    crate::journal::warm::warm_lines(shared.warm.as_ref(), &shared.catchup, &mut |name, value| stat(t, name, value));
     if let Some(x) = &ext {
         crate::ops::extstore::own_lines(x, &mut |name, value| stat(t, name, value));
     }
@@ -351,4 +357,5 @@ fn settings(exec: &Executor<'_>, t: &mut Stats) {
     stat(t, "large_pages", yes_no(st.large_pages));
     stat(t, "watch_enabled", yes_no(st.watch_enabled));
     stat(t, "metrics_listen", st.metrics_listen.map_or_else(|| "NULL".to_string(), |a| a.to_string()));
+    crate::journal::warm::setting_lines(&st.warm, &mut |name, value| stat(t, name, value));
 }

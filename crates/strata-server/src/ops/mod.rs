@@ -74,6 +74,9 @@ pub fn admin(exec: &Executor<'_>, cmd: Admin, out: &mut Vec<u8>) {
             }
             return;
         }
+        Admin::Journal { since_unix } => {
+            return crate::journal::answer(&exec.shared.journal, since_unix, strata_store::clock::unix_time(), out)
+        }
         Admin::Reply(line) => line,
     };
     push_line(out, line);

@@ -9,7 +9,7 @@
 //!  header:    magic, version, the settings that must match (-m, segment size,
 //!             -I, shards), a random secret, the clock origin, a clean-stop
 //!             byte, and two copies of the changing part (CAS counter, flush
-//!             epoch), written alternately so one is always whole
+//!             epoch, heartbeat time), written alternately so one is always whole
 //!  directory: entry i says "a segment with sequence number S, P pages long,
 //!             starts at arena page i" (sequence 0: nothing starts here)
 //!  segment:   32-byte header (sequence, CAS base, creation time, shard,
@@ -86,7 +86,10 @@ pub struct State {
     pub cas: u64,
     pub oldest_live: u32,
     pub oldest_cas: u64,
-    pub stopped_unix: i64,
+    /// Unix time of the write: the heartbeat (written each second while the
+    /// server runs, and at a graceful stop), so a restart knows how long
+    /// the cache was away.
+    pub alive_unix: i64,
 }
 
 /// What opening found.
@@ -331,7 +334,7 @@ impl MemFile {
         if get_u64(b, 40) != xxh3_64(&b[..40]) {
             return None;
         }
-        let state = State { cas: get_u64(b, 8), oldest_live: get_u32(b, 16), oldest_cas: get_u64(b, 24), stopped_unix: get_u64(b, 32) as i64 };
+        let state = State { cas: get_u64(b, 8), oldest_live: get_u32(b, 16), oldest_cas: get_u64(b, 24), alive_unix: get_u64(b, 32) as i64 };
         Some((get_u64(b, 0), state))
     }
 
@@ -346,7 +349,7 @@ impl MemFile {
         put_u32(b, 16, state.oldest_live);
         put_u32(b, 20, 0);
         put_u64(b, 24, state.oldest_cas);
-        put_u64(b, 32, state.stopped_unix as u64);
+        put_u64(b, 32, state.alive_unix as u64);
         let sum = xxh3_64(&b[..40]);
         put_u64(b, 40, sum);
     }
@@ -541,7 +544,7 @@ impl MemFile {
         for buf in buffers {
             buf.flush()?;
         }
-        self.write_state(State { stopped_unix: crate::clock::unix_time(), ..state });
+        self.write_state(State { alive_unix: crate::clock::unix_time(), ..state });
         let mut head = lock(&self.head);
         head.flush()?;
         head[H_CLEAN] = 1;

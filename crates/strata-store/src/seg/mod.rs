@@ -379,7 +379,15 @@ impl SegStore {
                 store.g.cas_counter.store(state.cas.max(found.max_counter_cas).saturating_add(gap), Ordering::Relaxed);
                 store.g.explicit_cas_max.store(found.max_cas, Ordering::Relaxed);
                 let items = store.stats().curr_items;
-                let stats = RestartStats { ok: true, clean, items, damaged: found.damaged, expired: found.expired, seconds: 0.0 };
+                let stats = RestartStats {
+                    ok: true,
+                    clean,
+                    items,
+                    damaged: found.damaged,
+                    expired: found.expired,
+                    seconds: 0.0,
+                    last_alive_unix: state.alive_unix,
+                };
                 let how = if clean { "after a graceful stop" } else { "after a crash (no graceful stop)" };
                 let line = format!(
                     "memory file {}: restored {items} items {how}; {} expired or flushed meanwhile, {} damaged and dropped",
@@ -470,7 +478,7 @@ impl SegStore {
             cas: self.g.cas_counter.load(Ordering::Relaxed),
             oldest_live: self.g.oldest_live.load(Ordering::Relaxed),
             oldest_cas: self.g.oldest_cas.load(Ordering::Relaxed),
-            stopped_unix: 0,
+            alive_unix: crate::clock::unix_time(),
         }
     }
 
@@ -1085,6 +1093,10 @@ impl Engine for SegStore {
 
     fn clock_origin(&self) -> Option<i64> {
         self.g.file.as_ref().map(|f| f.origin_unix())
+    }
+
+    fn cas_counter(&self) -> u64 {
+        self.g.cas_counter.load(Ordering::Relaxed)
     }
 
     fn close(&self) -> std::io::Result<()> {

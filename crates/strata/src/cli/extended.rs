@@ -218,6 +218,10 @@ pub fn apply(d: &mut Draft, opt: &str) -> Result<(), CliError> {
             s.sasl_pwdb = Some(PathBuf::from(path));
         }
         "restart_strict" => s.restart_strict = true,
+        "journal_size" | "restart_max_downtime" | "restart_peers" | "restart_margin" | "restart_peer_timeout"
+        | "restart_catchup" => {
+            super::warm::apply(&mut s.warm, key, value)?
+        }
         "metrics_listen" => s.metrics_listen = Some(metrics_address(value)?),
         "pin_threads" => s.pin_threads = true,
         "no_pin_threads" => s.pin_threads = false,

@@ -176,8 +176,8 @@ pub fn apply(d: &mut Draft, letter: char, value: Option<String>) -> Result<Act, 
             s.tunables.napi_ids = positive(&v, "Maximum number of NAPI IDs must be greater than 0")? as u32;
         }
         'o' => {
-            for opt in v.split(',').filter(|o| !o.is_empty()) {
-                super::extended::apply(d, opt)?;
+            for opt in super::warm::suboptions(&v) {
+                super::extended::apply(d, &opt)?;
             }
         }
         other => return Err(CliError::new(1, format!("Illegal argument \"{other}\""))),

@@ -19,6 +19,12 @@ const EXTENDED: &str = "\
    - udp_max_reply:       largest reply a UDP request may draw, bytes (default: 65536; 0: no cap)
    - sasl_pwdb:           SASL password file (user:password lines; also MEMCACHED_SASL_PWDB)
    - restart_strict:      with -e, refuse to start on a memory file that cannot be used
+   - restart_max_downtime: with -e, start cold after an absence longer than this, seconds
+   - restart_peers:       with -e, HOST:PORT,... of every node: drop what they saw change
+   - restart_margin:      seconds asked for before the last heartbeat (default: 2)
+   - restart_peer_timeout: milliseconds a peer has to answer (default: 2000)
+   - restart_catchup:     seconds of polling peers after listening (default: 30)
+   - journal_size:        invalidation journal entries, 8 bytes each (default: 524288; 0: off)
    - no_latency_stats:    do not collect 'stats latency' (default: collected)
    - no_hotkeys:          do not sample keys for 'stats hotkeys' (default: sampled)
 

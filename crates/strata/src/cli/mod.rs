@@ -20,6 +20,7 @@ mod large_pages;
 mod license;
 mod tls;
 mod validate;
+mod warm;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
