@@ -382,6 +382,14 @@ pub trait Engine: Send + Sync {
     /// `cache_memlimit`: change the memory limit at run time.
     fn set_memory_limit(&self, bytes: u64);
 
+    /// After the limit was lowered under memory pressure (`-m auto`,
+    /// `-o memory_pressure_yield`): evict and give memory back to the
+    /// kernel now, down to the limit; returns the bytes given back. The
+    /// default (an engine whose memory follows its items) does nothing.
+    fn shed_to_limit(&self, _now: RelTime) -> u64 {
+        0
+    }
+
     /// Background work, called once a clock tick (every second) by the
     /// server: with `reclaim_expired` (memcached's LRU crawler enabled),
     /// reclaim memory of expired items without waiting for a request to

@@ -37,6 +37,7 @@ mod key_eq;
 mod prefetch;
 mod region;
 mod shard;
+mod shrink;
 mod table;
 mod walk;
 
@@ -1060,6 +1061,10 @@ impl Engine for SegStore {
     fn set_memory_limit(&self, bytes: u64) {
         self.g.memory_limit.store(bytes, Ordering::Relaxed);
         self.g.exhausted.store(false, Ordering::Relaxed);
+    }
+
+    fn shed_to_limit(&self, now: RelTime) -> u64 {
+        self.shed(now)
     }
 
     fn reset_stats(&self) {
