@@ -9,6 +9,7 @@ pub mod conn;
 pub mod exec;
 pub mod flash_age;
 pub mod flash_io;
+pub mod memory;
 pub mod ops;
 pub mod port_file;
 pub mod server;

@@ -157,6 +157,7 @@ impl Server {
             .spawn(move || accept_loop(acceptor_shared, poll, listeners, hand_off))?;
         threads.push(acceptor);
         threads.extend(crate::flash_age::start(&shared)?);
+        threads.extend(crate::memory::start(&shared)?);
         if let Some(listener) = metrics {
             threads.push(crate::ops::metrics_http::start(&shared, listener)?);
         }

@@ -31,6 +31,10 @@ pub struct Settings {
     pub memory_file: Option<std::path::PathBuf>,
     /// `-o restart_strict`: refuse to start on an unusable memory file.
     pub restart_strict: bool,
+    /// `-m auto` or `-o memory_pressure_yield`: the memory governor (`memory/`).
+    pub memory_governor: Option<crate::memory::GovernorConfig>,
+    /// `-o memory_pressure_yield`.
+    pub memory_pressure_yield: bool,
     /// `-o io_engine`.
     pub io_engine: IoEngine,
     /// `-B`.
@@ -176,6 +180,8 @@ impl Default for Settings {
             shutdown_enabled: false,
             memory_file: None,
             restart_strict: false,
+            memory_governor: None,
+            memory_pressure_yield: false,
             flush_enabled: true,
             verbose: 0,
             idle_timeout: None,

@@ -37,6 +37,8 @@ pub struct Shared {
     /// The epoll engine's flash I/O threads, started by the first epoll
     /// worker that needs them (`flash_io.rs`).
     pub flash_pool: std::sync::OnceLock<crate::flash_io::Pool>,
+    /// `-m auto` / `-o memory_pressure_yield` (`memory/`).
+    pub memory_governor: Option<crate::memory::Governor>,
     shutdown: AtomicBool,
     /// Called once when shutdown is requested (wakes the event loops).
     on_shutdown: Mutex<Vec<Box<dyn Fn() + Send>>>,
@@ -67,6 +69,7 @@ impl Shared {
             ops: crate::ops::OpsState::new(&settings),
             flash_on,
             flash_pool: std::sync::OnceLock::new(),
+            memory_governor: settings.memory_governor.clone().map(crate::memory::Governor::new),
             settings,
             engine,
             clock,

@@ -246,6 +246,9 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
     if let Some(x) = &ext {
         crate::ops::extstore::own_lines(x, &mut |name, value| stat(t, name, value));
     }
+    if let Some(g) = &shared.memory_governor {
+        g.stats(&mut |name, value| stat(t, name, value));
+    }
 }
 
 /// memcached's `reserved_fds`: descriptors the server holds for itself

@@ -218,6 +218,7 @@ pub fn apply(d: &mut Draft, opt: &str) -> Result<(), CliError> {
             s.sasl_pwdb = Some(PathBuf::from(path));
         }
         "restart_strict" => s.restart_strict = true,
+        "memory_pressure_yield" => s.memory_pressure_yield = true,
         "metrics_listen" => s.metrics_listen = Some(metrics_address(value)?),
         "pin_threads" => s.pin_threads = true,
         "no_pin_threads" => s.pin_threads = false,

@@ -19,6 +19,7 @@ const EXTENDED: &str = "\
    - udp_max_reply:       largest reply a UDP request may draw, bytes (default: 65536; 0: no cap)
    - sasl_pwdb:           SASL password file (user:password lines; also MEMCACHED_SASL_PWDB)
    - restart_strict:      with -e, refuse to start on a memory file that cannot be used
+   - memory_pressure_yield: a fixed -m gives memory back when the cgroup or host runs short
    - no_latency_stats:    do not collect 'stats latency' (default: collected)
    - no_hotkeys:          do not sample keys for 'stats hotkeys' (default: sampled)
 

@@ -18,6 +18,7 @@ mod getopt;
 mod help;
 mod large_pages;
 mod license;
+mod memory_auto;
 mod validate;
 
 use std::ffi::OsString;
