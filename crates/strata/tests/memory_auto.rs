@@ -26,11 +26,11 @@ struct Cgroup {
 }
 
 impl Cgroup {
-    fn create() -> Result<Cgroup, String> {
+    fn create(test: &str) -> Result<Cgroup, String> {
         if !common::is_root() {
             return Err("not root".into());
         }
-        let name = format!("strata-memauto-{}", std::process::id());
+        let name = format!("strata-{test}-{}", std::process::id());
         let v1 = Path::new("/sys/fs/cgroup/memory");
         let (dir, v2) = if v1.join("memory.limit_in_bytes").exists() {
             (v1.join(&name), false)
@@ -79,8 +79,10 @@ impl Drop for Cgroup {
     }
 }
 
-fn strata_in(cg: &Cgroup) -> Server {
-    let mut child = cg.command(BIN, &["-p", "-1", "-v", "-U", "0", "-t", "2", "-m", "auto"]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("start strata");
+fn strata_in(cg: &Cgroup, memory: &[&str]) -> Server {
+    let mut args = vec!["-p", "-1", "-v", "-U", "0", "-t", "2"];
+    args.extend_from_slice(memory);
+    let mut child = cg.command(BIN, &args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("start strata");
     let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
     let addr: SocketAddr = loop {
         let line = lines.next().expect("strata exited before listening").expect("log line");
@@ -134,7 +136,7 @@ fn fill(conn: &mut Conn, first: usize, count: usize, len: usize) {
 
 #[test]
 fn auto_limit_yields_to_a_neighbour_in_its_cgroup_and_grows_back() {
-    let cg = match Cgroup::create() {
+    let cg = match Cgroup::create("auto") {
         Ok(cg) => cg,
         Err(why) => {
             eprintln!("SKIPPED: -m auto cgroup test: {why}");
@@ -145,7 +147,7 @@ fn auto_limit_yields_to_a_neighbour_in_its_cgroup_and_grows_back() {
         eprintln!("SKIPPED: -m auto cgroup test: python3 (the neighbour) is not installed");
         return;
     }
-    let mut server = strata_in(&cg);
+    let mut server = strata_in(&cg, &["-m", "auto"]);
     let mut conn = Conn::to(&server);
     let start = conn.stat("limit_maxbytes");
     assert!(start < CGROUP_LIMIT_BYTES * 7 / 8 && start > CGROUP_LIMIT_BYTES / 2, "sized below the cgroup: {start}");
@@ -161,6 +163,34 @@ fn auto_limit_yields_to_a_neighbour_in_its_cgroup_and_grows_back() {
     let full = conn.stat("limit_maxbytes");
     assert!(malloced(&mut conn) > full * 3 / 4);
 
+    let (dropped_after, low) = neighbour_comes(&cg, &mut server, &mut conn, full);
+    // Still serving, reads and writes.
+    assert_eq!(conn.set("after", b"still here"), "STORED\r\n");
+    assert_eq!(conn.get("after").as_deref(), Some(&b"still here"[..]));
+
+    // With the neighbour gone, the limit grows back (slowly).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while conn.stat("limit_maxbytes") < low + (32 << 20) {
+        assert!(Instant::now() < deadline, "limit never grew back from {low}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(stat_text(&mut conn, "memory_limit_last_reason"), "grow");
+    assert!(conn.stat("memory_limit_grows") > 0);
+    let grown = conn.stat("limit_maxbytes");
+    // cache_memlimit keeps memcached's meaning: a fixed limit from then on.
+    assert_eq!(conn_cmd(&mut conn, "cache_memlimit 100"), "OK\r\n");
+    assert_eq!(conn.stat("limit_maxbytes"), 100 << 20);
+    assert_eq!(stat_text(&mut conn, "memory_governor"), "fixed");
+    assert_eq!(stat_text(&mut conn, "memory_limit_last_reason"), "cache_memlimit");
+    eprintln!("-m auto in a 512 MiB cgroup: start {start}, full {full}, dropped within {dropped_after:?} to {low}, grew back to {grown}");
+    let _ = server.child.kill();
+    let _ = server.child.wait();
+}
+
+/// The neighbour allocates 200 MiB in the cgroup and exits: the limit must
+/// drop within 5 s, memory follow, nothing be OOM-killed. Returns how long
+/// the drop took and the limit after.
+fn neighbour_comes(cg: &Cgroup, server: &mut Server, conn: &mut Conn, full: u64) -> (Duration, u64) {
     let t0 = Instant::now();
     let mut neighbour = cg.command("python3", &["-c", NEIGHBOUR]).spawn().expect("start the neighbour");
     let mut dropped_after = None;
@@ -184,24 +214,52 @@ fn auto_limit_yields_to_a_neighbour_in_its_cgroup_and_grows_back() {
     assert!(server.child.try_wait().unwrap().is_none(), "strata still runs");
     let low = conn.stat("limit_maxbytes");
     assert!(low <= full - (100 << 20), "gave back room for the neighbour: {full} -> {low}");
-    assert!(malloced(&mut conn) <= low);
+    assert!(malloced(conn) <= low);
     assert!(server.rss_bytes() <= low + (64 << 20), "RSS {} follows the limit {low}", server.rss_bytes());
     assert!(conn.stat("memory_limit_shrinks") > 0 && conn.stat("memory_shed_bytes") > 0);
-    let reason = stat_text(&mut conn, "memory_limit_last_reason");
+    let reason = stat_text(conn, "memory_limit_last_reason");
     assert!(["usage", "limit_events", "psi"].contains(&reason.as_str()), "{reason}");
-    // Still serving, reads and writes.
-    assert_eq!(conn.set("after", b"still here"), "STORED\r\n");
-    assert_eq!(conn.get("after").as_deref(), Some(&b"still here"[..]));
+    (dropped_after, low)
+}
 
-    // With the neighbour gone, the limit grows back (slowly).
+fn conn_cmd(conn: &mut Conn, cmd: &str) -> String {
+    conn.stream.write_all(format!("{cmd}\r\n").as_bytes()).unwrap();
+    conn.line()
+}
+
+#[test]
+fn pressure_yield_gives_back_a_fixed_limit_and_returns_to_it() {
+    let cg = match Cgroup::create("yield") {
+        Ok(cg) => cg,
+        Err(why) => {
+            eprintln!("SKIPPED: memory_pressure_yield cgroup test: {why}");
+            return;
+        }
+    };
+    if Command::new("python3").arg("-c").arg("pass").status().map(|s| !s.success()).unwrap_or(true) {
+        eprintln!("SKIPPED: memory_pressure_yield cgroup test: python3 (the neighbour) is not installed");
+        return;
+    }
+    let fixed = 384u64 << 20;
+    let mut server = strata_in(&cg, &["-m", "384", "-o", "memory_pressure_yield"]);
+    let mut conn = Conn::to(&server);
+    assert_eq!(conn.stat("limit_maxbytes"), fixed);
+    assert_eq!(stat_text(&mut conn, "memory_governor"), "yield");
+    let len = 16 << 10;
+    fill(&mut conn, 0, (fixed as usize * 5 / 4) / len, len);
+    assert_eq!(conn.stat("limit_maxbytes"), fixed, "no pressure while filling -m within the cgroup");
+    let (dropped_after, low) = neighbour_comes(&cg, &mut server, &mut conn, fixed);
     let deadline = Instant::now() + Duration::from_secs(20);
     while conn.stat("limit_maxbytes") < low + (32 << 20) {
         assert!(Instant::now() < deadline, "limit never grew back from {low}");
         std::thread::sleep(Duration::from_millis(200));
     }
-    assert_eq!(stat_text(&mut conn, "memory_limit_last_reason"), "grow");
-    assert!(conn.stat("memory_limit_grows") > 0);
-    eprintln!("-m auto in a 512 MiB cgroup: start {start}, full {full}, dropped within {dropped_after:?} to {low}, grew back to {}", conn.stat("limit_maxbytes"));
-    let _ = server.child.kill();
-    let _ = server.child.wait();
+    // Never past -m, however calm.
+    std::thread::sleep(Duration::from_secs(2));
+    let grown = conn.stat("limit_maxbytes");
+    assert!(grown <= fixed);
+    assert_eq!(conn_cmd(&mut conn, "cache_memlimit 200"), "OK\r\n");
+    assert_eq!(stat_text(&mut conn, "memory_governor"), "yield", "cache_memlimit sets the ceiling it yields from");
+    assert_eq!(conn.stat("memory_limit_max_bytes"), 200 << 20);
+    eprintln!("-m 384 -o memory_pressure_yield in a 512 MiB cgroup: dropped within {dropped_after:?} to {low}, grew back to {grown}");
 }

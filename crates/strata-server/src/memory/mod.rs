@@ -77,12 +77,13 @@ pub struct Governor {
 
 impl Governor {
     pub fn new(config: GovernorConfig) -> Governor {
+        let first = config.source.read().unwrap_or_default();
         Governor {
             policy: Mutex::new(Policy::new(config.max_limit_bytes)),
             config,
             active: AtomicBool::new(true),
-            cap_bytes: AtomicU64::new(0),
-            used_bytes: AtomicU64::new(0),
+            cap_bytes: AtomicU64::new(first.cap_bytes),
+            used_bytes: AtomicU64::new(first.used_bytes),
             shrinks: AtomicU64::new(0),
             grows: AtomicU64::new(0),
             shed_bytes: AtomicU64::new(0),
