@@ -95,7 +95,7 @@ impl Source {
                 }
             }
         };
-        if host_total > 0 && r.cap_bytes >= host_total {
+        if *self != Source::Host && host_total > 0 && r.cap_bytes >= host_total {
             // A cgroup with no limit of its own: the host's memory is the cap,
             // and what the whole host uses is what leaves room.
             return Source::Host.read();
