@@ -134,6 +134,8 @@ pub struct Settings {
     pub latency_stats: bool,
     /// `stats hotkeys` sampling (`-o no_hotkeys` turns it off).
     pub hotkeys: bool,
+    /// `stats mrc`'s sampled simulations (`-o no_mrc` turns them off).
+    pub mrc: bool,
 }
 
 /// memcached's slab class geometry (`slabs_init`), kept so tools that read
@@ -209,6 +211,7 @@ impl Default for Settings {
             port_file: None,
             latency_stats: true,
             hotkeys: true,
+            mrc: true,
         }
     }
 }

@@ -36,6 +36,7 @@ pub(crate) fn collect(exec: &Executor<'_>, group: &[u8]) -> Group {
             exec.shared.engine.reset_stats();
             exec.shared.ops.detail.clear();
             crate::ops::latency::reset(exec.shared);
+            crate::ops::mrc::reset(exec.shared);
             return Group::Reset;
         }
         b"detail" => return Group::DetailUsage,
@@ -46,6 +47,7 @@ pub(crate) fn collect(exec: &Executor<'_>, group: &[u8]) -> Group {
         b"conns" => crate::ops::conns::conns(exec, &mut t),
         b"latency" => crate::ops::latency::stats(exec.shared, &mut t),
         b"hotkeys" => crate::ops::hotkeys::stats(exec.shared, &mut t),
+        b"mrc" => crate::ops::mrc::stats(exec.shared, &mut t),
         b"extstore" => crate::ops::extstore::pages(exec, &mut |name, value| t.push((name, value))),
         _ => return Group::Unknown,
     }

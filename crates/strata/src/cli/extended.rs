@@ -226,6 +226,8 @@ pub fn apply(d: &mut Draft, opt: &str) -> Result<(), CliError> {
         "no_latency_stats" => s.latency_stats = false,
         "hotkeys" => s.hotkeys = true,
         "no_hotkeys" => s.hotkeys = false,
+        "mrc" => s.mrc = true,
+        "no_mrc" => s.mrc = false,
         _ if key.starts_with("ssl_") => return Err(illegal(opt, "TLS is not built yet in Strata")),
         _ if key.starts_with("proxy_") => return Err(illegal(opt, "the proxy is not part of Strata")),
         _ if super::ext::is_ext_option(key) => return super::ext::apply(&mut s.ext, opt, key, value),
