@@ -246,6 +246,7 @@ fn accept_loop(shared: Arc<Shared>, mut poll: Poll, listeners: Vec<Listener>, ha
             // Once a second: reclaim expired segments with no request's help,
             // while the LRU crawler (memcached's background reclaimer) is on.
             shared.engine.maintain(now, shared.ops.crawler.enabled());
+            crate::ops::mrc::tick(&shared);
             maintained = now;
         }
         if shared.is_shutting_down() {

@@ -38,7 +38,7 @@ pub struct Shared {
     /// worker that needs them (`flash_io.rs`).
     pub flash_pool: std::sync::OnceLock<crate::flash_io::Pool>,
     /// `stats mrc` (`ops/mrc.rs`), unless `-o no_mrc`.
-    pub mrc: Option<crate::ops::mrc::Mrc>,
+    pub mrc: Option<Arc<crate::ops::mrc::Mrc>>,
     /// `-m auto` / `-o memory_pressure_yield` (`memory/`).
     pub memory_governor: Option<crate::memory::Governor>,
     shutdown: AtomicBool,
@@ -71,7 +71,7 @@ impl Shared {
             ops: crate::ops::OpsState::new(&settings),
             flash_on,
             flash_pool: std::sync::OnceLock::new(),
-            mrc: settings.mrc.then(|| crate::ops::mrc::Mrc::new(settings.memory_limit_bytes)),
+            mrc: settings.mrc.then(|| crate::ops::mrc::Mrc::install(engine.as_ref(), settings.memory_limit_bytes)),
             memory_governor: settings.memory_governor.clone().map(crate::memory::Governor::new),
             settings,
             engine,

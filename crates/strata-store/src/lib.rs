@@ -332,9 +332,27 @@ pub trait EvictionLog: Send + Sync {
     fn evicted(&self, item: &Evicted<'_>);
 }
 
+/// Told of sampled accesses (`stats mrc`): keys whose hash falls in the
+/// spatial sample [`Engine::set_sample_threshold`] sets, with the hash the
+/// engine computed anyway. Called outside (get) or inside (store) a shard
+/// lock: it must not call back into the engine.
+pub trait AccessSampler: Send + Sync {
+    /// A read of the key (hit or miss).
+    fn get(&self, hash: u64);
+    /// An item of about `bytes` (key, value, header) stored for the key.
+    fn stored(&self, hash: u64, bytes: usize);
+}
+
 pub trait Engine: Send + Sync {
     /// Report evicted items to `log` (a store that cannot: no-op).
     fn set_eviction_log(&self, _log: std::sync::Arc<dyn EvictionLog>) {}
+
+    /// Feed sampled accesses to `sampler` (a store that cannot: no-op).
+    fn set_access_sampler(&self, _sampler: std::sync::Arc<dyn AccessSampler>) {}
+
+    /// The sample: keys whose mixed hash's top 32 bits are below
+    /// `threshold` (so a rate of threshold / 2^32); 0 samples nothing.
+    fn set_sample_threshold(&self, _threshold: u64) {}
 
     /// Look up `key`. On a hit (or when `vivify` created the item) calls
     /// `visit` exactly once, with the item as it was *before* this access:

@@ -180,7 +180,6 @@ impl<'a> Executor<'a> {
                 return;
             }
         };
-        crate::ops::mrc::on_get(self.shared, key);
         // As memcached counts mg: nothing when the opaque is refused; a hit
         // (or an item N created) that applied T is a touch, any other hit
         // a get; a miss is a get miss, T or not.
@@ -264,9 +263,6 @@ impl<'a> Executor<'a> {
         let before = crate::ops::watch::fetched(self, store.key);
         let result = self.shared.engine.store(&store, self.now());
         self.count_store(mode, result);
-        if let StoreResult::Stored { value_len, .. } = result {
-            crate::ops::mrc::on_set(self.shared, store.key, value_len);
-        }
         let ttl = crate::ops::watch::ttl_left(self, exptime);
         let cmd = crate::ops::watch::StoreCmd::of(mode);
         crate::ops::watch::stored(self, store.key, cmd, result, store.flags, value.len(), ttl, before);

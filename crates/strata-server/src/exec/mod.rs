@@ -317,7 +317,6 @@ impl<'a> Executor<'a> {
                     return;
                 }
             };
-            crate::ops::mrc::on_get(self.shared, key);
             if watching {
                 watch::fetched_as(self, key, seen);
             }
@@ -390,9 +389,6 @@ impl<'a> Executor<'a> {
         let before = watch::fetched(self, cmd.key);
         let result = self.shared.engine.store(&req, self.now());
         self.count_store(mode, result);
-        if let StoreResult::Stored { value_len, .. } = result {
-            crate::ops::mrc::on_set(self.shared, cmd.key, value_len);
-        }
         let ttl = watch::ttl_left(self, req.exptime);
         watch::stored(self, cmd.key, watch::StoreCmd::of(mode), result, cmd.flags, value.len(), ttl, before);
         let line = match result {
