@@ -61,6 +61,17 @@ impl Source {
         }
     }
 
+    /// The cgroup's usage alone (v1 `memory.usage_in_bytes`, v2
+    /// `memory.current`: one small file), for the fast check between
+    /// readings; None on the host.
+    pub fn usage_bytes(&self) -> Option<u64> {
+        match self {
+            Source::CgroupV1(dir) => read_u64(&dir.join("memory.usage_in_bytes")),
+            Source::CgroupV2(dir) => read_u64(&dir.join("memory.current")),
+            Source::Host => None,
+        }
+    }
+
     pub fn read(&self) -> std::io::Result<Reading> {
         let meminfo = std::fs::read_to_string("/proc/meminfo")?;
         let host_total = meminfo_kib(&meminfo, "MemTotal").unwrap_or(0) * 1024;
