@@ -408,6 +408,11 @@ pub trait Engine: Send + Sync {
         0
     }
 
+    /// `stats().malloced_bytes` without summing every shard's counters.
+    fn malloced_bytes(&self) -> u64 {
+        self.stats().malloced_bytes
+    }
+
     /// Background work, called once a clock tick (every second) by the
     /// server: with `reclaim_expired` (memcached's LRU crawler enabled),
     /// reclaim memory of expired items without waiting for a request to

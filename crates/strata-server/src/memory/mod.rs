@@ -144,7 +144,7 @@ impl Governor {
         let Ok(reading) = self.config.source.read() else { return false };
         self.cap_bytes.store(reading.cap_bytes, Ordering::Relaxed);
         self.used_bytes.store(reading.used_bytes, Ordering::Relaxed);
-        let held = shared.engine.stats().malloced_bytes;
+        let held = shared.engine.malloced_bytes();
         let Some((limit, reason)) = self.policy().step(&reading, held) else { return false };
         shared.engine.set_memory_limit(limit);
         shared.memory_limit_bytes.store(limit, Ordering::Relaxed);

@@ -1085,6 +1085,10 @@ impl Engine for SegStore {
         self.shed(now)
     }
 
+    fn malloced_bytes(&self) -> u64 {
+        self.g.allocated.load(Ordering::Relaxed)
+    }
+
     fn reset_stats(&self) {
         for shard in self.shards.iter() {
             let mut shard = lock(shard);
