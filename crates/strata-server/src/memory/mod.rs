@@ -109,10 +109,14 @@ impl Governor {
         self.policy.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// `cache_memlimit`: a fixed limit from now on (the ceiling, if yielding).
-    pub fn on_cache_memlimit(&self, bytes: u64, yield_on_pressure: bool) {
+    /// `cache_memlimit`: a fixed limit from now on (the ceiling, if
+    /// yielding). Set again under the policy's lock, so a reading that was
+    /// deciding meanwhile cannot put its own limit over it.
+    pub fn on_cache_memlimit(&self, shared: &Shared, bytes: u64, yield_on_pressure: bool) {
         let mut p = self.policy();
         *p = Policy::new(bytes);
+        shared.engine.set_memory_limit(bytes);
+        shared.memory_limit_bytes.store(bytes, Ordering::Relaxed);
         self.active.store(yield_on_pressure, Ordering::Relaxed);
         self.last_reason.store(REASON_MEMLIMIT, Ordering::Relaxed);
     }
@@ -120,6 +124,9 @@ impl Governor {
     /// Whether the cgroup's usage alone says free memory is under half the
     /// headroom (the cap from the last full reading).
     fn short_now(&self) -> bool {
+        if !self.active.load(Ordering::Relaxed) {
+            return false;
+        }
         let cap = self.cap_bytes.load(Ordering::Relaxed);
         match self.config.source.usage_bytes() {
             Some(usage) => cap.saturating_sub(usage) < policy::headroom_bytes(cap) / 2,
@@ -145,9 +152,14 @@ impl Governor {
         self.cap_bytes.store(reading.cap_bytes, Ordering::Relaxed);
         self.used_bytes.store(reading.used_bytes, Ordering::Relaxed);
         let held = shared.engine.malloced_bytes();
-        let Some((limit, reason)) = self.policy().step(&reading, held) else { return false };
+        let mut p = self.policy();
+        if !self.active.load(Ordering::Relaxed) {
+            return false;
+        }
+        let Some((limit, reason)) = p.step(&reading, held) else { return false };
         shared.engine.set_memory_limit(limit);
         shared.memory_limit_bytes.store(limit, Ordering::Relaxed);
+        drop(p);
         self.last_reason.store(reason as u8 + 1, Ordering::Relaxed);
         if reason == Reason::Grow {
             self.grows.fetch_add(1, Ordering::Relaxed);
