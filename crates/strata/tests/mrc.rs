@@ -131,3 +131,26 @@ fn curve_matches_real_runs_at_1x_and_2x() {
     let ratios: Vec<f64> = ["mrc:4", "mrc:8", "mrc:16", "mrc:32", "mrc:64", "mrc:128"].iter().map(|n| estimate(&curve, n[4..].parse().unwrap())).collect();
     assert!(ratios.windows(2).all(|w| w[1] <= w[0] + 0.005), "more memory, fewer misses: {ratios:?}");
 }
+
+#[test]
+fn curve_follows_cache_memlimit_and_no_mrc_turns_it_off() {
+    let server = Server::strata(&["-m", "16"]);
+    let mut conn = Conn::to(&server);
+    conn.stream.write_all(b"cache_memlimit 64\r\n").unwrap();
+    assert_eq!(conn.line(), "OK\r\n");
+    // The acceptor's once-a-second tick rebuilds the simulations for 64 MB.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let curve = group(&mut conn, "mrc");
+        let names: Vec<&str> = curve.iter().map(|(k, _)| k.as_str()).filter(|k| k.starts_with("mrc:")).collect();
+        if names == ["mrc:16", "mrc:32", "mrc:64", "mrc:128", "mrc:256", "mrc:512"] {
+            assert!(curve.contains(&("sample_one_in".to_string(), "64".to_string())), "{curve:?}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "curve never followed the limit: {curve:?}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let off = Server::strata(&["-o", "no_mrc"]);
+    let mut conn = Conn::to(&off);
+    assert_eq!(group(&mut conn, "mrc"), [("enabled".to_string(), "0".to_string())]);
+}
