@@ -11,6 +11,12 @@ batch are filled, so both servers see exactly the same stream.
 
     scripts/bench/hitratio.py [--requests 3000000] [--scan 0.2] [--warmup 3000000]
 
+With --mrc, Strata's run is reset (`stats reset`) where counting starts and
+its `stats mrc` curve (the miss ratio it estimates at 0.25x..8x of -m) is
+printed after it, to compare with runs at those -m:
+
+    scripts/bench/hitratio.py --only strata --warmup 3000000 --mrc --memory-mb 64
+
 It also prints the compulsory miss ratio: the share of counted requests that
 are the first request of their key, which no cache can hit.
 """
@@ -56,6 +62,9 @@ def run(name, template, keys, args):
     counted_from = args.warmup
     try:
         for start in range(0, len(keys), args.batch):
+            if args.mrc and name == "strata" and start == counted_from:
+                server.sock.sendall(b"stats reset\r\n")
+                assert server.readline() == b"RESET"
             batch = keys[start:start + args.batch]
             server.sock.sendall(b"".join(b"mg %s\r\n" % k for k in batch))
             missed = []
@@ -75,6 +84,12 @@ def run(name, template, keys, args):
                         raise RuntimeError(f"{name}: unexpected reply {line!r}")
                     line = server.readline()
         stats = server.stats()
+        if args.mrc and name == "strata":
+            server.sock.sendall(b"stats mrc\r\n")
+            line = server.readline()
+            while line != b"END":
+                print(f"{name:10s} {line.decode()}")
+                line = server.readline()
     finally:
         server.stop()
     ratio = misses / args.requests
@@ -95,6 +110,7 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     add_server_args(p, memory_mb=64)
     p.add_argument("--only", choices=["strata", "memcached"], help="run one server (tuning)")
+    p.add_argument("--mrc", action="store_true", help="print Strata's stats mrc for the counted part")
     args = p.parse_args()
     keys = stream(args)
     first = keys[args.warmup:]

@@ -10,6 +10,8 @@ pub mod exec;
 pub mod flash_age;
 pub mod flash_io;
 pub mod journal;
+
+pub mod memory;
 pub mod ops;
 pub mod port_file;
 pub mod server;

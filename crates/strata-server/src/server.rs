@@ -184,6 +184,7 @@ impl Server {
             .spawn(move || accept_loop(acceptor_shared, poll, listeners, listen_tls, hand_off))?;
         threads.push(acceptor);
         threads.extend(crate::flash_age::start(&shared)?);
+        threads.extend(crate::memory::start(&shared)?);
         if let Some(listener) = metrics {
             threads.push(crate::ops::metrics_http::start(&shared, listener)?);
         }
@@ -279,6 +280,8 @@ fn accept_loop(
             // while the LRU crawler (memcached's background reclaimer) is on.
             shared.engine.maintain(now, shared.ops.crawler.enabled());
             shared.journal.tick(strata_store::clock::unix_time());
+
+            crate::ops::mrc::tick(&shared);
             maintained = now;
         }
         if shared.is_shutting_down() {

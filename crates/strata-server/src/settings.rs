@@ -34,6 +34,11 @@ pub struct Settings {
     /// Warm return (`journal/`): `-o journal_size`, `restart_max_downtime`,
     /// `restart_peers`, `restart_margin`, `restart_peer_timeout`.
     pub warm: crate::journal::WarmSettings,
+
+    /// `-m auto` or `-o memory_pressure_yield`: the memory governor (`memory/`).
+    pub memory_governor: Option<crate::memory::GovernorConfig>,
+    /// `-o memory_pressure_yield`.
+    pub memory_pressure_yield: bool,
     /// `-o io_engine`.
     pub io_engine: IoEngine,
     /// `-B`.
@@ -138,6 +143,8 @@ pub struct Settings {
     pub latency_stats: bool,
     /// `stats hotkeys` sampling (`-o no_hotkeys` turns it off).
     pub hotkeys: bool,
+    /// `stats mrc`'s sampled simulations (`-o no_mrc` turns them off).
+    pub mrc: bool,
 }
 
 /// memcached's slab class geometry (`slabs_init`), kept so tools that read
@@ -187,6 +194,9 @@ impl Default for Settings {
             memory_file: None,
             restart_strict: false,
             warm: crate::journal::WarmSettings::default(),
+
+            memory_governor: None,
+            memory_pressure_yield: false,
             flush_enabled: true,
             verbose: 0,
             idle_timeout: None,
@@ -214,6 +224,7 @@ impl Default for Settings {
             port_file: None,
             latency_stats: true,
             hotkeys: true,
+            mrc: true,
         }
     }
 }

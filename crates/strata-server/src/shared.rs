@@ -46,6 +46,11 @@ pub struct Shared {
     pub warm: Option<crate::journal::WarmReport>,
     /// After a warm return: peers polled for a while (`journal/catchup.rs`).
     pub catchup: crate::journal::catchup::CatchUp,
+
+    /// `stats mrc` (`ops/mrc.rs`), unless `-o no_mrc`.
+    pub mrc: Option<Arc<crate::ops::mrc::Mrc>>,
+    /// `-m auto` / `-o memory_pressure_yield` (`memory/`).
+    pub memory_governor: Option<crate::memory::Governor>,
     shutdown: AtomicBool,
     /// Called once when shutdown is requested (wakes the event loops).
     on_shutdown: Mutex<Vec<Box<dyn Fn() + Send>>>,
@@ -81,6 +86,9 @@ impl Shared {
             journal: crate::journal::Journal::new(settings.warm.journal_entries, strata_store::clock::unix_time()),
             warm: None,
             catchup: crate::journal::catchup::CatchUp::default(),
+
+            mrc: settings.mrc.then(|| crate::ops::mrc::Mrc::install(engine.as_ref(), settings.memory_limit_bytes)),
+            memory_governor: settings.memory_governor.clone().map(crate::memory::Governor::new),
             settings,
             engine,
             clock,

@@ -335,9 +335,27 @@ pub trait EvictionLog: Send + Sync {
     fn evicted(&self, item: &Evicted<'_>);
 }
 
+/// Told of sampled accesses (`stats mrc`): keys whose hash falls in the
+/// spatial sample [`Engine::set_sample_threshold`] sets, with the hash the
+/// engine computed anyway. Called outside (get) or inside (store) a shard
+/// lock: it must not call back into the engine.
+pub trait AccessSampler: Send + Sync {
+    /// A read of the key (hit or miss).
+    fn get(&self, hash: u64);
+    /// An item of about `bytes` (key, value, header) stored for the key.
+    fn stored(&self, hash: u64, bytes: usize);
+}
+
 pub trait Engine: Send + Sync {
     /// Report evicted items to `log` (a store that cannot: no-op).
     fn set_eviction_log(&self, _log: std::sync::Arc<dyn EvictionLog>) {}
+
+    /// Feed sampled accesses to `sampler` (a store that cannot: no-op).
+    fn set_access_sampler(&self, _sampler: std::sync::Arc<dyn AccessSampler>) {}
+
+    /// The sample: keys whose mixed hash's top 32 bits are below
+    /// `threshold` (so a rate of threshold / 2^32); 0 samples nothing.
+    fn set_sample_threshold(&self, _threshold: u64) {}
 
     /// Look up `key`. On a hit (or when `vivify` created the item) calls
     /// `visit` exactly once, with the item as it was *before* this access:
@@ -384,6 +402,19 @@ pub trait Engine: Send + Sync {
 
     /// `cache_memlimit`: change the memory limit at run time.
     fn set_memory_limit(&self, bytes: u64);
+
+    /// After the limit was lowered under memory pressure (`-m auto`,
+    /// `-o memory_pressure_yield`): evict and give memory back to the
+    /// kernel now, down to the limit; returns the bytes given back. The
+    /// default (an engine whose memory follows its items) does nothing.
+    fn shed_to_limit(&self, _now: RelTime) -> u64 {
+        0
+    }
+
+    /// `stats().malloced_bytes` without summing every shard's counters.
+    fn malloced_bytes(&self) -> u64 {
+        self.stats().malloced_bytes
+    }
 
     /// Background work, called once a clock tick (every second) by the
     /// server: with `reclaim_expired` (memcached's LRU crawler enabled),

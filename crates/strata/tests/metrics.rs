@@ -265,6 +265,15 @@ fn scrape_matches_stats_and_parses() {
     assert_eq!(value(&f, "strata_worker_threads", &[]), 2.0);
     assert_eq!(value(&f, "strata_index_bytes", &[]), num(&s, "hash_bytes"));
     assert!(value(&f, "strata_index_slots", &[]) >= 42.0);
+    // stats mrc's curve, one gauge per size (0.25x .. 8x of -m), as stats prints it.
+    let mrc = stats_on(&mut c, "mrc");
+    let (kind, samples) = family(&f, "strata_mrc_miss_ratio");
+    assert_eq!(kind, "gauge");
+    assert_eq!(samples.len(), 6);
+    for x in samples {
+        let mb = &x.labels["megabytes"];
+        assert!((x.value - num(&mrc, &format!("mrc:{mb}"))).abs() < 1e-4, "{mb}");
+    }
     assert_eq!(settings["metrics_listen"], metrics.to_string());
     // The latency histograms of `stats latency`: the get family's count as there.
     let lat = stats_on(&mut c, "latency");

@@ -528,6 +528,9 @@ impl<'a> Executor<'a> {
         } else {
             self.shared.engine.set_memory_limit(u64::from(megabytes) << 20);
             self.shared.memory_limit_bytes.store(u64::from(megabytes) << 20, Ordering::Relaxed);
+            if let Some(g) = &self.shared.memory_governor {
+                g.on_cache_memlimit(self.shared, u64::from(megabytes) << 20, self.shared.settings.memory_pressure_yield);
+            }
             reply(out, "OK", noreply);
         }
     }

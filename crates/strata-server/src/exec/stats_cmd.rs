@@ -36,6 +36,7 @@ pub(crate) fn collect(exec: &Executor<'_>, group: &[u8]) -> Group {
             exec.shared.engine.reset_stats();
             exec.shared.ops.detail.clear();
             crate::ops::latency::reset(exec.shared);
+            crate::ops::mrc::reset(exec.shared);
             return Group::Reset;
         }
         b"detail" => return Group::DetailUsage,
@@ -51,6 +52,8 @@ pub(crate) fn collect(exec: &Executor<'_>, group: &[u8]) -> Group {
             crate::journal::warm::journal_lines(&shared.journal, &mut |name, value| t.push((name.to_string(), value)));
             crate::journal::warm::warm_lines(shared.warm.as_ref(), &shared.catchup, &mut |name, value| t.push((name.to_string(), value)));
         }
+
+        b"mrc" => crate::ops::mrc::stats(exec.shared, &mut t),
         b"extstore" => crate::ops::extstore::pages(exec, &mut |name, value| t.push((name, value))),
         _ => return Group::Unknown,
     }
@@ -254,6 +257,9 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
     crate::journal::warm::warm_lines(shared.warm.as_ref(), &shared.catchup, &mut |name, value| stat(t, name, value));
     if let Some(x) = &ext {
         crate::ops::extstore::own_lines(x, &mut |name, value| stat(t, name, value));
+    }
+    if let Some(g) = &shared.memory_governor {
+        g.stats(&mut |name, value| stat(t, name, value));
     }
 }
 

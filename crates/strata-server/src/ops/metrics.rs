@@ -19,7 +19,8 @@
 //! ```
 //!
 //! The latency histograms of `stats latency` come from `ops/latency.rs`
-//! ([`latency_families`]).
+//! ([`latency_families`]), the miss-ratio curve of `stats mrc` from
+//! `ops/mrc.rs` (`strata_mrc_miss_ratio{megabytes="..."}`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -411,6 +412,12 @@ fn exporter_families(x: &mut Exposition, m: &StatMaps) {
 const STRATA_GENERAL: &[Simple] = &[
     g("strata_worker_threads", "threads", "Worker threads (-t)."),
     g("strata_index_bytes", "hash_bytes", "Bytes of the key index, every shard."),
+    g("strata_memory_cap_bytes", "memory_cap_bytes", "-m auto / memory_pressure_yield: bytes the memory cgroup or host allows."),
+    g("strata_memory_used_bytes", "memory_used_bytes", "-m auto / memory_pressure_yield: bytes in use in the cgroup or host (working set)."),
+    g("strata_memory_limit_max_bytes", "memory_limit_max_bytes", "-m auto / memory_pressure_yield: the most the item limit grows back to."),
+    c("strata_memory_limit_shrinks_total", "memory_limit_shrinks", "Times the memory governor lowered the item limit under pressure."),
+    c("strata_memory_limit_grows_total", "memory_limit_grows", "Times the memory governor raised the item limit back."),
+    c("strata_memory_shed_bytes_total", "memory_shed_bytes", "Bytes of segments given back to the kernel by the memory governor."),
     c("strata_get_expired_total", "get_expired", "Lookups that found an expired item."),
     c("strata_get_flushed_total", "get_flushed", "Lookups that found an item flushed by flush_all."),
     c("strata_log_worker_dropped_total", "log_worker_dropped", "watch lines dropped because a worker's log buffer was full or busy."),
@@ -458,6 +465,7 @@ pub fn render(shared: &Arc<Shared>) -> String {
     exporter_families(&mut x, &maps);
     strata_families(&mut x, shared, &maps);
     latency_families(&mut x, shared);
+    super::mrc::prometheus(&mut x, shared);
     x.text()
 }
 

@@ -7,7 +7,8 @@
 //! (`extstore.rs`), the Prometheus `/metrics` endpoint (`metrics.rs`
 //! renders, `metrics_http.rs` serves), `stats latency` (`latency.rs`) and
 //! `stats hotkeys` (`hotkeys.rs`), whose per-worker state lives in each
-//! worker's `WorkerStats::requests`.
+//! worker's `WorkerStats::requests`, and `stats mrc` (`mrc.rs` over
+//! `mrc_sim.rs`, state in `Shared::mrc`).
 //!
 //! Their run-time state is one [`OpsState`] in `Shared`; the request path
 //! reads `detail`'s on/off flag, the verbosity level and `watch`'s stream
@@ -29,6 +30,8 @@ pub mod verbose;
 pub mod watch;
 pub mod latency;
 pub mod hotkeys;
+pub mod mrc;
+pub mod mrc_sim;
 
 use strata_proto::admin::Admin;
 use strata_proto::Tokens;

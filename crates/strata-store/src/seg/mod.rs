@@ -36,7 +36,9 @@ mod item;
 mod key_eq;
 mod prefetch;
 mod region;
+mod sample;
 mod shard;
+mod shrink;
 mod table;
 mod walk;
 
@@ -90,6 +92,9 @@ pub(crate) struct Globals {
     pub cas_counter: Line<AtomicU64>,
     /// `watch evictions` (`Engine::set_eviction_log`).
     pub eviction_log: std::sync::OnceLock<std::sync::Arc<dyn crate::EvictionLog>>,
+    /// `stats mrc`'s sampler and its threshold (0: none; `sample.rs`).
+    sampler: std::sync::OnceLock<std::sync::Arc<dyn crate::AccessSampler>>,
+    sample_threshold: AtomicU64,
     oldest_live: AtomicU32,
     oldest_cas: AtomicU64,
     /// Memory file only: the highest CAS given explicitly (meta `E`) or
@@ -508,6 +513,8 @@ impl SegStore {
                 jumbo_pool: Mutex::new(Vec::new()),
                 cas_counter: Line(AtomicU64::new(0)),
                 eviction_log: std::sync::OnceLock::new(),
+                sampler: std::sync::OnceLock::new(),
+                sample_threshold: AtomicU64::new(0),
                 exhausted: std::sync::atomic::AtomicBool::new(false),
                 oldest_live: AtomicU32::new(0),
                 oldest_cas: AtomicU64::new(0),
@@ -711,6 +718,9 @@ impl Engine for SegStore {
 
     fn get(&self, key: &[u8], opts: GetOptions, now: RelTime, visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction) -> bool {
         let hash = hash_key(key);
+        if !opts.uncounted {
+            self.sample_get(hash);
+        }
         let mut guard = self.lock(hash);
         let shard = &mut *guard;
         if shard.flash.is_some() && (opts.touch.is_some() || opts.vivify.is_some()) {
@@ -862,6 +872,7 @@ impl Engine for SegStore {
         }
         shard.counters.total_items += 1;
         self.flash_note_stored(shard, value_len);
+        self.sample_stored(hash, key.len() + value_len + sample::ITEM_HEADER_BYTES);
         StoreResult::Stored { cas: self.g.shown_cas(cas), value_len }
     }
 
@@ -1014,6 +1025,14 @@ impl Engine for SegStore {
         let _ = self.g.eviction_log.set(log);
     }
 
+    fn set_access_sampler(&self, sampler: std::sync::Arc<dyn crate::AccessSampler>) {
+        let _ = self.g.sampler.set(sampler);
+    }
+
+    fn set_sample_threshold(&self, threshold: u64) {
+        self.g.sample_threshold.store(threshold, Ordering::Relaxed);
+    }
+
     fn stats(&self) -> EngineStats {
         let mut stats = EngineStats { limit_maxbytes: self.g.memory_limit.load(Ordering::Relaxed), ..EngineStats::default() };
         for shard in self.shards.iter() {
@@ -1068,6 +1087,14 @@ impl Engine for SegStore {
     fn set_memory_limit(&self, bytes: u64) {
         self.g.memory_limit.store(bytes, Ordering::Relaxed);
         self.g.exhausted.store(false, Ordering::Relaxed);
+    }
+
+    fn shed_to_limit(&self, now: RelTime) -> u64 {
+        self.shed(now)
+    }
+
+    fn malloced_bytes(&self) -> u64 {
+        self.g.allocated.load(Ordering::Relaxed)
     }
 
     fn reset_stats(&self) {

@@ -222,6 +222,8 @@ pub fn apply(d: &mut Draft, opt: &str) -> Result<(), CliError> {
         | "restart_catchup" => {
             super::warm::apply(&mut s.warm, key, value)?
         }
+
+        "memory_pressure_yield" => s.memory_pressure_yield = true,
         "metrics_listen" => s.metrics_listen = Some(metrics_address(value)?),
         "pin_threads" => s.pin_threads = true,
         "no_pin_threads" => s.pin_threads = false,
@@ -229,6 +231,8 @@ pub fn apply(d: &mut Draft, opt: &str) -> Result<(), CliError> {
         "no_latency_stats" => s.latency_stats = false,
         "hotkeys" => s.hotkeys = true,
         "no_hotkeys" => s.hotkeys = false,
+        "mrc" => s.mrc = true,
+        "no_mrc" => s.mrc = false,
         _ if key.starts_with("ssl_") => return super::tls::apply(d, key, value, opt),
         _ if key.starts_with("proxy_") => return Err(illegal(opt, "the proxy is not part of Strata")),
         _ if super::ext::is_ext_option(key) => return super::ext::apply(&mut s.ext, opt, key, value),

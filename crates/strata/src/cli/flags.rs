@@ -34,7 +34,7 @@ pub const FLAGS: &[Flag] = &[
     flag('d', Some("daemon"), Nothing, "-d, --daemon              run as a daemon"),
     flag('r', Some("enable-coredumps"), Nothing, "-r, --enable-coredumps    maximize core file limit"),
     flag('u', Some("user"), Value, "-u, --user=<user>         assume identity of <username> (only when run as root)"),
-    flag('m', Some("memory-limit"), Value, "-m, --memory-limit=<num>  item memory in megabytes (default: 64; k, m, g suffixes)"),
+    flag('m', Some("memory-limit"), Value, "-m, --memory-limit=<num>  item memory in megabytes (default: 64; k, m, g suffixes;\n                          auto: follow the memory cgroup or the host, see README)"),
     flag('M', Some("disable-evictions"), Nothing, "-M, --disable-evictions   return error on memory exhausted instead of evicting"),
     flag('c', Some("conn-limit"), Value, "-c, --conn-limit=<num>    max simultaneous connections (default: 1024)"),
     flag('k', Some("lock-memory"), Nothing, "-k, --lock-memory         lock down all paged memory"),

@@ -25,8 +25,11 @@ const EXTENDED: &str = "\
    - restart_peer_timeout: milliseconds a peer has to answer (default: 2000)
    - restart_catchup:     seconds of polling peers after listening (default: 30)
    - journal_size:        invalidation journal entries, 8 bytes each (default: 524288; 0: off)
+
+   - memory_pressure_yield: a fixed -m gives memory back when the cgroup or host runs short
    - no_latency_stats:    do not collect 'stats latency' (default: collected)
    - no_hotkeys:          do not sample keys for 'stats hotkeys' (default: sampled)
+   - no_mrc:              do not simulate the miss-ratio curve of 'stats mrc' (default: simulated)
 
    - Flash tier (ext_*, memcached's extstore options)
    - ext_path:            file to write to for the flash tier, repeatable.

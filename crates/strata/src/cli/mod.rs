@@ -19,6 +19,8 @@ mod help;
 mod large_pages;
 mod license;
 mod tls;
+
+mod memory_auto;
 mod validate;
 mod warm;
 

@@ -230,3 +230,26 @@ fn request_stats_are_on_unless_switched_off() {
     let s = run(&["-o", "no_hotkeys,no_latency_stats"]).unwrap();
     assert_eq!((s.latency_stats, s.hotkeys), (false, false));
 }
+
+#[test]
+fn memory_auto_and_pressure_yield() {
+    let s = run(&["-m", "auto"]).unwrap();
+    let g = s.memory_governor.clone().expect("a governor");
+    assert!(g.auto);
+    assert_eq!(s.memory_limit_bytes, g.max_limit_bytes);
+    assert!(s.memory_limit_bytes >= 8 << 20);
+    let s = run(&["-m", "100", "-o", "memory_pressure_yield"]).unwrap();
+    let g = s.memory_governor.clone().expect("a governor");
+    assert!(!g.auto);
+    assert_eq!(g.max_limit_bytes, 100 << 20);
+    assert!(run(&["-m", "100"]).unwrap().memory_governor.is_none(), "no governor by default");
+    let (code, message) = refused(&["-m", "auto", "-e", "/tmp/strata-memauto-refused"]);
+    assert_eq!(code, 1);
+    assert!(message.contains("-m auto cannot be used with -e"), "{message}");
+    let (code, message) = refused(&["-e", "/tmp/strata-memauto-refused", "-o", "memory_pressure_yield"]);
+    assert_eq!(code, 1);
+    assert!(message.contains("memory_pressure_yield cannot be used with -e"), "{message}");
+    let (code, message) = refused(&["-m", "lots"]);
+    assert_eq!(code, 1);
+    assert!(message.contains("a number of megabytes or auto"), "{message}");
+}

@@ -25,8 +25,7 @@ fn usage(message: impl Into<String>) -> CliError {
 
 pub fn finish(mut d: Draft) -> Result<Options, CliError> {
     let s = &mut d.settings;
-    s.memory_limit_bytes = parse_size(&d.memory_limit, 1 << 20)
-        .ok_or_else(|| CliError::new(1, format!("Invalid memory limit '{}': a number of megabytes is needed", d.memory_limit)))?;
+    super::memory_auto::apply(&d.memory_limit, s)?;
     let item_size_max = parse_size(&d.item_size_max, 1)
         .ok_or_else(|| usage(format!("Invalid max item size '{}': a number with an optional k or m suffix", d.item_size_max)))?;
 

@@ -1,0 +1,227 @@
+//! `stats mrc`: an online miss-ratio curve, the miss ratio Strata would have
+//! had at 0.25x .. 8x its current memory limit, from miniature simulations
+//! (ATC'17) fed a spatially hashed sample of the keys (SHARDS, FAST'15).
+//!
+//! ```text
+//!  Engine::get / store (strata-store seg/sample.rs): the key's xxh3 hash,
+//!     mixed, below the threshold? ──no──► nothing more (one multiply, one compare)
+//!                                  │ yes (rate R = threshold / 2^32)
+//!                                  ▼
+//!  Mrc (AccessSampler) ── Mutex<Curve>: one mrc_sim::Sim per scale in
+//!     SCALES_QUARTERS, capacity scale x limit x R, S3-FIFO at segment
+//!     granularity (a get: a hit or a miss in each; a store: a new copy in each)
+//!  tick (acceptor, once a second): roll the window, follow the limit
+//! ```
+//!
+//! The sample is spatial: a key is in it or not by its hash, so every
+//! request of a sampled key is seen and the sampled keys' reuse is exact.
+//! The store already hashes every key, so the request path pays one
+//! multiply and a compare for the decision (nothing with `-o no_mrc`: the
+//! threshold is 0). `R` keeps the 1x simulation near [`SIM_BYTES_AT_1X`]
+//! whatever `-m` is (1/64 at `-m 64`, 1/1024 at 1 GiB; at most 1/16), so
+//! the curve costs a few MiB. Estimates use SHARDS' adjustment: misses are
+//! divided by `R x` all gets counted in `stats` (not by the sampled gets),
+//! so a hot key that happens to be in (or out of) the sample does not tilt
+//! the curve.
+//!
+//! Window: counts cover the current and the previous [`WINDOW_S`]-second
+//! window (60-120 s of traffic); `stats reset` restarts them (the simulated
+//! caches stay warm). A limit that moves by more than an eighth
+//! (`cache_memlimit`, `-m auto`) rebuilds the simulations for the new size
+//! at the next tick.
+//!
+//! Reply (Strata's own), sizes in megabytes of `-m`, as `stats hotkeys`:
+//!
+//! ```text
+//! STAT enabled 1
+//! STAT sample_one_in 64
+//! STAT window_seconds 60
+//! STAT mrc:16 0.4512
+//! ...
+//! STAT mrc:512 0.1020
+//! END
+//! ```
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use strata_store::{AccessSampler, Engine};
+
+use super::mrc_sim::{segments_per_shard, Sim};
+use crate::shared::Shared;
+
+/// Cache sizes simulated, in quarters of the limit: 0.25x .. 8x.
+pub const SCALES_QUARTERS: [u64; 6] = [1, 2, 4, 8, 16, 32];
+/// Simulated bytes at 1x: about 4,500 items of 230 bytes.
+pub const SIM_BYTES_AT_1X: u64 = 1 << 20;
+pub const WINDOW_S: u32 = 60;
+
+pub struct Mrc {
+    curve: Mutex<Curve>,
+}
+
+struct Curve {
+    limit_bytes: u64,
+    sample_one_in: u64,
+    sims: Vec<Sim>,
+    /// Misses of each sim at the start of the current and previous windows.
+    window_start_s: u32,
+    base_prev: Vec<u64>,
+    base_cur: Vec<u64>,
+    gets_prev: u64,
+    gets_cur: u64,
+}
+
+fn sample_one_in(limit_bytes: u64) -> u64 {
+    (limit_bytes / SIM_BYTES_AT_1X).max(1).next_power_of_two().clamp(16, 1 << 24)
+}
+
+fn threshold(one_in: u64) -> u64 {
+    (1u64 << 32) / one_in
+}
+
+impl Curve {
+    fn new(limit_bytes: u64, now_s: u32, gets: u64) -> Curve {
+        let one_in = sample_one_in(limit_bytes);
+        let sims = SCALES_QUARTERS
+            .iter()
+            .map(|&q| {
+                let real = limit_bytes * q / 4;
+                Sim::new((real / one_in) as usize, segments_per_shard(real))
+            })
+            .collect();
+        let n = SCALES_QUARTERS.len();
+        Curve { limit_bytes, sample_one_in: one_in, sims, window_start_s: now_s, base_prev: vec![0; n], base_cur: vec![0; n], gets_prev: gets, gets_cur: gets }
+    }
+
+    fn restart(&mut self, gets: u64) {
+        for (i, sim) in self.sims.iter().enumerate() {
+            self.base_prev[i] = sim.misses;
+            self.base_cur[i] = sim.misses;
+        }
+        self.gets_prev = gets;
+        self.gets_cur = gets;
+    }
+}
+
+impl Mrc {
+    /// An `Mrc` sized for `limit_bytes`, installed as `engine`'s sampler.
+    pub fn install(engine: &dyn Engine, limit_bytes: u64) -> Arc<Mrc> {
+        let curve = Curve::new(limit_bytes, 0, 0);
+        let one_in = curve.sample_one_in;
+        let mrc = Arc::new(Mrc { curve: Mutex::new(curve) });
+        engine.set_access_sampler(mrc.clone());
+        engine.set_sample_threshold(threshold(one_in));
+        mrc
+    }
+
+    fn curve(&self) -> std::sync::MutexGuard<'_, Curve> {
+        self.curve.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl AccessSampler for Mrc {
+    fn get(&self, hash: u64) {
+        for sim in &mut self.curve().sims {
+            sim.get(hash);
+        }
+    }
+
+    fn stored(&self, hash: u64, bytes: usize) {
+        for sim in &mut self.curve().sims {
+            sim.set(hash, bytes);
+        }
+    }
+}
+
+fn gets(shared: &Shared) -> u64 {
+    let s = shared.stats();
+    s.get_hits + s.get_misses
+}
+
+/// Once a second (the acceptor's tick): follow the limit, roll the window.
+pub fn tick(shared: &Shared) {
+    let Some(mrc) = &shared.mrc else { return };
+    let now_s = shared.clock.now();
+    let limit = shared.memory_limit_bytes.load(Ordering::Relaxed);
+    let mut c = mrc.curve();
+    if limit.abs_diff(c.limit_bytes) > c.limit_bytes / 8 {
+        *c = Curve::new(limit, now_s, gets(shared));
+        shared.engine.set_sample_threshold(threshold(c.sample_one_in));
+    } else if now_s.saturating_sub(c.window_start_s) >= WINDOW_S {
+        let gets = gets(shared);
+        c.window_start_s = now_s;
+        c.base_prev = std::mem::take(&mut c.base_cur);
+        c.base_cur = c.sims.iter().map(|s| s.misses).collect();
+        c.gets_prev = c.gets_cur;
+        c.gets_cur = gets;
+    }
+}
+
+/// `stats reset`: count from now (the simulated caches stay warm).
+pub fn reset(shared: &Shared) {
+    if let Some(mrc) = &shared.mrc {
+        mrc.curve().restart(gets(shared));
+    }
+}
+
+/// (megabytes of `-m`, estimated miss ratio) for each simulated size.
+pub fn curve(shared: &Shared) -> Vec<(f64, f64)> {
+    let Some(mrc) = &shared.mrc else { return Vec::new() };
+    let c = mrc.curve();
+    let all_gets = gets(shared).saturating_sub(c.gets_prev);
+    let expected_sampled = all_gets as f64 / c.sample_one_in as f64;
+    SCALES_QUARTERS
+        .iter()
+        .zip(&c.sims)
+        .zip(&c.base_prev)
+        .map(|((&q, sim), &base)| {
+            let mb = (c.limit_bytes * q / 4) as f64 / (1 << 20) as f64;
+            let misses = sim.misses.saturating_sub(base) as f64;
+            let ratio = if expected_sampled > 0.0 { (misses / expected_sampled).min(1.0) } else { 0.0 };
+            (mb, ratio)
+        })
+        .collect()
+}
+
+fn megabytes(mb: f64) -> String {
+    if mb.fract() == 0.0 {
+        format!("{}", mb as u64)
+    } else {
+        format!("{mb:.2}")
+    }
+}
+
+/// `stats mrc`.
+pub fn stats(shared: &Shared, t: &mut Vec<(String, String)>) {
+    t.push(("enabled".into(), u8::from(shared.mrc.is_some()).to_string()));
+    let Some(mrc) = &shared.mrc else { return };
+    let one_in = mrc.curve().sample_one_in;
+    t.push(("sample_one_in".into(), one_in.to_string()));
+    t.push(("window_seconds".into(), WINDOW_S.to_string()));
+    for (mb, ratio) in curve(shared) {
+        t.push((format!("mrc:{}", megabytes(mb)), format!("{ratio:.4}")));
+    }
+}
+
+/// `/metrics`: one gauge sample per simulated size.
+pub fn prometheus(x: &mut super::metrics::Exposition, shared: &Shared) {
+    let help = "Estimated miss ratio at this many megabytes of -m (stats mrc: sampled S3-FIFO simulations).";
+    for (mb, ratio) in curve(shared) {
+        x.sample("strata_mrc_miss_ratio", help, super::metrics::Kind::Gauge, &[("megabytes", &megabytes(mb))], ratio);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sample_rate_follows_the_limit() {
+        assert_eq!(sample_one_in(64 << 20), 64);
+        assert_eq!(sample_one_in(8 << 20), 16);
+        assert_eq!(sample_one_in(1 << 30), 1024);
+        assert_eq!(megabytes(16.0), "16");
+        assert_eq!(megabytes(2.5), "2.50");
+    }
+}

@@ -1,0 +1,253 @@
+//! One miniature cache for `stats mrc` (`mrc.rs`): Strata's eviction, S3-FIFO
+//! at segment granularity (`strata-store/src/seg/shard.rs`), run on the
+//! sampled keys' hashes and sizes only, at a scaled-down capacity (Waldspurger
+//! et al., "Cache Modeling and Optimization using Miniature Simulations",
+//! ATC'17: a cache of `size x R` fed a spatial sample at rate `R` misses
+//! like the full cache of `size`).
+//!
+//! ```text
+//!  index: HashMap<key hash, Entry { seg, slot, freq 0..=3 }>
+//!  segs[id]: items Vec<(key hash, bytes)>, used bytes      (capacity seg_bytes)
+//!  open:  one Small, one Main segment, appended to
+//!  small, main: sealed segment ids in seal order (the two FIFO queues)
+//! ```
+//!
+//! As in a shard: a new item goes to the open Small segment; a read sets
+//! freq + 1 (at most 3); with every segment taken, the victim is the oldest
+//! sealed Small segment while Small holds over 10% of the sealed ones, else
+//! the oldest Main one; walking it, items read since written (freq > 0) are
+//! rewritten into the open Main segment with freq - 1, up to 75% of a
+//! segment, the rest leave. An entry whose (seg, slot) no longer matches is
+//! a dead copy (the item was rewritten or replaced), skipped. The number of
+//! segments is a real shard's at that memory size (`segments_per_shard`),
+//! so victims are the same share of the cache as Strata's.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
+
+const SMALL_SHARE_PERCENT: usize = 10;
+const KEEP_PERCENT: usize = 75;
+const MAX_FREQ: u8 = 3;
+
+/// The keys are hashes already: use them as they are.
+#[derive(Default)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Entry {
+    seg: u32,
+    slot: u32,
+    freq: u8,
+}
+
+#[derive(Default)]
+struct Seg {
+    items: Vec<(u64, u32)>,
+    used: usize,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Small,
+    Main,
+}
+
+pub struct Sim {
+    seg_bytes: usize,
+    max_segs: usize,
+    index: HashMap<u64, Entry, BuildHasherDefault<IdHasher>>,
+    segs: Vec<Seg>,
+    free: Vec<u32>,
+    small: VecDeque<u32>,
+    main: VecDeque<u32>,
+    open_small: Option<u32>,
+    open_main: Option<u32>,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+impl Sim {
+    /// A miniature cache of `capacity_bytes` in `segments` segments.
+    pub fn new(capacity_bytes: usize, segments: usize) -> Sim {
+        let max_segs = segments.max(4);
+        Sim {
+            seg_bytes: (capacity_bytes / max_segs).max(256),
+            max_segs,
+            index: HashMap::default(),
+            segs: Vec::new(),
+            free: Vec::new(),
+            small: VecDeque::new(),
+            main: VecDeque::new(),
+            open_small: None,
+            open_main: None,
+            hits: 0,
+            misses: 0,
+        }
+    }
+
+    /// A read of key `hash`: a hit (and its frequency rises) or a miss.
+    pub fn get(&mut self, hash: u64) -> bool {
+        match self.index.get_mut(&hash) {
+            Some(e) => {
+                e.freq = (e.freq + 1).min(MAX_FREQ);
+                self.hits += 1;
+                true
+            }
+            None => {
+                self.misses += 1;
+                false
+            }
+        }
+    }
+
+    /// A write of key `hash` with an item of `bytes`: a new copy in Small.
+    pub fn set(&mut self, hash: u64, bytes: usize) {
+        let bytes = bytes.min(self.seg_bytes);
+        self.index.remove(&hash);
+        self.append(Class::Small, hash, bytes, 0);
+    }
+
+    fn append(&mut self, class: Class, hash: u64, bytes: usize, freq: u8) {
+        let open = match class {
+            Class::Small => self.open_small,
+            Class::Main => self.open_main,
+        };
+        let id = match open {
+            Some(id) if self.segs[id as usize].used + bytes <= self.seg_bytes => id,
+            _ => {
+                if let Some(id) = open {
+                    match class {
+                        Class::Small => self.small.push_back(id),
+                        Class::Main => self.main.push_back(id),
+                    }
+                }
+                // Taken off as open first, so eviction never picks it.
+                match class {
+                    Class::Small => self.open_small = None,
+                    Class::Main => self.open_main = None,
+                }
+                let id = self.new_segment();
+                match class {
+                    Class::Small => self.open_small = Some(id),
+                    Class::Main => self.open_main = Some(id),
+                }
+                id
+            }
+        };
+        let seg = &mut self.segs[id as usize];
+        seg.items.push((hash, bytes as u32));
+        seg.used += bytes;
+        self.index.insert(hash, Entry { seg: id, slot: seg.items.len() as u32 - 1, freq });
+    }
+
+    fn in_use(&self) -> usize {
+        self.segs.len() - self.free.len()
+    }
+
+    fn new_segment(&mut self) -> u32 {
+        while self.in_use() >= self.max_segs && self.free.is_empty() {
+            if !self.evict_one() {
+                break;
+            }
+        }
+        match self.free.pop() {
+            Some(id) => id,
+            None => {
+                self.segs.push(Seg::default());
+                self.segs.len() as u32 - 1
+            }
+        }
+    }
+
+    /// Evict the S3-FIFO victim; false if nothing is sealed.
+    fn evict_one(&mut self) -> bool {
+        let sealed = self.small.len() + self.main.len();
+        let from_small = self.main.is_empty() || self.small.len() * 100 > sealed * SMALL_SHARE_PERCENT;
+        let victim = if from_small { self.small.pop_front().or_else(|| self.main.pop_front()) } else { self.main.pop_front() };
+        let Some(v) = victim else { return false };
+        let seg = std::mem::take(&mut self.segs[v as usize]);
+        let keep_limit = self.seg_bytes * KEEP_PERCENT / 100;
+        let mut kept = Vec::new();
+        let mut kept_bytes = 0;
+        for (slot, &(hash, bytes)) in seg.items.iter().enumerate() {
+            let Some(e) = self.index.get(&hash).copied() else { continue };
+            if e.seg != v || e.slot != slot as u32 {
+                continue;
+            }
+            self.index.remove(&hash);
+            if e.freq > 0 && kept_bytes + bytes as usize <= keep_limit {
+                kept_bytes += bytes as usize;
+                kept.push((hash, bytes, e.freq - 1));
+            }
+        }
+        self.free.push(v);
+        for (hash, bytes, freq) in kept {
+            self.append(Class::Main, hash, bytes as usize, freq);
+        }
+        true
+    }
+
+    /// Items held (for tests and the memory bound).
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+}
+
+/// Segments per shard a store of `memory_bytes` has (its `geometry()`:
+/// shards = memory / 512 KiB, 1..32, segment = memory / (shards x 32),
+/// 64 KiB .. 1 MiB, both powers of two).
+pub fn segments_per_shard(memory_bytes: u64) -> usize {
+    let memory = memory_bytes.max(1 << 20) as usize;
+    let floor_pow2 = |n: usize| if n == 0 { 1 } else { 1 << n.ilog2() };
+    let shards = floor_pow2(memory / (512 << 10)).clamp(1, 32);
+    let segment = floor_pow2(memory / (shards * 32)).clamp(64 << 10, 1 << 20);
+    (memory / segment / shards).max(4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn geometry_matches_the_store() {
+        assert_eq!(segments_per_shard(64 << 20), 32);
+        assert_eq!(segments_per_shard(8 << 20), 8, "64 KiB segments at the least");
+        assert_eq!(segments_per_shard(4 << 30), 128, "1 MiB segments past 1 GiB");
+    }
+
+    #[test]
+    fn holds_its_capacity_and_keeps_what_is_read() {
+        let mut sim = Sim::new(100 * 100, 10);
+        for k in 0..1000u64 {
+            if !sim.get(k) {
+                sim.set(k, 100);
+            }
+        }
+        assert!(sim.len() <= 100 && sim.len() >= 70, "{}", sim.len());
+        // A key read again and again survives a one-time scan.
+        sim.set(5000, 100);
+        for k in 10_000..12_000u64 {
+            sim.get(5000);
+            sim.set(k, 100);
+        }
+        assert!(sim.get(5000), "a hot key survives a scan");
+    }
+}
