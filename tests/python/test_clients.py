@@ -7,36 +7,22 @@ STRATA_IO_ENGINE is passed through, so scripts/test runs this for each engine.
 """
 
 import os
-import re
 import subprocess
-import threading
 
 import pytest
 from pymemcache.client.base import Client
 from pymemcache.client.hash import HashClient
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.environ.get("STRATA_BIN", os.path.join(ROOT, "target", "release", "strata"))
+from strata_process import StrataProcess
 
 
-class Strata:
-    """A strata process on an ephemeral port, read from its -v log."""
+
+class Strata(StrataProcess):
+    """A strata process on an ephemeral port."""
 
     def __init__(self):
-        self.proc = subprocess.Popen([BIN, "-p", "-1", "-v", "-t", "2"], stderr=subprocess.PIPE, text=True)
-        for line in self.proc.stderr:
-            match = re.match(r"strata: listening on (\S+):(\d+)", line)
-            if match:
-                self.host, self.port = match.group(1), int(match.group(2))
-                break
-        else:
-            raise RuntimeError("strata exited before listening")
-        # Keep draining the log so the server never blocks on it.
-        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
-
-    def stop(self):
-        self.proc.terminate()
-        assert self.proc.wait(timeout=10) == 0, "SIGTERM exits 0"
+        super().__init__(["-p", "-1", "-v", "-t", "2"])
+        self.host, self.port = self.addrs[0]
 
 
 @pytest.fixture

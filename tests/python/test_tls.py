@@ -12,13 +12,12 @@ import socket
 import ssl
 import subprocess
 import tempfile
-import threading
 
 import pytest
 from pymemcache.client.base import Client
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.environ.get("STRATA_BIN", os.path.join(ROOT, "target", "release", "strata"))
+from strata_process import StrataProcess
+
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
 
@@ -43,31 +42,17 @@ def pki():
     shutil.rmtree(d, ignore_errors=True)
 
 
-class Strata:
+class Strata(StrataProcess):
     """strata -Z on ephemeral ports, addresses read from its -v log."""
 
     def __init__(self, pki, options="", listen=None, count=1):
         opts = f"ssl_chain_cert={pki}/srv.crt,ssl_key={pki}/srv.key"
         if options:
             opts += "," + options
-        args = [BIN, "-p", "-1", "-U", "0", "-v", "-t", "2", "-Z", "-o", opts]
+        args = ["-p", "-1", "-U", "0", "-v", "-t", "2", "-Z", "-o", opts]
         if listen:
             args += ["-l", listen]
-        self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
-        self.addrs = []
-        for line in self.proc.stderr:
-            match = re.match(r"strata: listening on (\S+):(\d+)", line)
-            if match:
-                self.addrs.append((match.group(1), int(match.group(2))))
-                if len(self.addrs) == count:
-                    break
-        else:
-            raise RuntimeError("strata exited before listening")
-        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
-
-    def stop(self):
-        self.proc.terminate()
-        assert self.proc.wait(timeout=10) == 0
+        super().__init__(args, count)
 
 
 def context(pki, cert=None):
