@@ -119,6 +119,7 @@ impl Server {
         }
         shared.warm = warm;
         let shared = Arc::new(shared);
+        crate::handover::incoming::restore_journal(&shared.journal);
         crate::journal::warm::after_listening(&shared);
         crate::ops::watch::EvictionWatch::install(&shared);
         crate::ops::conns::register_sockets(&shared, &tcp_addrs, &udp_addrs);

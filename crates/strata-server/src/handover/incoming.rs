@@ -17,7 +17,7 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::{Resume, CONN, LISTENERS, MAX_CARRIED_INPUT, REFUSED, SAVED, TAKEOVER};
+use super::{Resume, CONN, JOURNAL, LISTENERS, MAX_CARRIED_INPUT, REFUSED, SAVED, TAKEOVER};
 use crate::conn::Conn;
 use crate::sys::fdpass::{self, MAX_FDS};
 use crate::sys::{Listener, Stream};
@@ -30,6 +30,8 @@ const STEP_TIMEOUT: Duration = Duration::from_secs(60);
 struct Inherited {
     listeners: Vec<(SocketAddr, std::net::TcpListener)>,
     conns: Vec<(OwnedFd, Resume)>,
+    /// The old process's journal (`journal/carry.rs`), its pieces joined.
+    journal: Vec<u8>,
 }
 
 static INHERITED: Mutex<Option<Inherited>> = Mutex::new(None);
@@ -69,7 +71,7 @@ pub fn take_over(path: &Path) -> io::Result<Option<TakenOver>> {
     if msg != LISTENERS {
         return Err(invalid(format!("unexpected answer {:?}", String::from_utf8_lossy(msg))));
     }
-    let mut inherited = Inherited { listeners: Vec::new(), conns: Vec::new() };
+    let mut inherited = Inherited { listeners: Vec::new(), conns: Vec::new(), journal: Vec::new() };
     for fd in fds {
         let listener = std::net::TcpListener::from(fd);
         if let Ok(addr) = listener.local_addr() {
@@ -97,6 +99,10 @@ pub fn take_over(path: &Path) -> io::Result<Option<TakenOver>> {
             while matches!(control.recv(&mut buf, 1), Ok((n, _)) if n > 0) {}
             break;
         }
+        if let Some(piece) = msg.strip_prefix(JOURNAL) {
+            inherited.journal.extend_from_slice(piece);
+            continue;
+        }
         match (msg.strip_prefix(CONN), fds.pop()) {
             (Some([auth, input @ ..]), Some(fd)) => {
                 inherited.conns.push((fd, Resume { input: input.to_vec(), unauthenticated: *auth != 0 }))
@@ -107,6 +113,18 @@ pub fn take_over(path: &Path) -> io::Result<Option<TakenOver>> {
     let taken = TakenOver { listeners: inherited.listeners.len(), conns: inherited.conns.len(), waited: started.elapsed() };
     *INHERITED.lock().unwrap_or_else(|e| e.into_inner()) = Some(inherited);
     Ok(Some(taken))
+}
+
+/// Replay the old process's journal into this one's (`Server::start`,
+/// before any request), so the node answers peers for windows before its
+/// own start.
+pub fn restore_journal(journal: &crate::journal::Journal) {
+    let mut slot = INHERITED.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(inherited) = slot.as_mut() else { return };
+    let bytes = std::mem::take(&mut inherited.journal);
+    if !bytes.is_empty() && !journal.import(&bytes) {
+        eprintln!("strata: handover: the previous process's journal did not parse; this one starts empty");
+    }
 }
 
 /// The inherited listener bound to `addr`, if any (`Server::start`).

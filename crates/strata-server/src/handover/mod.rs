@@ -12,10 +12,11 @@
 //!                                           buffered requests answered,
 //!                ◀── "conn" + fd + unread   replies written, each plain
 //!                    input, per connection  connection passed, not closed
+//!                ◀── "journal" + bytes ──   its invalidation journal
 //!                ◀── "saved" ────────────   memory file written back
 //!  wait for EOF (old exited)                exit
-//!  map the memory file, journal sync (restart_peers), serve the
-//!  inherited listeners and connections (incoming.rs)
+//!  map the memory file, journal sync (restart_peers), replay the old
+//!  journal, serve the inherited listeners and connections (incoming.rs)
 //! ```
 //!
 //! The control socket is a unix `SOCK_SEQPACKET` socket at PATH (mode
@@ -45,6 +46,8 @@ pub(crate) const LISTENERS: &[u8] = b"listeners";
 /// One connection: this prefix, one byte (1: not yet authenticated), then
 /// the input it had buffered and not yet run; the descriptor attached.
 pub(crate) const CONN: &[u8] = b"conn";
+/// A piece of the invalidation journal (`journal/carry.rs`), in order.
+pub(crate) const JOURNAL: &[u8] = b"journal";
 /// The memory file is written back: the old process exits next.
 pub(crate) const SAVED: &[u8] = b"saved";
 /// The old process keeps serving: the reason follows.

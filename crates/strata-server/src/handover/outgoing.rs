@@ -18,13 +18,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{Resume, CONN, LISTENERS, MAX_CARRIED_INPUT, REFUSED, SAVED, TAKEOVER};
+use super::{Resume, CONN, JOURNAL, LISTENERS, MAX_CARRIED_INPUT, REFUSED, SAVED, TAKEOVER};
 use crate::conn::Conn;
 use crate::shared::Shared;
 use crate::sys::fdpass::{self, Packet};
 
 /// How long a connected new process has to send its request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Journal bytes per message (the receiver's buffer holds a connection's
+/// carried input, which is larger).
+const PIECE_BYTES: usize = 16 << 10;
 /// How long a worker waits for the acceptor to stop before draining.
 const ACCEPTOR_WAIT: Duration = Duration::from_secs(1);
 
@@ -158,6 +161,15 @@ pub fn finish(shared: &Shared, saved: &io::Result<()>) {
             break;
         }
         passed += 1;
+    }
+    // The journal goes on in the new process (`journal/carry.rs`).
+    if let Some(journal) = shared.journal.export() {
+        for piece in journal.chunks(PIECE_BYTES) {
+            if let Err(e) = control.send(&[JOURNAL, piece].concat(), &[]) {
+                eprintln!("strata: handover: passing the journal failed: {e}");
+                break;
+            }
+        }
     }
     let note = match saved {
         Ok(()) => "memory file saved",
