@@ -174,3 +174,14 @@ fn a_restart_takes_the_listener_and_connections_over_on_epoll() {
 fn a_restart_takes_the_listener_and_connections_over_on_io_uring_where_the_kernel_allows() {
     hand_over("auto");
 }
+
+#[test]
+fn handover_with_a_unix_socket_is_refused() {
+    let out = Command::new(common::BIN)
+        .args(["-s", "/tmp/strata-handover-refused.sock", "-o", "handover=/tmp/strata-handover-refused.ctl"])
+        .env_remove("STRATA_IO_ENGINE")
+        .output()
+        .expect("run strata");
+    assert_eq!(out.status.code(), Some(64), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("handover: only TCP listeners"));
+}
