@@ -128,7 +128,7 @@ class Node:
         return found
 
 
-def cluster(tag, options, journal=True, memory_file=True, control=False):
+def cluster(tag, options, journal=True, memory_file=True, control=False, mem_dir=None):
     ports = [free_port() for _ in range(3)]
     peers = ",".join(f"127.0.0.1:{p}" for p in ports)
     nodes = []
@@ -138,7 +138,7 @@ def cluster(tag, options, journal=True, memory_file=True, control=False):
             opts.append(f"restart_peers={peers}")
         if control:
             opts.append(f"handover={os.path.join(WORK, f'{tag}-{i}.ctl')}")
-        mf = os.path.join(WORK, f"{tag}-{i}.mem") if memory_file else None
+        mf = os.path.join(mem_dir or WORK, f"{tag}-{i}.mem") if memory_file else None
         node = Node(f"{tag}-s{i + 1}", port, mf, opts)
         node.start()
         nodes.append(node)
@@ -336,7 +336,11 @@ def rolling(handover=True):
     tag = "rolling" if handover else "rolling_stop"
     # The catch-up (after the return) ends before the next node stops.
     options = ["restart_margin=1", "restart_catchup=1"]
-    nodes = cluster(tag, options, control=handover)
+    # On tmpfs, as docs/SCALE-OUT.md advises: a restart waits for the
+    # memory file's write-back (msync), tens of ms there, up to seconds on
+    # a busy disk, and nutcracker fails requests after `timeout` (1 s).
+    mem_dir = tempfile.mkdtemp(prefix="strata-rolling-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    nodes = cluster(tag, options, control=handover, mem_dir=mem_dir)
     proxy = Nutcracker(nodes)
     values = {k: f"v:{k}".encode() for k in KEYS}
     counts = {"all": [0, 0, 0], "serving": [0, 0, 0]}
@@ -402,6 +406,7 @@ def rolling(handover=True):
             if n.proc.poll() is None:
                 n.proc.kill()
                 n.proc.wait()
+        shutil.rmtree(mem_dir, ignore_errors=True)
 
 
 def hashclient():

@@ -44,6 +44,8 @@ pub struct Outgoing {
     conns: Mutex<Vec<(OwnedFd, Resume)>>,
     /// Connections closed instead (TLS, dumps, oversized input).
     closed: AtomicU64,
+    /// When the listeners went (the log line's durations).
+    began: Mutex<Option<Instant>>,
 }
 
 impl Outgoing {
@@ -134,6 +136,7 @@ fn hand_listeners(shared: &Shared, control: &Packet) -> io::Result<()> {
     // Active before the send returns: the new process may start the
     // moment it has them, and this process must not close a connection.
     shared.handover.active.store(true, Ordering::Release);
+    *shared.handover.began.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
     if let Err(e) = control.send(LISTENERS, &fds) {
         shared.handover.active.store(false, Ordering::Release);
         return Err(e);
@@ -147,6 +150,8 @@ pub fn finish(shared: &Shared, saved: &io::Result<()>) {
     if !shared.handover.is_active() {
         return;
     }
+    let began = *shared.handover.began.lock().unwrap_or_else(|e| e.into_inner());
+    let stopped_ms = began.map_or(0, |t| t.elapsed().as_millis());
     let Some(control) = shared.handover.control.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
     let _ = control.set_timeout(Some(Duration::from_secs(10)));
     let conns = std::mem::take(&mut *shared.handover.conns.lock().unwrap_or_else(|e| e.into_inner()));
@@ -179,8 +184,9 @@ pub fn finish(shared: &Shared, saved: &io::Result<()>) {
         eprintln!("strata: handover: could not tell the new process: {e}");
     }
     eprintln!(
-        "strata: handover: passed {passed} of {} connections ({} closed: TLS, dumps, mid-block); {note}; exiting",
+        "strata: handover: passed {passed} of {} connections ({} closed: TLS, dumps, mid-block); {note}; stopped in {stopped_ms} ms, passed in {} ms; exiting",
         conns.len(),
-        shared.handover.closed.load(Ordering::Relaxed) as usize + conns.len() - passed
+        shared.handover.closed.load(Ordering::Relaxed) as usize + conns.len() - passed,
+        began.map_or(0, |t| t.elapsed().as_millis()) - stopped_ms
     );
 }
