@@ -47,7 +47,7 @@ fn main() -> ExitCode {
     // -o handover: the running process stops and writes its memory file
     // back before this one opens it; its sockets become this one's.
     if let Some(path) = &settings.handover {
-        match strata_server::handover::take_over(path) {
+        match strata_server::handover::take_over(path, &settings) {
             Ok(None) => {}
             Ok(Some(t)) => eprintln!(
                 "strata: handover: took {} listeners and {} connections over from the previous process ({} ms)",
