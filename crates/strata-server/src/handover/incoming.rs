@@ -62,7 +62,10 @@ pub fn take_over(path: &Path, settings: &crate::Settings) -> io::Result<Option<T
     let started = Instant::now();
     let control = match fdpass::connect(path) {
         Ok(control) => control,
-        Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused) => return Ok(None),
+        Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused) => {
+            ports_free(settings)?;
+            return Ok(None);
+        }
         Err(e) => return Err(e),
     };
     control.set_timeout(Some(STEP_TIMEOUT))?;
@@ -118,6 +121,23 @@ pub fn take_over(path: &Path, settings: &crate::Settings) -> io::Result<Option<T
     let taken = TakenOver { listeners: inherited.listeners.len(), conns: inherited.conns.len(), waited: started.elapsed() };
     *INHERITED.lock().unwrap_or_else(|e| e.into_inner()) = Some(inherited);
     Ok(Some(taken))
+}
+
+/// A plain start: fail before the memory file is opened if a port is
+/// taken (a handover under way, whose new process holds the listeners
+/// and serves the control socket only once it listens).
+fn ports_free(settings: &crate::Settings) -> io::Result<()> {
+    for addr in settings.tcp_listen.iter().filter(|a| a.port() != 0) {
+        let socket = socket2::Socket::new(socket2::Domain::for_address(*addr), socket2::Type::STREAM, None)?;
+        socket.set_reuse_address(true)?;
+        if addr.is_ipv6() {
+            socket.set_only_v6(true)?;
+        }
+        if let Err(e) = socket.bind(&(*addr).into()) {
+            return Err(io::Error::new(e.kind(), format!("nothing serves the control socket, and {addr} is taken: {e}")));
+        }
+    }
+    Ok(())
 }
 
 /// Replay the old process's journal into this one's (`Server::start`,
