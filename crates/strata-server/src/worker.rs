@@ -390,7 +390,9 @@ impl Worker {
         for index in 0..self.clients.len() {
             if let Some(client) = self.clients[index].as_mut() {
                 client.close_reason = "shutdown";
-                let _ = client.conn.process(&exec, usize::MAX);
+                if matches!(client.conn.process(&exec, usize::MAX), Progress::Close | Progress::CloseAfterWrite) {
+                    client.close_after_write = true; // quit: not handed over
+                }
                 while client.conn.pending_output() > 0 && Instant::now() < deadline {
                     if flush(client, &stats).is_err() {
                         break;
@@ -400,7 +402,8 @@ impl Worker {
                         client.writable = true;
                     }
                 }
-                if shared.handover.offer(std::os::fd::AsFd::as_fd(&client.stream), &client.conn, client.tls.is_some()) {
+                let open = !client.close_after_write && !client.peer_closed;
+                if open && shared.handover.offer(std::os::fd::AsFd::as_fd(&client.stream), &client.conn, client.tls.is_some()) {
                     client.close_reason = "handover";
                 }
             }

@@ -504,7 +504,9 @@ impl UringWorker {
             self.accept_new();
         }
         for client in self.clients.iter_mut().flatten() {
-            let _ = client.conn.process(&exec, usize::MAX);
+            if matches!(client.conn.process(&exec, usize::MAX), Progress::Close | Progress::CloseAfterWrite) {
+                client.close_after_write = true; // quit: not handed over
+            }
             // A handover: stop the kernel receiving for this process (what
             // the receive still brings is carried with the connection).
             if handover && client.recv_live && !client.recv_cancelling {
@@ -552,7 +554,7 @@ impl UringWorker {
                     client.conn.out.clear();
                     client.conn.wpos = 0;
                 }
-                let idle = !client.recv_live && !client.sending;
+                let idle = !client.recv_live && !client.sending && !client.closing && !client.close_after_write && !client.eof;
                 if idle && shared.handover.offer(std::os::fd::AsFd::as_fd(&client.stream), &client.conn, client.tls.is_some()) {
                     client.close_reason = "handover";
                 }
