@@ -32,18 +32,40 @@ impl Drop for Proc {
     }
 }
 
-fn start(port: u16, dir: &Dir, engine: &str) -> Proc {
+/// The first process on a free port (`port` None: read from its log), or
+/// the next one on the same port.
+fn start(port: Option<u16>, dir: &Dir, engine: &str) -> (Proc, u16) {
     let (mem, ctl) = (dir.0.join("cache.mem"), dir.0.join("control.sock"));
-    let port = port.to_string();
-    let mut args = vec!["-p", &port, "-l", "127.0.0.1", "-U", "0", "-t", "2", "-m", "64"];
+    let mut args = vec!["-l", "127.0.0.1", "-U", "0", "-t", "2", "-m", "64"];
     let (mem, ctl) = (mem.to_str().expect("utf-8"), format!("handover={}", ctl.to_str().expect("utf-8")));
     let engine = format!("io_engine={engine}");
     args.extend(["-e", mem, "-o", &ctl, "-o", &engine]);
     if common::is_root() {
         args.extend(["-u", "root"]);
     }
+    let p = port.map_or("-1".to_string(), |p| p.to_string());
     // The engine asked for, not scripts/test's STRATA_IO_ENGINE.
-    Proc(Command::new(common::BIN).args(&args).env_remove("STRATA_IO_ENGINE").stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("start strata"))
+    let mut child = Command::new(common::BIN)
+        .args(["-p", &p, "-v"])
+        .args(&args)
+        .env_remove("STRATA_IO_ENGINE")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start strata");
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr piped")).lines();
+    let port = match port {
+        Some(port) => port,
+        // -p -1: the port it bound, from its log.
+        None => loop {
+            let line = lines.next().expect("strata exited before listening").expect("log line");
+            if let Some(addr) = line.strip_prefix("strata: listening on ") {
+                break addr.parse::<SocketAddr>().expect("address in the log").port();
+            }
+        },
+    };
+    std::thread::spawn(move || for _ in lines {});
+    (Proc(child), port)
 }
 
 fn connect(addr: SocketAddr) -> (TcpStream, BufReader<TcpStream>) {
@@ -101,9 +123,8 @@ fn hand_over(engine: &str) {
     let dir = Dir(std::env::temp_dir().join(format!("strata-handover-{}-{engine}", std::process::id())));
     let _ = std::fs::remove_dir_all(&dir.0);
     std::fs::create_dir_all(&dir.0).expect("temp dir");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
+    let (mut old, port) = start(None, &dir, engine);
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let mut old = start(port, &dir, engine);
     let (mut w, mut r) = connect(addr);
     for i in 0..200 {
         w.write_all(format!("set k{i} 0 0 {}\r\nvalue-{i}\r\n", format!("value-{i}").len()).as_bytes()).expect("send");
@@ -135,7 +156,7 @@ fn hand_over(engine: &str) {
     w.write_all(b"set split 0 0 5\r\nab").expect("send");
     std::thread::sleep(Duration::from_millis(50));
 
-    let mut new = start(port, &dir, engine);
+    let (mut new, _) = start(Some(port), &dir, engine);
     let deadline = Instant::now() + Duration::from_secs(20);
     let status = loop {
         if let Some(status) = old.0.try_wait().expect("old process") {
@@ -179,7 +200,6 @@ fn a_restart_takes_the_listener_and_connections_over_on_io_uring_where_the_kerne
 fn handover_with_a_unix_socket_is_refused() {
     let out = Command::new(common::BIN)
         .args(["-s", "/tmp/strata-handover-refused.sock", "-o", "handover=/tmp/strata-handover-refused.ctl"])
-        .env_remove("STRATA_IO_ENGINE")
         .output()
         .expect("run strata");
     assert_eq!(out.status.code(), Some(64), "{}", String::from_utf8_lossy(&out.stderr));
