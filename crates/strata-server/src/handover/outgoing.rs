@@ -120,6 +120,12 @@ pub fn serve(shared: &Arc<Shared>, path: &Path, listeners: Vec<OwnedFd>) -> io::
 /// handover is then active).
 fn hand_listeners(shared: &Shared, control: &Packet) -> io::Result<()> {
     control.set_timeout(Some(REQUEST_TIMEOUT))?;
+    // Only this process's user (or root) may take its sockets.
+    let uid = control.peer_uid()?;
+    if uid != 0 && uid != Packet::own_uid() {
+        let _ = control.send(&[REFUSED, b"not the same user"].concat(), &[]);
+        return Err(io::Error::new(io::ErrorKind::PermissionDenied, format!("a process of user {uid} asked")));
+    }
     let mut request = [0u8; 128];
     let (n, _) = control.recv(&mut request, 1)?;
     if &request[..n] != TAKEOVER {

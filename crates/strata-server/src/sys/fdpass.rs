@@ -58,6 +58,27 @@ impl Packet {
         self.0.set_write_timeout(timeout)
     }
 
+    /// The user id of the process at the other end (`SO_PEERCRED`).
+    pub fn peer_uid(&self) -> io::Result<u32> {
+        // SAFETY: an all-zero ucred is a valid value of that plain C struct.
+        let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into `cred`, which we own.
+        let rc = unsafe {
+            libc::getsockopt(self.0.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, &mut cred as *mut libc::ucred as *mut libc::c_void, &mut len)
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(cred.uid)
+    }
+
+    /// The user id of this process.
+    pub fn own_uid() -> u32 {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        unsafe { libc::geteuid() }
+    }
+
     /// Send one message of `bytes` carrying `fds` (at most [`MAX_FDS`]).
     pub fn send(&self, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
         if fds.len() > MAX_FDS {
