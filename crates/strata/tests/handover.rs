@@ -2,8 +2,9 @@
 //! second process started with the same flags takes the running one's
 //! listener and open connections over. A client connected throughout keeps
 //! its connection (a request split across the handover completes), new
-//! connections made meanwhile are never refused, and no item is lost (the
-//! old process writes the memory file back first).
+//! connections made meanwhile are never refused, no item is lost (the old
+//! process writes the memory file back first) and the invalidation journal
+//! goes on where it was.
 
 mod common;
 
@@ -105,7 +106,13 @@ fn get(w: &mut TcpStream, r: &mut BufReader<TcpStream>, key: &str) -> Option<Vec
 }
 
 fn stat(w: &mut TcpStream, r: &mut BufReader<TcpStream>, name: &str) -> u64 {
-    w.write_all(b"stats\r\n").expect("send");
+    stat_of(w, r, "", name)
+}
+
+/// A number from `stats` (`group`: `stats <group>`).
+fn stat_of(w: &mut TcpStream, r: &mut BufReader<TcpStream>, group: &str, name: &str) -> u64 {
+    let command = if group.is_empty() { "stats\r\n".to_string() } else { format!("stats {group}\r\n") };
+    w.write_all(command.as_bytes()).expect("send");
     let mut found = None;
     loop {
         let l = line(r);
@@ -131,6 +138,9 @@ fn hand_over(engine: &str) {
         assert_eq!(line(&mut r), "STORED\r\n");
     }
     let old_pid = stat(&mut w, &mut r, "pid");
+    let recorded = stat_of(&mut w, &mut r, "journal", "journal_recorded");
+    let covers_from = stat_of(&mut w, &mut r, "journal", "journal_covers_from");
+    assert!(recorded >= 200, "{recorded} changes journaled");
 
     // New connections all through the handover: each must be answered.
     let stop = Arc::new(AtomicBool::new(false));
@@ -181,6 +191,9 @@ fn hand_over(engine: &str) {
         assert_eq!(get(&mut w, &mut r, &format!("k{i}")), Some(format!("value-{i}").into_bytes()), "k{i} after the handover");
     }
     assert_eq!(get(&mut w, &mut r, "split"), Some(b"abcde".to_vec()));
+    // The journal went on: the old process's changes, then the split set.
+    assert_eq!(stat_of(&mut w, &mut r, "journal", "journal_recorded"), recorded + 1);
+    assert_eq!(stat_of(&mut w, &mut r, "journal", "journal_covers_from"), covers_from);
     let (made, failed) = (made.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
     assert!(made > 0, "the prober ran");
     assert_eq!(failed, 0, "{failed} of {made} new connections failed during the handover");
