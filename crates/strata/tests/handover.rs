@@ -152,7 +152,12 @@ fn hand_over(engine: &str) {
                 let ok = TcpStream::connect(addr).ok().and_then(|mut s| {
                     s.set_read_timeout(Some(Duration::from_secs(20))).ok()?;
                     let mut r = BufReader::new(s.try_clone().ok()?);
-                    (get(&mut s, &mut r, "k7")? == b"value-7").then_some(())
+                    s.write_all(b"get k7\r\n").ok()?;
+                    let mut reply = String::new();
+                    while !reply.ends_with("END\r\n") {
+                        (r.read_line(&mut reply).ok()? > 0).then_some(())?;
+                    }
+                    (reply == "VALUE k7 0 7\r\nvalue-7\r\nEND\r\n").then_some(())
                 });
                 made.fetch_add(1, Ordering::Relaxed);
                 if ok.is_none() {
