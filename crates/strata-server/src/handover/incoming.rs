@@ -17,7 +17,7 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::{Resume, CONN, JOURNAL, LISTENERS, MAX_CARRIED_INPUT, REFUSED, SAVED, TAKEOVER};
+use super::{Resume, CONN, JOURNAL, LISTENERS, MAX_CARRIED_INPUT_BYTES, REFUSED, SAVED, TAKEOVER};
 use crate::conn::Conn;
 use crate::sys::fdpass::{self, MAX_FDS};
 use crate::sys::{Listener, Stream};
@@ -26,6 +26,9 @@ use crate::worker::NewConn;
 /// How long the old process has for each step (draining, writing back the
 /// memory file, exiting).
 const STEP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The largest journal export: its header, 4,096 marks, the largest ring.
+const JOURNAL_MAX_BYTES: usize = 16 + 4096 * 16 + 4 * crate::journal::MAX_ENTRIES;
 
 struct Inherited {
     listeners: Vec<(SocketAddr, std::net::TcpListener)>,
@@ -70,7 +73,7 @@ pub fn take_over(path: &Path, settings: &crate::Settings) -> io::Result<Option<T
     };
     control.set_timeout(Some(STEP_TIMEOUT))?;
     control.send(TAKEOVER, &[])?;
-    let mut buf = vec![0u8; MAX_CARRIED_INPUT + 64];
+    let mut buf = vec![0u8; MAX_CARRIED_INPUT_BYTES + 64];
     let (n, fds) = control.recv(&mut buf, MAX_FDS)?;
     let msg = &buf[..n];
     if let Some(why) = msg.strip_prefix(REFUSED) {
@@ -86,6 +89,7 @@ pub fn take_over(path: &Path, settings: &crate::Settings) -> io::Result<Option<T
             inherited.listeners.push((addr, listener));
         }
     }
+    let mut journal_overflow = false;
     loop {
         let (n, mut fds) = match control.recv(&mut buf, 1) {
             Ok(got) => got,
@@ -108,7 +112,14 @@ pub fn take_over(path: &Path, settings: &crate::Settings) -> io::Result<Option<T
             break;
         }
         if let Some(piece) = msg.strip_prefix(JOURNAL) {
-            inherited.journal.extend_from_slice(piece);
+            // More than any journal holds is not one: kept unparsable
+            // (an empty journal: a peer's sync may start cold, at worst).
+            if journal_overflow || inherited.journal.len() + piece.len() > JOURNAL_MAX_BYTES {
+                journal_overflow = true;
+                inherited.journal = vec![0xff];
+            } else {
+                inherited.journal.extend_from_slice(piece);
+            }
             continue;
         }
         match (msg.strip_prefix(CONN), fds.pop()) {

@@ -28,7 +28,7 @@
 //! is committed to stop. Not handed over (closed as on a plain stop): TLS
 //! connections (their session state lives in the old process), key dumps
 //! and watchers, a connection still swallowing a refused data block or
-//! holding more than [`MAX_CARRIED_INPUT`] unread bytes, unix-socket (`-s`)
+//! holding more than [`MAX_CARRIED_INPUT_BYTES`] unread bytes, unix-socket (`-s`)
 //! servers and UDP sockets (the new process binds UDP after the old exits).
 //!
 //! Off (no flag): nothing on the request path; the hooks run at shutdown only.
@@ -54,7 +54,7 @@ pub(crate) const SAVED: &[u8] = b"saved";
 pub(crate) const REFUSED: &[u8] = b"refused ";
 
 /// Unread input larger than this is not carried (the connection closes).
-pub const MAX_CARRIED_INPUT: usize = 32 << 10;
+pub const MAX_CARRIED_INPUT_BYTES: usize = 32 << 10;
 
 /// A client connection's state that moves with it: the requests read and
 /// not yet run (often part of one), and whether it still has to log in.

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{Resume, CONN, JOURNAL, LISTENERS, MAX_CARRIED_INPUT, REFUSED, SAVED, TAKEOVER};
+use super::{Resume, CONN, JOURNAL, LISTENERS, MAX_CARRIED_INPUT_BYTES, REFUSED, SAVED, TAKEOVER};
 use crate::conn::Conn;
 use crate::shared::Shared;
 use crate::sys::fdpass::{self, Packet};
@@ -75,7 +75,7 @@ impl Outgoing {
         if !self.is_active() {
             return false;
         }
-        let movable = !tls && conn.pending_output() == 0 && !conn.is_dumping() && !conn.is_swallowing() && conn.input.len() <= MAX_CARRIED_INPUT;
+        let movable = !tls && conn.pending_output() == 0 && !conn.is_dumping() && !conn.is_swallowing() && conn.input.len() <= MAX_CARRIED_INPUT_BYTES;
         let dup = if movable { socket.try_clone_to_owned().ok() } else { None };
         let Some(fd) = dup else {
             self.closed.fetch_add(1, Ordering::Relaxed);
