@@ -420,6 +420,11 @@ impl Conn {
         self
     }
 
+    /// A refused data block is still being discarded (`handover/`).
+    pub fn is_swallowing(&self) -> bool {
+        self.swallow > 0
+    }
+
     pub fn pending_output(&self) -> usize {
         self.out.len() - self.wpos
     }

@@ -9,6 +9,7 @@ pub mod conn;
 pub mod exec;
 pub mod flash_age;
 pub mod flash_io;
+pub mod handover;
 pub mod journal;
 
 pub mod memory;

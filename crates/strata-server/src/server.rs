@@ -65,10 +65,18 @@ impl Server {
             listeners.push(sys::unix_listener(path, settings.unix_mask, settings.backlog)?);
         } else if settings.tcp_enabled {
             for addr in &settings.tcp_listen {
-                listeners.push(sys::tcp_listener(*addr, settings.backlog)?);
+                // Taken over from the previous process (`handover/`), or bound.
+                match crate::handover::incoming::listener(*addr) {
+                    Some(listener) => listeners.push(listener),
+                    None => listeners.push(sys::tcp_listener(*addr, settings.backlog)?),
+                }
             }
         }
         let tcp_addrs: Vec<SocketAddr> = listeners.iter().filter_map(Listener::local_addr).collect();
+        let handover_fds = match settings.handover {
+            Some(_) => listeners.iter().map(Listener::try_clone_fd).collect::<io::Result<Vec<_>>>()?,
+            None => Vec::new(),
+        };
         let (udp_addrs, mut udp_sockets) = udp_sockets(&settings, settings.threads.max(1))?;
         let metrics = settings.metrics_listen.map(crate::ops::metrics_http::bind).transpose()?;
         let metrics_addr = metrics.as_ref().map(std::net::TcpListener::local_addr).transpose()?;
@@ -111,6 +119,7 @@ impl Server {
         }
         shared.warm = warm;
         let shared = Arc::new(shared);
+        crate::handover::incoming::restore_journal(&shared.journal);
         crate::journal::warm::after_listening(&shared);
         crate::ops::watch::EvictionWatch::install(&shared);
         crate::ops::conns::register_sockets(&shared, &tcp_addrs, &udp_addrs);
@@ -178,6 +187,13 @@ impl Server {
         for (i, listener) in listeners.iter_mut().enumerate() {
             listener.register(poll.registry(), Token(i))?;
         }
+        for new in crate::handover::incoming::conns() {
+            shared.curr_connections.fetch_add(1, Ordering::Relaxed);
+            let (tx, wake) = &hand_off[new.stream.raw_fd() as usize % hand_off.len()];
+            if tx.send(new).is_ok() {
+                wake();
+            }
+        }
         let acceptor_shared = shared.clone();
         let acceptor = std::thread::Builder::new()
             .name("strata-acceptor".into())
@@ -187,6 +203,9 @@ impl Server {
         threads.extend(crate::memory::start(&shared)?);
         if let Some(listener) = metrics {
             threads.push(crate::ops::metrics_http::start(&shared, listener)?);
+        }
+        if let Some(path) = &shared.settings.handover {
+            crate::handover::outgoing::serve(&shared, path, handover_fds)?;
         }
         Ok(Server { shared, tcp_addrs, udp_addrs, metrics_addr, threads })
     }
@@ -317,14 +336,17 @@ fn accept_loop(
                 let (tx, wake) = &hand_off[next % hand_off.len()];
                 next = next.wrapping_add(1);
                 let tls = listen_tls.get(event.token().0).copied().unwrap_or_default();
-                if tx.send(NewConn { stream, peer, listen, tls }).is_ok() {
+                if tx.send(NewConn { stream, peer, listen, tls, resume: None }).is_ok() {
                     wake();
                 }
             }
         }
     }
+    shared.handover.acceptor_stopped();
     for listener in &listeners {
-        listener.cleanup();
+        if !shared.handover.is_active() {
+            listener.cleanup();
+        }
     }
 }
 

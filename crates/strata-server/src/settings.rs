@@ -145,6 +145,9 @@ pub struct Settings {
     pub hotkeys: bool,
     /// `stats mrc`'s sampled simulations (`-o no_mrc` turns them off).
     pub mrc: bool,
+    /// `-o handover=PATH`: the control socket a restart takes the listeners
+    /// and connections over from (`handover/`).
+    pub handover: Option<PathBuf>,
 }
 
 /// memcached's slab class geometry (`slabs_init`), kept so tools that read
@@ -225,6 +228,7 @@ impl Default for Settings {
             latency_stats: true,
             hotkeys: true,
             mrc: true,
+            handover: None,
         }
     }
 }

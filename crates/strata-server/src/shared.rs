@@ -54,6 +54,8 @@ pub struct Shared {
     shutdown: AtomicBool,
     /// Called once when shutdown is requested (wakes the event loops).
     on_shutdown: Mutex<Vec<Box<dyn Fn() + Send>>>,
+    /// A socket handover to a new process (`handover/`; idle unless one runs).
+    pub handover: crate::handover::Outgoing,
 }
 
 impl Shared {
@@ -102,6 +104,7 @@ impl Shared {
             io_engine: IoEngine::Epoll,
             shutdown: AtomicBool::new(false),
             on_shutdown: Mutex::new(Vec::new()),
+            handover: Default::default(),
         }
     }
 

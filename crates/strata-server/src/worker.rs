@@ -36,6 +36,8 @@ pub struct NewConn {
     pub listen: String,
     /// The listener's TLS mode (`ListenTls::Off`: plain).
     pub tls: crate::tls::ListenTls,
+    /// A connection taken over from a previous process (`handover/`).
+    pub resume: Option<Box<crate::handover::Resume>>,
 }
 
 struct Client {
@@ -212,11 +214,13 @@ impl Worker {
             if self.shared.ops.verbose.tracing() {
                 crate::ops::verbose::conn_new(socket, self.shared.settings.protocol);
             }
+            // A key dump writes to the socket itself: not on TLS (it
+            // then closes the connection, as without a socket).
+            let mut conn = Conn::new(self.shared.requires_auth(), Some(socket)).over_tls(tls.is_some());
+            crate::handover::incoming::resume(&mut conn, new.resume);
             self.clients[index] = Some(Client {
                 stream,
-                // A key dump writes to the socket itself: not on TLS (it
-                // then closes the connection, as without a socket).
-                conn: Conn::new(self.shared.requires_auth(), Some(socket)).over_tls(tls.is_some()),
+                conn,
                 tls,
                 info,
                 id,
@@ -379,10 +383,16 @@ impl Worker {
         let (shared, stats) = (self.shared.clone(), self.stats.clone());
         let exec = Executor::new(&shared, &stats);
         let deadline = Instant::now() + Duration::from_secs(2);
+        if shared.handover.is_active() {
+            shared.handover.wait_for_acceptor();
+            self.accept_new();
+        }
         for index in 0..self.clients.len() {
             if let Some(client) = self.clients[index].as_mut() {
                 client.close_reason = "shutdown";
-                let _ = client.conn.process(&exec, usize::MAX);
+                if matches!(client.conn.process(&exec, usize::MAX), Progress::Close | Progress::CloseAfterWrite) {
+                    client.close_after_write = true; // quit: not handed over
+                }
                 while client.conn.pending_output() > 0 && Instant::now() < deadline {
                     if flush(client, &stats).is_err() {
                         break;
@@ -391,6 +401,10 @@ impl Worker {
                         std::thread::sleep(Duration::from_millis(1));
                         client.writable = true;
                     }
+                }
+                let open = !client.close_after_write && !client.peer_closed;
+                if open && shared.handover.offer(std::os::fd::AsFd::as_fd(&client.stream), &client.conn, client.tls.is_some()) {
+                    client.close_reason = "handover";
                 }
             }
             self.close(index);

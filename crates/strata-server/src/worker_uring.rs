@@ -318,9 +318,14 @@ impl UringWorker {
             if self.shared.ops.verbose.tracing() {
                 crate::ops::verbose::conn_new(new.stream.raw_fd(), self.shared.settings.protocol);
             }
+            // A key dump writes to the socket itself: not on TLS.
+            let mut conn = Conn::new(self.shared.requires_auth(), Some(new.stream.raw_fd())).over_tls(tls.is_some());
+            if new.resume.is_some() {
+                crate::handover::incoming::resume(&mut conn, new.resume);
+                self.ready.push(index);
+            }
             self.clients[index] = Some(Client {
-                // A key dump writes to the socket itself: not on TLS.
-                conn: Conn::new(self.shared.requires_auth(), Some(new.stream.raw_fd())).over_tls(tls.is_some()),
+                conn,
                 tls,
                 stream: new.stream,
                 info,
@@ -493,16 +498,33 @@ impl UringWorker {
         let deadline = Instant::now() + Duration::from_secs(2);
         let (shared, stats) = (self.shared.clone(), self.stats.clone());
         let exec = Executor::new(&shared, &stats);
+        let handover = shared.handover.is_active();
+        if handover {
+            shared.handover.wait_for_acceptor();
+            self.accept_new();
+        }
         for client in self.clients.iter_mut().flatten() {
-            let _ = client.conn.process(&exec, usize::MAX);
+            if matches!(client.conn.process(&exec, usize::MAX), Progress::Close | Progress::CloseAfterWrite) {
+                client.close_after_write = true; // quit: not handed over
+            }
+            // A handover: stop the kernel receiving for this process (what
+            // the receive still brings is carried with the connection).
+            if handover && client.recv_live && !client.recv_cancelling {
+                client.recv_cancelling = self.ring.cancel_recv(client.token).is_ok();
+            }
         }
         let mut completions = Vec::new();
-        while Instant::now() < deadline && self.clients.iter().flatten().any(|c| c.sending) {
+        while Instant::now() < deadline && self.clients.iter().flatten().any(|c| c.sending || (handover && c.recv_live)) {
             let _ = self.ring.submit_and_wait(Duration::from_millis(50));
             completions.clear();
             self.ring.completions(&mut completions);
             for completion in completions.drain(..) {
-                if completion.kind == Kind::Send {
+                if handover && completion.kind == Kind::Recv {
+                    self.received(completion);
+                } else if handover && completion.kind == Kind::Send {
+                    // Every byte of a reply, or the stream would be cut.
+                    self.sent(completion);
+                } else if completion.kind == Kind::Send {
                     if let Some(index) = self.slot(completion.token) {
                         if let Some(client) = self.clients[index].as_mut() {
                             client.sending = false;
@@ -527,6 +549,14 @@ impl UringWorker {
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(1)),
                         Err(_) => break,
                     }
+                }
+                if written == client.conn.out.len() {
+                    client.conn.out.clear();
+                    client.conn.wpos = 0;
+                }
+                let idle = !client.recv_live && !client.sending && !client.closing && !client.close_after_write && !client.eof;
+                if idle && shared.handover.offer(std::os::fd::AsFd::as_fd(&client.stream), &client.conn, client.tls.is_some()) {
+                    client.close_reason = "handover";
                 }
             }
             self.close(index);

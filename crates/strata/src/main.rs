@@ -44,6 +44,23 @@ fn main() -> ExitCode {
             eprintln!("warning: -k invalid, mlockall() failed: {e}");
         }
     }
+    // -o handover: the running process stops and writes its memory file
+    // back before this one opens it; its sockets become this one's.
+    if let Some(path) = &settings.handover {
+        match strata_server::handover::take_over(path, &settings) {
+            Ok(None) => {}
+            Ok(Some(t)) => eprintln!(
+                "strata: handover: took {} listeners and {} connections over from the previous process ({} ms)",
+                t.listeners,
+                t.conns,
+                t.waited.as_millis()
+            ),
+            Err(e) => {
+                eprintln!("strata: handover from {}: {e}", path.display());
+                return ExitCode::from(1);
+            }
+        }
+    }
     let config = settings.engine_config();
     let mut engine = match &settings.memory_file {
         None => SegStore::new(config),
@@ -115,9 +132,11 @@ fn main() -> ExitCode {
     server.wait();
     // Every stop that gets here is clean: the memory file is written back
     // and marked so (a crash skips this; recovery then checks every item).
-    if let Err(e) = shared.engine.close() {
+    let saved = shared.engine.close();
+    if let Err(e) = &saved {
         eprintln!("strata: could not write the memory file back: {e}");
     }
+    strata_server::handover::outgoing::finish(&shared, &saved);
     if let Some(path) = &opts.pid_file {
         let _ = std::fs::remove_file(path);
     }

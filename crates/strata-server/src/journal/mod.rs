@@ -32,6 +32,7 @@
 //! 0.02% of them): a miss, never a stale value.
 
 mod answer;
+mod carry;
 pub mod catchup;
 pub mod peer;
 pub mod warm;

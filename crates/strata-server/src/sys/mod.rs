@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 #[allow(unsafe_code)]
 pub mod affinity;
 #[allow(unsafe_code)]
+pub mod fdpass;
+#[allow(unsafe_code)]
 pub mod mmsg;
 #[allow(unsafe_code)]
 pub mod priority;
@@ -127,10 +129,28 @@ impl Listener {
         }
     }
 
+    /// A duplicate of the listening socket (a socket handover sends it).
+    pub fn try_clone_fd(&self) -> io::Result<std::os::fd::OwnedFd> {
+        use std::os::fd::AsFd;
+        match self {
+            Listener::Tcp(l, _) => l.as_fd().try_clone_to_owned(),
+            Listener::Unix(l, _) => l.as_fd().try_clone_to_owned(),
+        }
+    }
+
     /// Remove the socket file of a unix listener.
     pub fn cleanup(&self) {
         if let Listener::Unix(_, path) = self {
             let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+impl std::os::fd::AsFd for Stream {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            Stream::Tcp(s) => s.as_fd(),
+            Stream::Unix(s) => s.as_fd(),
         }
     }
 }

@@ -223,6 +223,10 @@ pub fn apply(d: &mut Draft, opt: &str) -> Result<(), CliError> {
             super::warm::apply(&mut s.warm, key, value)?
         }
 
+        "handover" => {
+            let path = value.filter(|v| !v.is_empty()).ok_or_else(|| error("Missing handover socket path"))?;
+            s.handover = Some(PathBuf::from(path));
+        }
         "memory_pressure_yield" => s.memory_pressure_yield = true,
         "metrics_listen" => s.metrics_listen = Some(metrics_address(value)?),
         "pin_threads" => s.pin_threads = true,

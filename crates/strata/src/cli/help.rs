@@ -25,6 +25,8 @@ const EXTENDED: &str = "\
    - restart_peer_timeout: milliseconds a peer has to answer (default: 2000)
    - restart_catchup:     seconds of polling peers after listening (default: 30)
    - journal_size:        invalidation journal entries, 8 bytes each (default: 524288; 0: off)
+   - handover:            unix control socket PATH: a restart with the same flags takes the
+                          listeners and open connections over from the running process
 
    - memory_pressure_yield: a fixed -m gives memory back when the cgroup or host runs short
    - no_latency_stats:    do not collect 'stats latency' (default: collected)

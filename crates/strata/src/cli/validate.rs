@@ -122,6 +122,9 @@ pub fn finish(mut d: Draft) -> Result<Options, CliError> {
     if d.ssl_enabled {
         s.tls = Some(d.tls.clone());
     }
+    if s.handover.is_some() && s.unix_socket.is_some() {
+        return Err(usage("handover: only TCP listeners are handed over, not -s"));
+    }
     s.port_file = std::env::var_os("MEMCACHED_PORT_FILENAME").map(PathBuf::from);
     if s.sasl_pwdb.is_none() {
         s.sasl_pwdb = std::env::var_os("MEMCACHED_SASL_PWDB").map(PathBuf::from);
