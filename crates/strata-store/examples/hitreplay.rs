@@ -46,5 +46,14 @@ fn main() {
     }
     let s = store.stats();
     let counted = keys.len().saturating_sub(warmup);
-    println!("miss_ratio={:.4} misses={misses} items={} evictions={} queues={:?}", misses as f64 / counted as f64, s.curr_items, s.evictions, store.queue_counts());
+    println!(
+        "miss_ratio={:.4} misses={misses} items={} evictions={} queues={:?} ghost_bytes={} ({:.2} per item) ghost_hits={}",
+        misses as f64 / counted as f64,
+        s.curr_items,
+        s.evictions,
+        store.queue_counts(),
+        s.ghost_bytes,
+        s.ghost_bytes as f64 / s.curr_items as f64,
+        s.ghost_hits
+    );
 }

@@ -33,8 +33,10 @@
 //! one-time keys passed through. It is allocated on the shard's first
 //! eviction (a cache that never fills has none; `docs/BENCHMARKS.md`'s
 //! density run never allocates it) and re-sized, empty, when the shard's
-//! item count has since halved or doubled. `stats` reports its bytes
-//! (`ghost_bytes`) and the returning keys it caught (`ghost_hits`).
+//! item count has since halved or doubled, so it stays between 1.5 and 6
+//! bytes per item held. Like the index, it is outside `-m`. `stats`
+//! reports its bytes (`ghost_bytes`) and the returning keys it caught
+//! (`ghost_hits`).
 //!
 //! Measured with `scripts/bench/hitratio.py --warmup 3000000` (-m 64,
 //! replayed in process by `examples/hitreplay.rs`; every figure in
