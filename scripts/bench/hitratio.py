@@ -17,6 +17,13 @@ printed after it, to compare with runs at those -m:
 
     scripts/bench/hitratio.py --only strata --warmup 3000000 --mrc --memory-mb 64
 
+With --dump FILE it writes the stream (one key a line) and exits, for the
+in-process replay of the same stream (seconds, no sockets; the figure is the
+server's to the last digit):
+
+    scripts/bench/hitratio.py --warmup 3000000 --scan 0.2 --dump /tmp/scan.keys
+    cargo run --release -p strata-store --example hitreplay /tmp/scan.keys 3000000
+
 It also prints the compulsory miss ratio: the share of counted requests that
 are the first request of their key, which no cache can hit.
 """
@@ -111,8 +118,13 @@ def main():
     add_server_args(p, memory_mb=64)
     p.add_argument("--only", choices=["strata", "memcached"], help="run one server (tuning)")
     p.add_argument("--mrc", action="store_true", help="print Strata's stats mrc for the counted part")
+    p.add_argument("--dump", metavar="FILE", help="write the stream to FILE (one key a line) and exit")
     args = p.parse_args()
     keys = stream(args)
+    if args.dump:
+        with open(args.dump, "wb") as f:
+            f.write(b"\n".join(keys) + b"\n")
+        return
     first = keys[args.warmup:]
     floor = len(set(first) - set(keys[:args.warmup])) / len(first)
     print(f"compulsory misses (first requests of keys, counted part): {floor:.4f}")

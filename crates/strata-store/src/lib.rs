@@ -251,6 +251,12 @@ pub struct EngineStats {
     /// size its own index (MapStore).
     pub index_slots: u64,
     pub index_bytes: u64,
+    /// Scan resistance (SegStore's `seg/ghost.rs`): bytes of the ghost's
+    /// fingerprints of keys evicted unread (0 until a shard first evicts),
+    /// and the keys set again while it remembered them (`ghost_bytes`,
+    /// `ghost_hits`).
+    pub ghost_bytes: u64,
+    pub ghost_hits: u64,
 }
 
 /// What starting from a memory file found (`stats`: `restart_*`).

@@ -528,6 +528,8 @@ impl Engine for MapStore {
             restart: None,
             index_slots: 0,
             index_bytes: 0,
+            ghost_bytes: 0,
+            ghost_hits: 0,
         }
     }
 

@@ -254,6 +254,11 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
         stat(t, "restart_expired", r.expired);
         stat(t, "restart_seconds", format!("{:.6}", r.seconds));
     }
+    if e.ghost_bytes > 0 {
+        // Scan resistance (strata-store seg/ghost.rs), once a shard has evicted.
+        stat(t, "ghost_bytes", e.ghost_bytes);
+        stat(t, "ghost_hits", e.ghost_hits);
+    }
     crate::journal::warm::warm_lines(shared.warm.as_ref(), &shared.catchup, &mut |name, value| stat(t, name, value));
     if let Some(x) = &ext {
         crate::ops::extstore::own_lines(x, &mut |name, value| stat(t, name, value));

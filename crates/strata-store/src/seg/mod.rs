@@ -31,6 +31,7 @@
 mod buffer;
 mod file;
 mod flash;
+mod ghost;
 pub use flash::FlashIdle;
 mod item;
 mod key_eq;
@@ -1049,6 +1050,8 @@ impl Engine for SegStore {
             stats.get_flushed += c.get_flushed;
             stats.index_slots += shard.table.capacity() as u64;
             stats.index_bytes += shard.table.bytes() as u64;
+            stats.ghost_bytes += shard.ghost.bytes() as u64;
+            stats.ghost_hits += shard.ghost.hits;
         }
         stats.curr_items += self.flash_items();
         stats.restart = self.restart;
