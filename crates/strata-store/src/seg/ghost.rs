@@ -56,8 +56,7 @@ pub const BYTES_PER_ITEM: usize = 3;
 #[derive(Default)]
 pub struct Ghost {
     buckets: Vec<u64>,
-    /// Keys remembered, and keys found again on their set (`ghost_hits`).
-    pub remembered: u64,
+    /// Keys found again on their set (`ghost_hits`).
     pub hits: u64,
 }
 
@@ -82,7 +81,6 @@ impl Ghost {
         let (b, tag) = place(hash, self.buckets.len());
         let bucket = &mut self.buckets[b];
         *bucket = (*bucket << TAG_BITS | tag) & ((1 << (WAYS * TAG_BITS)) - 1);
-        self.remembered += 1;
     }
 
     /// Whether `hash` was remembered; it is forgotten if so.
