@@ -391,6 +391,7 @@ impl SegStore {
     /// such headers).
     pub(super) fn flash_maintain(&self, crawler: bool) {
         let Some(tier) = &self.g.flash else { return };
+        tier.flush_partial();
         if !crawler && self.flash_entries() as u64 <= 2 * self.flash_items() {
             return;
         }

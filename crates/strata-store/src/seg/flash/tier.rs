@@ -673,6 +673,17 @@ impl Inner {
         }
     }
 
+    /// Hand a partly filled buffer to the writer thread if a spare is free
+    /// (never waits for the device): called each clock tick, it bounds how
+    /// long a demoted item lives only in the buffer, where a crash loses
+    /// it, to about a second, for at most one padded block a tick.
+    pub fn flush_partial(&self) {
+        let w = lock(&self.writer);
+        if w.fill > 0 && !w.spare.is_empty() {
+            drop(self.flush(w));
+        }
+    }
+
     /// Write the buffer out now and wait until it is on flash (graceful
     /// stop, tests). Appending goes on at the next block.
     pub fn flush_now(&self) {
