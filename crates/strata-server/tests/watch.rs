@@ -371,3 +371,33 @@ fn watch_evictions_prints_memcached_145_lines() {
     }
     assert!(no_ttl && ttl);
 }
+
+/// memcached's t/watcher.t: once memory is full, one more store logs an
+/// eviction. Strata pays for each store as it goes (seg/shard/evict.rs), so
+/// every single store into a full cache evicts, not one in a segment's worth.
+#[test]
+fn every_store_into_a_full_cache_evicts() {
+    let settings = Settings { tcp_listen: vec!["127.0.0.1:0".parse().unwrap()], threads: 2, ..Settings::default() };
+    let engine = SegStore::new(EngineConfig { memory_limit_bytes: 2 << 20, ..EngineConfig::default() });
+    let server = Server::start(settings, Box::new(engine)).unwrap();
+    let addr = server.tcp_addrs[0];
+    let (mut c, mut cr) = connect(addr);
+    let value = "v".repeat(3000);
+    let mut batch = String::new();
+    for i in 0..2000 {
+        batch += &format!("set fill{i} 0 0 3000 noreply\r\n{value}\r\n");
+    }
+    c.write_all(format!("{batch}mn\r\n").as_bytes()).unwrap();
+    assert_eq!(line(&mut cr), "MN\r\n");
+    assert!(stat(addr, "evictions") > 0, "the fill did not fill memory");
+    let (mut ww, mut wr) = connect(addr);
+    assert_eq!(ask(&mut ww, &mut wr, "watch evictions\r\n"), "OK\r\n");
+    wr.get_ref().set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    for i in 0..50 {
+        let before = stat(addr, "evictions");
+        assert_eq!(ask(&mut c, &mut cr, &format!("set more{i} 0 0 3000\r\n{value}\r\n")), "STORED\r\n");
+        assert!(stat(addr, "evictions") > before, "store {i} into a full cache evicted nothing");
+        let (_, rest) = parse(&line(&mut wr));
+        assert!(rest.starts_with("type=eviction key=fill"), "{rest}");
+    }
+}

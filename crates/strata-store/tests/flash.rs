@@ -227,15 +227,18 @@ fn a_corrupted_or_truncated_file_is_a_counted_miss_never_a_wrong_value() {
     assert_eq!(wrong, 0);
     let st = s.ext_stats().expect("stats");
     assert!(st.badcrc_from_extstore > 100, "{st:?}");
-    // Truncated: reads past the end fail; a miss, counted.
+    // Truncated: reads past the end fail; a miss, counted. (A demotion
+    // written after the truncation extends the file again with a hole,
+    // whose zeros fail the check instead: counted as badcrc.)
     std::fs::OpenOptions::new().write(true).open(&path).expect("open").set_len(4096).expect("truncate");
-    let misses_before = s.ext_stats().expect("stats").miss_from_extstore;
+    let counted = |st: strata_store::ExtStats| st.miss_from_extstore + st.badcrc_from_extstore;
+    let misses_before = counted(s.ext_stats().expect("stats"));
     for i in 0..n {
         if let (Some((value, _)), _) = get(&s, format!("key:{i}").as_bytes(), false, now) {
             assert_eq!(value, value_for(i, 700));
         }
     }
-    assert!(s.ext_stats().expect("stats").miss_from_extstore > misses_before);
+    assert!(counted(s.ext_stats().expect("stats")) > misses_before);
     s.check_integrity();
 }
 
@@ -514,7 +517,9 @@ fn many_shards_growing_their_flash_indexes_at_once_restart_intact() {
         s
     };
     let s = Arc::new(open());
-    assert!(s.shard_count() >= 16);
+    // -m 16 makes 4 shards (seg/mod.rs geometry, never fewer): 4 threads
+    // grow their indexes at once.
+    assert!(s.shard_count() >= 4);
     let per_thread = 8000;
     let threads: Vec<_> = (0..4)
         .map(|t| {

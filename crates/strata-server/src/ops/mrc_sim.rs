@@ -211,15 +211,10 @@ impl Sim {
     }
 }
 
-/// Segments per shard a store of `memory_bytes` has (its `geometry()`:
-/// shards = memory / 512 KiB, 1..32, segment = memory / (shards x 32),
-/// 64 KiB .. 1 MiB, both powers of two).
+/// Segments per shard a store of `memory_bytes` has.
 pub fn segments_per_shard(memory_bytes: u64) -> usize {
-    let memory = memory_bytes.max(1 << 20) as usize;
-    let floor_pow2 = |n: usize| if n == 0 { 1 } else { 1 << n.ilog2() };
-    let shards = floor_pow2(memory / (512 << 10)).clamp(1, 32);
-    let segment = floor_pow2(memory / (shards * 32)).clamp(64 << 10, 1 << 20);
-    (memory / segment / shards).max(4)
+    let (shards, segment) = strata_store::seg::geometry(memory_bytes);
+    (memory_bytes.max(1 << 20) as usize / segment / shards).max(4)
 }
 
 #[cfg(test)]
@@ -228,9 +223,9 @@ mod tests {
 
     #[test]
     fn geometry_matches_the_store() {
-        assert_eq!(segments_per_shard(64 << 20), 32);
-        assert_eq!(segments_per_shard(8 << 20), 8, "64 KiB segments at the least");
-        assert_eq!(segments_per_shard(4 << 30), 128, "1 MiB segments past 1 GiB");
+        assert_eq!(segments_per_shard(64 << 20), 128);
+        assert_eq!(segments_per_shard(2 << 20), 8, "4 shards and 64 KiB segments at the least");
+        assert_eq!(segments_per_shard(64 << 30), 2048, "1 MiB segments past 4 GiB");
     }
 
     #[test]

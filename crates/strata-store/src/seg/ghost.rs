@@ -103,6 +103,13 @@ impl Ghost {
         false
     }
 
+    /// Bring `hash`'s bucket into the cache ahead of [`Ghost::remember`].
+    pub fn prefetch(&self, hash: u64) {
+        if !self.buckets.is_empty() {
+            crate::prefetch::line(&self.buckets[place(hash, self.buckets.len()).0]);
+        }
+    }
+
     /// Bytes held (`ghost_bytes`).
     pub fn bytes(&self) -> usize {
         self.buckets.len() * 8

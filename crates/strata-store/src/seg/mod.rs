@@ -7,8 +7,8 @@
 //! `item.rs` for the 7-byte item header.
 //!
 //! ```text
-//!  key ──xxh3──► hash ─┬─ top 5 bits ──► shard (Mutex<Shard>, 1..32 of them)
-//!                      ├─ bits 32..47 ─► 15-bit tag in the slot
+//!  key ──xxh3──► hash ─┬─ top 5 bits ──► shard (Mutex<Shard>, 4..32 of them)
+//!                      ├─ bits 32..44 ─► 13-bit tag in the slot
 //!                      └─ bits 0..31 ──► home slot (fastrange)
 //!  -m ──► segment buffers (64 KiB .. 1 MiB each), extents of a few large
 //!        mappings (region.rs, file.rs), pooled store-wide
@@ -18,14 +18,18 @@
 //! mutex that covers its index and its segments, so an operation is atomic
 //! per key and a reader never sees an item being moved or freed, with no
 //! unsafe code. Two workers contend only when they touch the same shard at
-//! the same moment (1 in 32 for uniform keys). Buffers move between shards
+//! the same moment (1 in 32 for uniform keys from `-m 256`). Buffers move between shards
 //! through a store-wide pool; a shard out of room evicts its own oldest
 //! segment, or one of a shard it can lock without waiting.
 //!
-//! Sizes from `-m` (bytes `M`): `shards = clamp(M / 512 KiB, 1, 32)` rounded
-//! down to a power of two; `segment = clamp(M / (shards * 32), 64 KiB, 1 MiB)`
-//! rounded down to a power of two, so every shard can own at least 32
-//! segments; items over a quarter of a segment get a segment of their own
+//! Sizes from `-m` (bytes `M`): `shards = clamp(M / 8 MiB, 4, 32)` rounded
+//! down to a power of two; `segment = clamp(M / (shards * 128), 64 KiB, 1 MiB)`
+//! rounded down to a power of two, so every shard can own 128 segments
+//! (from 32 MiB to 4 GiB; below, 4 shards of fewer): once memory is full, each shard has a victim
+//! being walked store by store (shard/evict.rs), half a segment of it on
+//! average holding no items, `M / 256` in all (at 32 segments a shard,
+//! `M / 64`, 1.6%, cost the hit ratio half a percent; docs/BENCHMARKS.md);
+//! items over a quarter of a segment get a segment of their own
 //! (exactly sized, counted against `-m`).
 
 mod buffer;
@@ -43,7 +47,7 @@ mod shrink;
 mod table;
 mod walk;
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use xxhash_rust::xxh3::xxh3_64;
@@ -65,6 +69,8 @@ use crate::{
 const MAX_SHARDS: usize = 32;
 const MIN_SEGMENT: usize = 64 << 10;
 const MAX_SEGMENT: usize = 1 << 20;
+/// Segments a shard owns at least, where memory allows (the module doc).
+const SEGMENTS_PER_SHARD: usize = 128;
 /// Single-item buffers kept for reuse.
 const JUMBO_POOL: usize = 64;
 
@@ -85,6 +91,9 @@ pub(crate) struct Globals {
     /// Bytes of every segment buffer in existence (held by shards or pooled).
     allocated: AtomicU64,
     pool: Mutex<Vec<Buffer>>,
+    /// How many buffers `pool` holds, read without its lock.
+    pooled: AtomicUsize,
+    shard_count: usize,
     /// Freed single-item buffers (sizes rounded to pages), reused for an
     /// item of the same rounded size instead of a new mapping.
     jumbo_pool: Mutex<Vec<Buffer>>,
@@ -154,6 +163,7 @@ impl Globals {
             let mut jumbo = lock(&self.jumbo_pool);
             if size == self.segment_size {
                 if let Some(buf) = pool.pop() {
+                    self.pooled.store(pool.len(), Ordering::Relaxed);
                     return Some(buf);
                 }
             } else if let Some(i) = jumbo.iter().position(|b| b.len() == size) {
@@ -165,7 +175,10 @@ impl Globals {
                 let freed = match jumbo.pop() {
                     Some(buf) => buf,
                     None if size != self.segment_size => match pool.pop() {
-                        Some(buf) => buf,
+                        Some(buf) => {
+                            self.pooled.store(pool.len(), Ordering::Relaxed);
+                            buf
+                        }
                         None => break,
                     },
                     None => break,
@@ -181,6 +194,7 @@ impl Globals {
         if self.file.is_none() {
             return None;
         }
+        self.pooled.store(0, Ordering::Relaxed);
         let pooled: Vec<Buffer> = lock(&self.pool).drain(..).chain(lock(&self.jumbo_pool).drain(..)).collect();
         if pooled.is_empty() {
             return None;
@@ -220,7 +234,10 @@ impl Globals {
         let limit = self.memory_limit.load(Ordering::Relaxed);
         if self.allocated.load(Ordering::Relaxed) <= limit {
             if buf.len() == self.segment_size {
-                return lock(&self.pool).push(buf);
+                let mut pool = lock(&self.pool);
+                pool.push(buf);
+                self.pooled.store(pool.len(), Ordering::Relaxed);
+                return;
             }
             let mut jumbo = lock(&self.jumbo_pool);
             if jumbo.len() < JUMBO_POOL {
@@ -228,6 +245,17 @@ impl Globals {
             }
         }
         self.discard(buf);
+    }
+
+    /// Memory is full: no room under `-m` for a new segment, and fewer
+    /// pooled than one for each shard. Stores then pay for themselves by
+    /// eviction (shard/evict.rs). (A victim walked to its end leaves its
+    /// buffer pooled until a shard's open segment fills: were one pooled
+    /// buffer enough to stop, the other shards' stores would stop evicting
+    /// while it waits, as memcached's never do.)
+    pub fn segments_short(&self) -> bool {
+        self.pooled.load(Ordering::Relaxed) < self.shard_count
+            && self.allocated.load(Ordering::Relaxed) + self.segment_size as u64 > self.memory_limit.load(Ordering::Relaxed)
     }
 
     /// memcached's class and item size for the item `h` describes.
@@ -329,11 +357,11 @@ pub struct SegStore {
     restart: Option<RestartStats>,
 }
 
-/// Shard count and segment size for a memory limit (see the module docs).
-fn geometry(config: &EngineConfig) -> (usize, usize) {
-    let memory = config.memory_limit_bytes.max(1 << 20) as usize;
-    let shards = floor_pow2(memory / (512 << 10)).clamp(1, MAX_SHARDS);
-    let segment_size = floor_pow2(memory / (shards * 32)).clamp(MIN_SEGMENT, MAX_SEGMENT);
+/// Shards and segment size for `-m` of `memory_bytes` (the module doc).
+pub fn geometry(memory_bytes: u64) -> (usize, usize) {
+    let memory = memory_bytes.max(1 << 20) as usize;
+    let shards = floor_pow2(memory / (SEGMENTS_PER_SHARD * MIN_SEGMENT)).clamp(4, MAX_SHARDS);
+    let segment_size = floor_pow2(memory / (shards * SEGMENTS_PER_SHARD)).clamp(MIN_SEGMENT, MAX_SEGMENT);
     (shards, segment_size)
 }
 
@@ -354,7 +382,7 @@ impl SegStore {
     /// store and a line for the log.
     pub fn open_file(config: EngineConfig, path: &std::path::Path, strict: bool) -> std::io::Result<(SegStore, String)> {
         let started = std::time::Instant::now();
-        let (shards, segment) = geometry(&config);
+        let (shards, segment) = geometry(config.memory_limit_bytes);
         let geo = Geometry {
             memory: config.memory_limit_bytes.max(1 << 20),
             segment: segment as u64,
@@ -489,7 +517,7 @@ impl SegStore {
     }
 
     fn build(config: EngineConfig, file: Option<MemFile>) -> SegStore {
-        let (shards, segment_size) = geometry(&config);
+        let (shards, segment_size) = geometry(config.memory_limit_bytes);
         let checked = file.is_some();
         SegStore {
             restart: None,
@@ -511,6 +539,8 @@ impl SegStore {
                 memory_limit: AtomicU64::new(config.memory_limit_bytes),
                 allocated: AtomicU64::new(config.initial_malloced_bytes),
                 pool: Mutex::new(Vec::new()),
+                pooled: AtomicUsize::new(0),
+                shard_count: shards,
                 jumbo_pool: Mutex::new(Vec::new()),
                 cas_counter: Line(AtomicU64::new(0)),
                 eviction_log: std::sync::OnceLock::new(),
@@ -633,6 +663,7 @@ impl SegStore {
         let size = memcached_item_size(spec.key_len, spec.flags, spec.value_len, !self.g.config.cas_disabled);
         shard.link(&self.g, key, hash, loc, len, (self.g.config.classes.class_of(size), size));
         self.flash_forget(shard, hash);
+        shard.pay_for_write(&self.g, len, loc.seg, now);
         true
     }
 

@@ -18,7 +18,9 @@
 //! Memory: buffers come from the store-wide pool (or a new allocation while
 //! `allocated + size <= -m`); past that the shard reclaims an expired segment,
 //! else evicts one of its own (S3-FIFO at segment granularity), else evicts
-//! from another shard it can lock without waiting.
+//! from another shard it can lock without waiting. Once memory is full,
+//! stores pay for eviction as they go (`evict.rs`), so that a buffer is
+//! usually back in the pool before it is needed.
 //!
 //! Eviction (S3-FIFO, SOSP 2023, at segment granularity): new items go to
 //! `Small` segments. The victim is the oldest `Small` segment while small
@@ -54,6 +56,8 @@ use super::table::{slot_freq, slot_loc, Loc, Table, MAX_SEGMENTS};
 use super::{hash_key, Globals};
 use crate::class_stats::{ClassTally, Eviction, Queue};
 use crate::RelTime;
+
+mod evict;
 
 /// Share of a shard's sealed segments that may be `Small` before eviction
 /// takes from `Small` (S3-FIFO uses 10%; measured with scripts/bench/hitratio.py).
@@ -158,8 +162,9 @@ impl Segment {
         self.state == State::Active
     }
 
+    /// Holds items: open, sealed, or a victim being drained.
     pub fn is_live(&self) -> bool {
-        matches!(self.state, State::Active | State::Sealed)
+        self.state != State::Free
     }
 
     pub fn note_exptime(&mut self, exptime: RelTime) {
@@ -261,6 +266,8 @@ pub struct Shard {
     pub checked: bool,
     /// Where this shard's keys on flash are (`-o ext_path`, flash/index.rs).
     pub flash: Option<Box<super::flash::FlashIndex>>,
+    /// The victim walked ahead of need while memory is full (evict.rs).
+    drain: Option<evict::Drain>,
     /// Keys evicted unread from `Small` (scan resistance, ghost.rs).
     pub ghost: Ghost,
 }
@@ -308,6 +315,7 @@ impl Shard {
             scratch: Vec::new(),
             scratch_value: Vec::new(),
             flash: None,
+            drain: None,
             ghost: Ghost::default(),
         }
     }
@@ -501,7 +509,7 @@ impl Shard {
             }
             let Some(buf) = self.obtain(g, others, g.segment_size, keep, now) else {
                 // -M: compacting may free a buffer, or room in an open segment.
-                if g.config.evictions_disabled && self.compact(g, now, keep) {
+                if g.config.evictions_disabled && self.compact(g, now, keep, probe.encoded_len()) {
                     continue;
                 }
                 return None;
@@ -683,22 +691,6 @@ impl Shard {
         None
     }
 
-    /// Evict one segment (S3-FIFO order); true once a buffer went back to the pool.
-    pub fn evict_one(&mut self, g: &Globals, keep: Option<u32>, now: RelTime) -> bool {
-        for attempt in 0..EVICT_ATTEMPTS {
-            let sealed = self.small_count + self.main_count;
-            let from_small = self.main_count == 0 || self.small_count * 100 > sealed * SMALL_SHARE_PERCENT;
-            let Some(victim) = self.pop_victim(from_small, keep).or_else(|| self.pop_victim(!from_small, keep)) else {
-                return false;
-            };
-            let keep_hot = attempt + 1 < EVICT_ATTEMPTS;
-            if self.evict_segment(g, victim, now, Mode::Evict { keep_hot }) {
-                return true;
-            }
-        }
-        false
-    }
-
     /// With nothing sealed left to evict, seal the oldest open segment so it
     /// can be (many TTL buckets can hold most of a small `-m` open).
     fn seal_oldest_active(&mut self, g: &Globals, keep: Option<u32>) -> bool {
@@ -710,27 +702,6 @@ impl Shard {
             }
             None => false,
         }
-    }
-
-    fn pop_victim(&mut self, small: bool, keep: Option<u32>) -> Option<u32> {
-        let queue = if small { &mut self.small } else { &mut self.main };
-        let mut i = 0;
-        while i < queue.len() {
-            let (id, gen) = queue[i];
-            let seg = &self.segs[id as usize];
-            if seg.gen != gen || seg.state != State::Sealed {
-                queue.remove(i);
-                continue;
-            }
-            if Some(id) == keep {
-                i += 1;
-                continue;
-            }
-            queue.remove(i);
-            self.take_sealed(id);
-            return Some(id);
-        }
-        None
     }
 
     /// Reclaim up to `max` sealed segments whose every item has expired,
@@ -759,7 +730,7 @@ impl Shard {
                 }
                 self.by_ttl[bucket].remove(i);
                 self.take_sealed(id);
-                self.evict_segment(g, id, now, Mode::Evict { keep_hot: false });
+                self.evict_segment(g, id, now, Mode::Evict { keep_hot: false }, 0);
                 reclaimed += 1;
             }
         }
@@ -767,13 +738,15 @@ impl Shard {
     }
 
     /// `-M`: rewrite the live items of the sealed segment with the most dead
-    /// bytes (at least a third) so their space can be reused. False if none.
-    fn compact(&mut self, g: &Globals, now: RelTime, keep: Option<u32>) -> bool {
+    /// bytes (at least `need`, an item's length, as a delete in memcached
+    /// frees a chunk the next store of its class takes) so their space can
+    /// be reused. False if none.
+    fn compact(&mut self, g: &Globals, now: RelTime, keep: Option<u32>, need: usize) -> bool {
         let candidate = (0..self.segs.len() as u32)
             .filter(|&id| Some(id) != keep)
             .filter(|&id| {
                 let s = &self.segs[id as usize];
-                s.state == State::Sealed && !s.jumbo && s.live_bytes * 3 <= s.write_offset * 2
+                s.state == State::Sealed && !s.jumbo && s.write_offset - s.live_bytes >= need
             })
             .max_by_key(|&id| {
                 let s = &self.segs[id as usize];
@@ -781,144 +754,8 @@ impl Shard {
             });
         let Some(id) = candidate else { return false };
         self.take_sealed(id);
-        self.evict_segment(g, id, now, Mode::Compact);
+        self.evict_segment(g, id, now, Mode::Compact, 0);
         true
-    }
-
-    /// Walk segment `v` (already taken off its queues): drop expired and
-    /// flushed items, evict or keep the rest as `mode` says, rewrite the kept
-    /// ones (into the Main segment of `v`'s TTL bucket, or `v`'s own class
-    /// when compacting), and free `v`. True if `v`'s buffer went back to the
-    /// pool; false if it became the open segment the kept items went to.
-    fn evict_segment(&mut self, g: &Globals, v: u32, now: RelTime, mode: Mode) -> bool {
-        let (end, cas_base, create_time, bucket, class) = {
-            let s = &self.segs[v as usize];
-            (s.write_offset, s.cas_base, s.create_time, s.bucket, s.class)
-        };
-        let keep_limit = match mode {
-            Mode::Evict { keep_hot: true } => self.segs[v as usize].buf.len() * KEEP_PERCENT / 100,
-            Mode::Evict { keep_hot: false } => 0,
-            Mode::Compact => usize::MAX,
-        };
-        let mut scratch = std::mem::take(&mut self.scratch);
-        scratch.clear();
-        let mut kept: Vec<(u32, u8)> = Vec::new();
-        let mut kept_hashes: Vec<(u32, u64)> = Vec::new();
-        let mut offset = g.data_start;
-        while offset < end {
-            let item = &self.segs[v as usize].buf[offset..];
-            let h = Header::decode(item, self.checked);
-            let len = h.total_len();
-            let hash = hash_key(h.key(item));
-            let loc = Loc { seg: v, offset: offset as u32 };
-            if let Some(slot) = self.table.find(hash, |l| l == loc) {
-                let exptime = h.exptime(item);
-                let flushed = g.is_flushed(h.access(item, create_time), h.cas(item, cas_base), now);
-                let freq = slot_freq(self.table.slot(slot));
-                let keep = mode == Mode::Compact || freq > 0;
-                if flushed {
-                    self.unlink(g, slot, loc, &h, Gone::Flushed);
-                } else if exptime != 0 && exptime <= now {
-                    self.unlink(g, slot, loc, &h, Gone::Expired);
-                } else if keep && scratch.len() + len <= keep_limit {
-                    scratch.extend_from_slice(&self.segs[v as usize].buf[offset..offset + len]);
-                    let freq = if mode == Mode::Compact { freq } else { freq.saturating_sub(1) };
-                    kept.push((offset as u32, freq));
-                    kept_hashes.push((offset as u32, hash));
-                } else if self.demote_to_flash(g, loc, &h, hash, now) {
-                    self.unlink(g, slot, loc, &h, Gone::Replaced);
-                } else {
-                    if class == Class::Small && !keep {
-                        // Ghost hook: remember a key evicted unread from Small.
-                        self.ghost.remember(hash, self.curr_items as usize);
-                    }
-                    let item = &self.segs[v as usize].buf[offset..];
-                    let last_access = h.access(item, create_time);
-                    log_eviction(g, h.key(item), &h, exptime, last_access, now);
-                    let e = Eviction { had_ttl: exptime != 0, fetched: false, active: keep, last_access, now };
-                    self.unlink(g, slot, loc, &h, Gone::Evicted(e));
-                }
-            }
-            offset += len;
-        }
-        // The victim's buffer is free to reuse; its id stays taken until the
-        // kept items are relinked, so old and new locations never collide.
-        let mut spare = Some(std::mem::take(&mut self.segs[v as usize].buf));
-        let target = if mode == Mode::Compact { class } else { Class::Main };
-        let mut at = 0;
-        for (old_offset, freq) in kept {
-            let bytes = &scratch[at..];
-            let h = Header::decode(bytes, self.checked);
-            let len = h.total_len();
-            at += len;
-            let spec = Spec {
-                bits: h.bits,
-                key_len: h.key_len,
-                value_len: h.value_len,
-                cas: h.cas(bytes, cas_base),
-                access: h.access(bytes, create_time),
-                flags: h.flags,
-                exptime: h.exptime(bytes),
-            };
-            let key = h.key(bytes);
-            let hash = hash_key(key);
-            let old = Loc { seg: v, offset: old_offset };
-            let slot = self.table.find(hash, |l| l == old).expect("kept item is linked");
-            let fits = |s: &Shard, id: u32| {
-                let seg = &s.segs[id as usize];
-                seg.write_offset + spec.encode(seg, s.checked).encoded_len() <= seg.buf.len()
-            };
-            let id = match self.active_for(bucket, target) {
-                Some(id) if fits(self, id) => Some(id),
-                open => {
-                    if let Some(id) = open {
-                        self.seal(g, id);
-                    }
-                    spare.take().map(|buf| self.open(g, buf, bucket, target, now, false))
-                }
-            };
-            let Some(id) = id.filter(|&id| fits(self, id)) else {
-                // The victim's bytes are being reused: the table must get the
-                // hashes of items still pointing there from the kept list.
-                let (segs, kept_hashes, checked) = (&self.segs, &kept_hashes, self.checked);
-                self.table.remove(slot, |l| {
-                    if l.seg == v {
-                        kept_hashes[kept_hashes.binary_search_by_key(&l.offset, |k| k.0).expect("kept item")].1
-                    } else {
-                        Self::loc_hash(segs, checked, l)
-                    }
-                });
-                log_eviction(g, key, &h, spec.exptime, spec.access, now);
-                let e = Eviction { had_ttl: spec.exptime != 0, fetched: false, active: true, last_access: spec.access, now };
-                self.count_gone(g, &h, Gone::Evicted(e));
-                self.forget(g, old, &h);
-                continue;
-            };
-            let (loc, value_at, new_len) = self.place(id, &spec, key);
-            self.segs[id as usize].buf[value_at..value_at + h.value_len].copy_from_slice(h.value(bytes));
-            self.write_check(loc);
-            self.table.update(slot, hash, loc, freq);
-            self.count_live(loc, new_len, g.item_class(&h));
-            if mode != Mode::Compact {
-                let (cls, _) = g.item_class(&h);
-                let c = self.classes.class(cls);
-                match class {
-                    Class::Small => c.moves_to_warm += 1,
-                    Class::Main => c.moves_within_lru += 1,
-                }
-            }
-            self.forget(g, old, &h);
-        }
-        self.scratch = scratch;
-        debug_assert_eq!(self.segs[v as usize].live_items, 0);
-        self.release(v);
-        match spare {
-            Some(buf) => {
-                g.give_back(buf);
-                true
-            }
-            None => false,
-        }
     }
 
     /// Recovery, before [`Shard::recover_segment`]: size the index for
@@ -1022,7 +859,7 @@ impl Shard {
         for (slot, value) in self.table.iter() {
             let loc = slot_loc(value);
             let seg = &self.segs[loc.seg as usize];
-            assert!(matches!(seg.state, State::Active | State::Sealed), "slot {slot} points into a free segment");
+            assert!(matches!(seg.state, State::Active | State::Sealed) || self.draining() == Some(loc.seg), "slot {slot} points into a free segment");
             assert!((loc.offset as usize) < seg.write_offset);
             let item = &seg.buf[loc.offset as usize..];
             let h = Header::decode(item, self.checked);
@@ -1050,7 +887,7 @@ impl Shard {
                         Class::Main => main += 1,
                     }
                 }
-                State::Evicting => panic!("segment {id} left mid-eviction"),
+                State::Evicting => assert_eq!(self.draining(), Some(id as u32), "segment {id} left mid-eviction"),
             }
         }
         assert_eq!((items, bytes), (self.curr_items, self.bytes));
@@ -1068,14 +905,3 @@ impl Shard {
     }
 }
 
-/// Tell `watch evictions` of an evicted item, if someone watches.
-#[inline]
-fn log_eviction(g: &Globals, key: &[u8], h: &Header, exptime: RelTime, last_access: RelTime, now: RelTime) {
-    if let Some(log) = g.eviction_log.get() {
-        if log.wants() {
-            let fetched = h.bits & FETCHED != 0;
-            let item = crate::Evicted { key, flags: h.flags, value_len: h.value_len, exptime, last_access, fetched, now };
-            log.evicted(&item);
-        }
-    }
-}
