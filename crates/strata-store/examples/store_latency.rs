@@ -5,7 +5,7 @@
 //!
 //!     cargo run --release -p strata-store --example store_latency -- [MEGABYTES] [STORES]
 //!
-//! Defaults: 1024 MB (1 MiB segments, 32 shards), 4,000,000 timed stores
+//! Defaults: 1024 MB (256 KiB segments, 32 shards), 4,000,000 timed stores
 //! of 16-byte keys and 32-byte values.
 
 use std::time::Instant;

@@ -225,7 +225,8 @@ mod tests {
     fn geometry_matches_the_store() {
         assert_eq!(segments_per_shard(64 << 20), 128);
         assert_eq!(segments_per_shard(2 << 20), 8, "4 shards and 64 KiB segments at the least");
-        assert_eq!(segments_per_shard(64 << 30), 2048, "1 MiB segments past 4 GiB");
+        assert_eq!(segments_per_shard(1 << 30), 128, "256 KiB segments from 256 MiB");
+        assert_eq!(segments_per_shard(64 << 30), 8192, "32 shards from 1 GiB");
     }
 
     #[test]

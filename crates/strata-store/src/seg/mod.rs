@@ -18,17 +18,19 @@
 //! mutex that covers its index and its segments, so an operation is atomic
 //! per key and a reader never sees an item being moved or freed, with no
 //! unsafe code. Two workers contend only when they touch the same shard at
-//! the same moment (1 in 32 for uniform keys from `-m 256`). Buffers move between shards
+//! the same moment (1 in 32 for uniform keys from `-m 1024`, 1 in 8 at the default `-m 64`). Buffers move between shards
 //! through a store-wide pool; a shard out of room evicts its own oldest
 //! segment, or one of a shard it can lock without waiting.
 //!
-//! Sizes from `-m` (bytes `M`): `shards = clamp(M / 8 MiB, 4, 32)` rounded
-//! down to a power of two; `segment = clamp(M / (shards * 128), 64 KiB, 1 MiB)`
-//! rounded down to a power of two, so every shard can own 128 segments
-//! (from 32 MiB to 4 GiB; below, 4 shards of fewer): once memory is full, each shard has a victim
-//! being walked store by store (shard/evict.rs), half a segment of it on
-//! average holding no items, `M / 256` in all (at 32 segments a shard,
-//! `M / 64`, 1.6%, cost the hit ratio half a percent; docs/BENCHMARKS.md);
+//! Sizes from `-m` (bytes `M`): `segment = clamp(M / 1024, 64 KiB, 256 KiB)`
+//! and `shards = clamp(M / (128 * segment), 4, 32)`, both rounded down to a
+//! power of two, so from 32 MiB every shard owns at least 128 segments (8
+//! shards at -m 64 to 256, 32 from -m 1024). Once memory is full, each shard
+//! has a victim being walked store by store (shard/evict.rs), half a
+//! segment of it on average holding no items: `M / 256` in all, where 32
+//! shards of 32 segments each idled `M / 64` and cost the hit ratio half a
+//! percent (docs/BENCHMARKS.md). Segments stop at 256 KiB so that a store
+//! which must finish a victim's walk waits for at most 256 KiB of items;
 //! items over a quarter of a segment get a segment of their own
 //! (exactly sized, counted against `-m`).
 
@@ -66,9 +68,12 @@ use crate::{
     RestartStats, StoreMode, StoreRequest, StoreResult, Visit, WalkCursor,
 };
 
+const MIN_SHARDS: usize = 4;
 const MAX_SHARDS: usize = 32;
+/// Segments `-m` is cut into, where segment sizes allow (the module doc).
+const SEGMENTS: usize = 1024;
 const MIN_SEGMENT: usize = 64 << 10;
-const MAX_SEGMENT: usize = 1 << 20;
+const MAX_SEGMENT: usize = 256 << 10;
 /// Segments a shard owns at least, where memory allows (the module doc).
 const SEGMENTS_PER_SHARD: usize = 128;
 /// Single-item buffers kept for reuse.
@@ -360,8 +365,8 @@ pub struct SegStore {
 /// Shards and segment size for `-m` of `memory_bytes` (the module doc).
 pub fn geometry(memory_bytes: u64) -> (usize, usize) {
     let memory = memory_bytes.max(1 << 20) as usize;
-    let shards = floor_pow2(memory / (SEGMENTS_PER_SHARD * MIN_SEGMENT)).clamp(4, MAX_SHARDS);
-    let segment_size = floor_pow2(memory / (shards * SEGMENTS_PER_SHARD)).clamp(MIN_SEGMENT, MAX_SEGMENT);
+    let segment_size = floor_pow2(memory / SEGMENTS).clamp(MIN_SEGMENT, MAX_SEGMENT);
+    let shards = floor_pow2(memory / (SEGMENTS_PER_SHARD * segment_size)).clamp(MIN_SHARDS, MAX_SHARDS);
     (shards, segment_size)
 }
 

@@ -14,7 +14,7 @@
 //! own size, and prefetches the index line of the victim's next item for
 //! the next store. By the time the shard's open segment is full its victim is
 //! walked and its buffer is back in the pool, so no store waits while a
-//! whole segment is walked (a 1 MiB segment of small items is thousands of
+//! whole segment is walked (a 256 KiB segment of small items is thousands of
 //! index updates under the shard's lock) and evictions come as a steady
 //! stream. The price: while a victim drains, half a segment per shard on
 //! average holds no items. A store that needs a segment before its victim
