@@ -171,12 +171,12 @@ impl Shard {
         Some(len)
     }
 
-    /// Prefetch the index line of the victim's next item, so that its
-    /// lookup, a store later, finds it cached: walked a store at a time,
-    /// one item's index miss no longer overlaps the next one's as in a
-    /// whole-segment walk (`examples/store_latency.rs`, -m 1024: mean
-    /// 0.97 -> 0.87 µs per store; prefetching the victim's bytes ahead as
-    /// well changed nothing measurable).
+    /// Prefetch the index line (and, from `Small`, the ghost bucket) of the
+    /// victim's next item, so that its settling, a store later, finds them
+    /// cached: walked a store at a time, one item's misses no longer overlap
+    /// the next one's as in a whole-segment walk (`examples/store_latency.rs`,
+    /// docs/BENCHMARKS.md "Eviction paid store by store"; prefetching the
+    /// victim's bytes ahead as well changed nothing measurable).
     fn prefetch_next(&self, d: &Drain) {
         let seg = &self.segs[d.id as usize];
         if d.offset < seg.write_offset {
