@@ -45,8 +45,9 @@ pub struct Drain {
 enum Settled {
     /// Dropped, evicted, sent to flash, or no longer linked there.
     Gone,
-    /// To be rewritten (the caller copies it), with this frequency.
-    Keep { freq: u8 },
+    /// To be rewritten (the caller copies it), with this frequency; `hash`
+    /// is its key's.
+    Keep { freq: u8, hash: u64 },
 }
 
 impl Shard {
@@ -147,7 +148,7 @@ impl Shard {
         let v = d.id;
         let room = (self.segs[v as usize].buf.len() * KEEP_PERCENT / 100).saturating_sub(d.kept);
         let (len, settled) = self.settle(g, v, d.offset, now, Mode::Evict { keep_hot: true }, room);
-        if let Settled::Keep { freq } = settled {
+        if let Settled::Keep { freq, hash } = settled {
             let mut scratch = std::mem::take(&mut self.scratch);
             scratch.clear();
             scratch.extend_from_slice(&self.segs[v as usize].buf[d.offset..d.offset + len]);
@@ -160,7 +161,7 @@ impl Shard {
             if let Some(id) = target {
                 let old = Loc { seg: v, offset: d.offset as u32 };
                 let from = self.segs[v as usize].class;
-                self.relink(g, id, &scratch, &spec, old, freq, Some(from));
+                self.relink(g, id, &scratch, &spec, (old, hash), freq, Some(from));
                 d.kept += len;
             }
             self.scratch = scratch;
@@ -234,7 +235,7 @@ impl Shard {
             self.unlink(g, slot, loc, &h, Gone::Expired);
         } else if hot && len <= room {
             let freq = if mode == Mode::Compact { freq } else { freq.saturating_sub(1) };
-            return (len, Settled::Keep { freq });
+            return (len, Settled::Keep { freq, hash });
         } else if self.demote_to_flash(g, loc, &h, hash, now) {
             self.unlink(g, slot, loc, &h, Gone::Replaced);
         } else {
@@ -252,12 +253,12 @@ impl Shard {
     }
 
     /// Rewrite the kept item `bytes` (a copy of the one at `old`, which the
-    /// index still points to) into segment `id` with frequency `freq`;
-    /// `from` is the class it moves from, for memcached's move counters.
-    fn relink(&mut self, g: &Globals, id: u32, bytes: &[u8], spec: &Spec, old: Loc, freq: u8, from: Option<Class>) {
+    /// index still points to, with its key's `hash`) into segment `id` with
+    /// frequency `freq`; `from` is the class it moves from, for memcached's
+    /// move counters.
+    fn relink(&mut self, g: &Globals, id: u32, bytes: &[u8], spec: &Spec, (old, hash): (Loc, u64), freq: u8, from: Option<Class>) {
         let h = Header::decode(bytes, self.checked);
         let key = h.key(bytes);
-        let hash = hash_key(key);
         let slot = self.table.find(hash, |l| l == old).expect("kept item is linked");
         let (loc, value_at, new_len) = self.place(id, spec, key);
         self.segs[id as usize].buf[value_at..value_at + h.value_len].copy_from_slice(h.value(bytes));
@@ -293,17 +294,14 @@ impl Shard {
         };
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
-        let mut kept: Vec<(u32, u8)> = Vec::new();
-        let mut kept_hashes: Vec<(u32, u64)> = Vec::new();
+        // (offset, frequency, key hash) of each kept item, by offset.
+        let mut kept: Vec<(u32, u8, u64)> = Vec::new();
         let mut offset = g.data_start;
         while offset < end {
             let (len, settled) = self.settle(g, v, offset, now, mode, keep_limit.saturating_sub(scratch.len()));
-            if let Settled::Keep { freq } = settled {
-                let bytes = &self.segs[v as usize].buf[offset..offset + len];
-                let hash = hash_key(Header::decode(bytes, self.checked).key(bytes));
-                scratch.extend_from_slice(bytes);
-                kept.push((offset as u32, freq));
-                kept_hashes.push((offset as u32, hash));
+            if let Settled::Keep { freq, hash } = settled {
+                scratch.extend_from_slice(&self.segs[v as usize].buf[offset..offset + len]);
+                kept.push((offset as u32, freq, hash));
             }
             offset += len;
         }
@@ -312,7 +310,7 @@ impl Shard {
         let mut spare = Some(std::mem::take(&mut self.segs[v as usize].buf));
         let target = if mode == Mode::Compact { class } else { Class::Main };
         let mut at = 0;
-        for (old_offset, freq) in kept {
+        for &(old_offset, freq, hash) in &kept {
             let bytes = &scratch[at..];
             let h = Header::decode(bytes, self.checked);
             let len = h.total_len();
@@ -332,25 +330,23 @@ impl Shard {
             let Some(id) = id.filter(|&id| self.fits(id, &spec)) else {
                 // The victim's bytes are being reused: the table must get the
                 // hashes of items still pointing there from the kept list.
-                let key = h.key(bytes);
-                let hash = hash_key(key);
                 let slot = self.table.find(hash, |l| l == old).expect("kept item is linked");
-                let (segs, kept_hashes, checked) = (&self.segs, &kept_hashes, self.checked);
+                let (segs, kept, checked) = (&self.segs, &kept, self.checked);
                 self.table.remove(slot, |l| {
                     if l.seg == v {
-                        kept_hashes[kept_hashes.binary_search_by_key(&l.offset, |k| k.0).expect("kept item")].1
+                        kept[kept.binary_search_by_key(&l.offset, |k| k.0).expect("kept item")].2
                     } else {
                         Self::loc_hash(segs, checked, l)
                     }
                 });
-                log_eviction(g, key, &h, spec.exptime, spec.access, now);
+                log_eviction(g, h.key(bytes), &h, spec.exptime, spec.access, now);
                 let e = Eviction { had_ttl: spec.exptime != 0, fetched: false, active: true, last_access: spec.access, now };
                 self.count_gone(g, &h, Gone::Evicted(e));
                 self.forget(g, old, &h);
                 continue;
             };
             let from = (mode != Mode::Compact).then_some(class);
-            self.relink(g, id, bytes, &spec, old, freq, from);
+            self.relink(g, id, bytes, &spec, (old, hash), freq, from);
         }
         self.scratch = scratch;
         debug_assert_eq!(self.segs[v as usize].live_items, 0);
