@@ -22,8 +22,9 @@
 //! position and how many blocks of it are on flash) is kept in a mapped
 //! file (`<ext_path>.idx/pages`, `page_table.rs`), so a restart rebuilds the
 //! FIFO and knows which index entries point at records that were written
-//! (entries into the unwritten tail of a page, lost with the write buffer
-//! at a crash, are dropped).
+//! (entries into the unwritten tail of a page are dropped). The two write
+//! buffers are then mapped files as well (`buffers.rs`): a restart after
+//! a `kill -9` writes out what they held before checking the entries.
 //!
 //! Lock order: a shard's mutex, then the writer's (never the other way), so
 //! evicting shards can write while readers check other shards.
@@ -697,7 +698,8 @@ impl Inner {
     /// Hand a partly filled buffer to the writer thread if a spare is free
     /// (never waits for the device): called each clock tick, it bounds how
     /// long a demoted item lives only in the buffer, where a crash loses
-    /// it, to about a second, for at most one padded block a tick.
+    /// it (without `-e`; with it, a machine crash), to about a second, for
+    /// at most one padded block a tick.
     pub fn flush_partial(&self) {
         let w = lock(&self.writer);
         if w.fill > 0 && !w.spare.is_empty() {
