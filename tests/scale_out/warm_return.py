@@ -380,8 +380,10 @@ def rolling(mode="handover", front="nutcracker", floor=0.99):
         tag += "_" + front
     handover = mode == "handover"
     # The catch-up (after the return) ends before the next node stops with
-    # a handover; a stop-and-start roll restarts the next node meanwhile.
-    options = ["restart_margin=1", "restart_catchup=1" if handover else "restart_catchup=2"]
+    # a handover; a stop-and-start roll restarts the next node meanwhile,
+    # and the catch-up must outlast that restart (a peer still gone at its
+    # end makes every restored item a miss).
+    options = ["restart_margin=1", "restart_catchup=1" if handover else "restart_catchup=5"]
     if mode == "nojournal":
         options = ["journal_size=0"]
     # On tmpfs, as docs/SCALE-OUT.md advises: a restart waits for the

@@ -240,7 +240,7 @@ fn a_peer_restarting_during_the_catch_up_is_asked_again_when_back() {
     kill9(a);
     change_on(&peer);
     let peers = format!("restart_peers=127.0.0.1:{pp}");
-    let back = node(np, &nf, &["-o", &peers, "-o", "restart_margin=1", "-o", "restart_catchup=3"]);
+    let back = node(np, &nf, &["-o", &peers, "-o", "restart_margin=1", "-o", "restart_catchup=5"]);
     // The peer takes one more write for the node's keys, then restarts
     // (a rolling restart reaching it) while the node catches up.
     assert_eq!(Conn::to(&peer).set("key40", b"newer"), "STORED\r\n");
