@@ -363,10 +363,12 @@ def hash_client(nodes, dead_timeout):
 
 def rolling_against_baseline(front="nutcracker"):
     """rolling_stop, and the same roll on memory files without journal
-    first: reads over the roll must hit at least as often (less 3 points
-    of run-to-run noise: a cold start costs a third of the keys)."""
+    first: reads over the roll must hit at least as often, less 5 points
+    of run-to-run noise (the two differed by up to 2.3 points either way
+    over 11 runs on a loaded 2-core machine; a cold start would also fail
+    the "no cold start" and ">= 99% after" checks)."""
     baseline = rolling(mode="nojournal", front=front)
-    rolling(mode="stop", front=front, floor=baseline - 0.03)
+    rolling(mode="stop", front=front, floor=baseline - 0.05)
 
 
 def rolling(mode="handover", front="nutcracker", floor=0.99):
