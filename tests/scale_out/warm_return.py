@@ -364,8 +364,8 @@ def hash_client(nodes, dead_timeout):
 def rolling_against_baseline(front="nutcracker"):
     """rolling_stop, and the same roll on memory files without journal
     first: reads over the roll must hit at least as often, less 5 points
-    of run-to-run noise (the journal's roll was 2.3 points under to 3.4 over
-    over 11 runs on a loaded 2-core machine; a cold start would also fail
+    of run-to-run noise (the journal's roll was from 2.3 points under it
+    to 3.4 over it in 11 runs on a loaded 2-core machine; a cold start would also fail
     the "no cold start" and ">= 99% after" checks)."""
     baseline = rolling(mode="nojournal", front=front)
     rolling(mode="stop", front=front, floor=baseline - 0.05)
