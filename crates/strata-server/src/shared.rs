@@ -85,7 +85,7 @@ impl Shared {
             flash_pool: std::sync::OnceLock::new(),
             tls: None,
 
-            journal: crate::journal::Journal::new(settings.warm.journal_entries, strata_store::clock::unix_time()),
+            journal: crate::journal::Journal::for_server(&settings, engine.as_ref()),
             warm: None,
             catchup: crate::journal::catchup::CatchUp::default(),
 

@@ -106,6 +106,13 @@ impl FlashBuf {
         FlashBuf { map, len }
     }
 
+    /// A buffer over a shared file mapping (the flash tier's write buffers
+    /// with `-e`: their bytes outlive a `kill -9`); `len` at most its size.
+    pub fn from_map(map: memmap2::MmapMut, len: usize) -> FlashBuf {
+        assert!(map.len() >= len, "a mapping shorter than its buffer");
+        FlashBuf { map, len }
+    }
+
     /// `new`, or the mapping's error (a size not known in advance).
     pub fn try_new(len: usize) -> std::io::Result<FlashBuf> {
         Ok(FlashBuf { map: memmap2::MmapMut::map_anon(len.max(1))?, len })

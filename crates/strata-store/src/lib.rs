@@ -37,7 +37,7 @@ pub use ext_config::{ExtBucket, ExtConfig, ExtPath, ExtTunable, ExtTunables};
 pub use ext_stats::{ExtPageStats, ExtStats};
 pub use flash_read::{FlashBuf, FlashFinish, FlashRead, FLASH_ALIGN_BYTES};
 pub use map::MapStore;
-pub use seg::{hash_key, FlashIdle, SegStore, MEMORY_FILE_LOCK_WAIT};
+pub use seg::{hash_key, FlashIdle, SegStore, SharedWords, MEMORY_FILE_LOCK_WAIT};
 pub use walk::{Visit, WalkCursor, WALK_BATCH};
 
 /// Item metadata as the protocol layer sees it.

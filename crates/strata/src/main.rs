@@ -132,6 +132,7 @@ fn main() -> ExitCode {
     server.wait();
     // Every stop that gets here is clean: the memory file is written back
     // and marked so (a crash skips this; recovery then checks every item).
+    shared.journal.close(strata_store::clock::unix_time());
     let saved = shared.engine.close();
     if let Err(e) = &saved {
         eprintln!("strata: could not write the memory file back: {e}");

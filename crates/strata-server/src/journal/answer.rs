@@ -3,13 +3,14 @@
 //! ```text
 //!  mj <since_unix>\r\n
 //!  JR <bytes> <count> <from_unix> <now_unix>\r\n<count × 4-byte LE key tags>\r\n
-//!  JN <off|flushed|too_old|wrapped|busy>\r\n
+//!  JN <off|flushed|too_old|wrapped|busy|lost>\r\n
 //! ```
 //!
 //! `JR`: every key changed on this node at or after `since_unix` has its
 //! tag in the block (the block is complete from `from_unix`, at or before
-//! `since_unix`). `JN`: this node cannot say, and the asking node must
-//! start cold. The reply is bounded by the journal's size (4 bytes a
+//! `since_unix`, or later when the journal was born then with its memory
+//! file: nothing came before; the asking node decides, `peer.rs`). `JN`:
+//! this node cannot say, and the asking node must start cold. The reply is bounded by the journal's size (4 bytes a
 //! distinct tag). Connections that must log in (`-Y`) are refused before
 //! they get here, as for every command.
 

@@ -21,7 +21,7 @@ impl Journal {
     /// None with the journal off. Call with writers stopped.
     pub fn export(&self) -> Option<Vec<u8>> {
         let ring = self.ring.as_ref()?;
-        let head = ring.head.load(Ordering::Acquire);
+        let head = ring.head().load(Ordering::Acquire);
         let size = ring.mask + 1;
         let marks: Vec<(i64, u64)> = ring.marks.lock().unwrap_or_else(|e| e.into_inner()).iter().copied().filter(|&(_, h)| head - h <= size).collect();
         let base = marks.first().map_or(head, |&(_, h)| h);
@@ -30,7 +30,7 @@ impl Journal {
             tags.push(read_slot(ring, pos).ok()?);
         }
         let mut out = Vec::with_capacity(16 + marks.len() * 16 + tags.len() * 4);
-        out.extend_from_slice(&self.last_flush_unix.load(Ordering::Relaxed).to_le_bytes());
+        out.extend_from_slice(&ring.flush_unix().to_le_bytes());
         out.extend_from_slice(&(marks.len() as u32).to_le_bytes());
         out.extend_from_slice(&(tags.len() as u32).to_le_bytes());
         for (t, h) in &marks {
@@ -46,21 +46,27 @@ impl Journal {
     /// Replay an [`Journal::export`] into this fresh journal (before any
     /// request): its marks come first, then this process's start mark.
     /// False (and nothing changed) if the bytes do not parse.
+    ///
+    /// A journal that went on from its file already holds all of it: the
+    /// old process wrote the same file (nothing is replayed twice).
     pub fn import(&self, bytes: &[u8]) -> bool {
         let Some(ring) = &self.ring else { return true };
+        if self.continued {
+            return true;
+        }
         let Some((flush, marks, tags)) = parse(bytes) else { return false };
         let size = ring.mask + 1;
         // A smaller ring keeps the newest tags; marks before them go.
         let skip = (tags.len() as u64).saturating_sub(size);
         for &tag in &tags[skip as usize..] {
-            let pos = ring.head.fetch_add(1, Ordering::AcqRel);
-            ring.slots[(pos & ring.mask) as usize].store((pos << 32) | u64::from(tag), Ordering::Release);
+            let pos = ring.head().fetch_add(1, Ordering::AcqRel);
+            ring.slot(pos).store((pos << 32) | u64::from(tag), Ordering::Release);
         }
         let mut ours = ring.marks.lock().unwrap_or_else(|e| e.into_inner());
         let start = ours.pop_front();
         ours.clear();
         ours.extend(marks.into_iter().filter(|&(_, p)| p >= skip).map(|(t, p)| (t, p - skip)));
-        let head = ring.head.load(Ordering::Acquire);
+        let head = ring.head().load(Ordering::Acquire);
         if let Some((t, _)) = start {
             if ours.back().is_none_or(|&(last, _)| last < t) {
                 ours.push_back((t, head));
@@ -69,8 +75,9 @@ impl Journal {
         while ours.len() > super::MARKS_MAX {
             ours.pop_front();
         }
+        ring.rewrite_marks(&ours);
         if flush != 0 {
-            self.last_flush_unix.fetch_max(flush, Ordering::Relaxed);
+            ring.words.words()[super::persist::W_FLUSH].fetch_max(flush as u64, Ordering::Relaxed);
         }
         true
     }

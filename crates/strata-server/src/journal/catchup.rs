@@ -142,7 +142,12 @@ impl CatchUp {
 
 /// Run the catch-up on its own thread for `seconds`, polling `peers` (this
 /// node's own address already left out) from unix second `from_unix`.
-pub fn spawn(shared: Arc<crate::shared::Shared>, peers: Vec<std::net::SocketAddr>, from_unix: i64, login: Option<Vec<u8>>) {
+/// `born_by_unix`: this node's last heartbeat before it restarted (see
+/// `peer::ask`). A peer that cannot be reached (it is restarting too, in a
+/// rolling restart) is asked again at every poll from where its last answer
+/// left off, its journal covering its own downtime; one that refuses, or is
+/// still unreachable when the period ends, makes every restored item a miss.
+pub fn spawn(shared: Arc<crate::shared::Shared>, peers: Vec<std::net::SocketAddr>, from_unix: i64, born_by_unix: i64, login: Option<Vec<u8>>) {
     let seconds = shared.settings.warm.catchup_s;
     let margin = shared.settings.warm.margin_s as i64;
     let timeout = Duration::from_millis(shared.settings.warm.peer_timeout_ms.max(1));
@@ -150,22 +155,40 @@ pub fn spawn(shared: Arc<crate::shared::Shared>, peers: Vec<std::net::SocketAddr
     let spawned = std::thread::Builder::new().name("strata-catchup".into()).spawn(move || {
         let catchup = &shared.catchup;
         let end = Instant::now() + Duration::from_secs(seconds);
-        let mut since = from_unix;
+        // Per peer: the unix second its changes are known up to, and
+        // whether it was gone at its last poll.
+        let mut since: Vec<(i64, bool)> = vec![(from_unix, false); peers.len()];
         while Instant::now() < end && !shared.is_shutting_down() && !catchup.all.load(Ordering::Relaxed) {
             std::thread::sleep(POLL_EVERY);
-            let polled_at = strata_store::clock::unix_time();
-            for peer in &peers {
-                match super::peer::ask(*peer, since - margin, timeout, login.as_deref()) {
-                    Ok(tags) => catchup.mark(&tags),
-                    Err(why) => {
-                        eprintln!("strata: warm return catch-up: peer {peer}: {why}; every restored item is now a miss");
+            for (peer, (known, gone)) in peers.iter().zip(since.iter_mut()) {
+                let polled_at = strata_store::clock::unix_time();
+                match super::peer::ask(*peer, *known - margin, born_by_unix, timeout, login.as_deref()) {
+                    Ok(tags) => {
+                        catchup.mark(&tags);
+                        if *gone {
+                            eprintln!("strata: warm return catch-up: peer {peer} is back; its journal covered the time it was away");
+                        }
+                        *known = polled_at;
+                        *gone = false;
+                    }
+                    Err(e) if e.gone => {
+                        if !*gone {
+                            eprintln!("strata: warm return catch-up: peer {peer}: {e}; asking again at the next poll");
+                        }
+                        *gone = true;
+                    }
+                    Err(e) => {
+                        eprintln!("strata: warm return catch-up: peer {peer}: {e}; every restored item is now a miss");
                         catchup.all.store(true, Ordering::Relaxed);
                         break;
                     }
                 }
             }
             catchup.polls.fetch_add(1, Ordering::Relaxed);
-            since = polled_at;
+        }
+        if let Some((peer, _)) = peers.iter().zip(&since).find(|(_, &(_, gone))| gone) {
+            eprintln!("strata: warm return catch-up: peer {peer} still unreachable at the end; every restored item is now a miss");
+            catchup.all.store(true, Ordering::Relaxed);
         }
         catchup.finish(&*shared.engine, shared.clock.now());
         eprintln!(

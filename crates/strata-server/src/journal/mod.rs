@@ -3,20 +3,26 @@
 //! that went stale while it was away (issue 20, docs/SCALE-OUT.md).
 //!
 //! ```text
-//!  slots: 2^k × 8 B, a ring              marks: ≤ 4096 × 16 B, a queue
-//!  ┌────────────────┬────────────────┐    ┌─────────────┬──────────────┐
-//!  │ position (32b) │ key tag (32b)  │    │ unix second │ head then    │
-//!  └────────────────┴────────────────┘    └─────────────┴──────────────┘
-//!  head: u64, the next position; slot = position mod 2^k
+//!  words (u64), one array: in `<memory file>.journal` with -e, else anonymous
+//!  ┌──────────────────────┬───────────────────────────┬──────────────────────────┐
+//!  │ header: 16 words     │ marks: 4096 × (unix, head) │ slots: 2^k ×             │
+//!  │ (persist.rs; head at │ a ring, `marks_total` says │ (position 32b | tag 32b) │
+//!  │ word 8, own line)    │ where the next one goes    │ slot = position mod 2^k  │
+//!  └──────────────────────┴───────────────────────────┴──────────────────────────┘
 //! ```
 //!
 //! Every mutation a client sends (set/add/replace/cas/append/prepend,
 //! incr/decr, touch, gat, delete, their meta and binary forms; hits and
-//! misses alike) claims the next position with one `fetch_add` and stores
-//! the key's tag (32 bits of the store's xxh3 key hash) with the low 32
-//! bits of its position, so a reader can tell a slot that is still being
-//! written, or already overwritten, from the entry it wants. Nothing
-//! else is on the request path: no lock, no allocation, no time read.
+//! misses alike) claims the next position with one `fetch_add` on the head
+//! and stores the key's tag (32 bits of the store's xxh3 key hash) with
+//! the low 32 bits of its position, so a reader can tell a slot that is
+//! still being written, or already overwritten, from the entry it wants.
+//! Nothing else is on the request path: no lock, no allocation, no time
+//! read. With a memory file the words are a shared mapping of a file
+//! beside it (`persist.rs`), so the same two stores land in the page cache
+//! and a `kill -9` loses none of them: the next process on the file goes
+//! on from the same head, and the journal covers the node's whole life,
+//! its downtimes included (a node that is down changes nothing).
 //!
 //! Time is kept beside the ring, not in it: once a second the acceptor's
 //! tick pushes a mark (unix second, head) if the head moved, so "the
@@ -24,7 +30,10 @@
 //! up to the head (a superset: a conservative answer only drops more).
 //! 4096 marks cover at least 68 minutes of a busy node, longer for an
 //! idle one; a window older than the first mark, or longer than the ring,
-//! is "not covered" and the asking node starts cold. A `flush_all` is kept
+//! is "not covered" and the asking node starts cold, except that a journal
+//! born with its memory file (both new) has seen nothing before its birth
+//! and answers for any window from there (`Changes::from_unix` later than
+//! the window: the asking node decides, `warm.rs`). A `flush_all` is kept
 //! as the time of the last one: a window that holds one is refused too.
 //!
 //! A tag is 32 bits, so a peer may drop a few keys that merely share a
@@ -35,14 +44,19 @@ mod answer;
 mod carry;
 pub mod catchup;
 pub mod peer;
+mod persist;
 pub mod warm;
 
 pub use answer::answer;
 pub use warm::{warm_return, WarmReport, WarmSettings};
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+
+use strata_store::SharedWords;
+
+use persist::{MARKS_AT, SLOTS_AT, W_ALIVE, W_FLUSH, W_HEAD};
 
 /// Time marks kept (one per second in which something was recorded).
 const MARKS_MAX: usize = 4096;
@@ -64,12 +78,16 @@ pub enum Refusal {
     Off,
     /// A `flush_all` was sent at or after the window's start.
     Flushed,
-    /// The journal began (this process started) after the window's start.
+    /// The journal began (its file was made, or this process started
+    /// without one) after the window's start.
     TooOld,
     /// The window holds more changes than the ring keeps.
     Wrapped,
     /// A writer held a slot of the window for too long.
     Busy,
+    /// The window holds a position a killed process claimed but never
+    /// wrote (`kill -9` between the two stores of a record).
+    Lost,
 }
 
 impl Refusal {
@@ -80,53 +98,147 @@ impl Refusal {
             Refusal::TooOld => "too_old",
             Refusal::Wrapped => "wrapped",
             Refusal::Busy => "busy",
+            Refusal::Lost => "lost",
         }
     }
 }
 
 /// The changes since a time: sorted, distinct key tags, and the unix
-/// second from which they are complete.
+/// second from which they are complete (later than the window asked for
+/// only when the journal was born then: nothing came before it).
 pub struct Changes {
     pub tags: Vec<u32>,
     pub from_unix: i64,
 }
 
 struct Ring {
-    slots: Box<[AtomicU64]>,
+    /// Header, marks and slots (`persist.rs` has the layout).
+    words: SharedWords,
     mask: u64,
-    head: AtomicU64,
-    /// (unix second, head then), oldest first.
+    /// The marks, oldest first: the words' mark ring, in order.
     marks: Mutex<VecDeque<(i64, u64)>>,
+    /// Positions below this may hold no tag (a killed writer's claim).
+    lost_below: u64,
+    /// Unix second the journal was born with its memory file, if it was
+    /// (its first mark is then (born, 0)).
+    born_unix: Option<i64>,
+}
+
+impl Ring {
+    #[inline]
+    fn head(&self) -> &AtomicU64 {
+        &self.words.words()[W_HEAD]
+    }
+
+    #[inline]
+    fn slot(&self, pos: u64) -> &AtomicU64 {
+        &self.words.words()[SLOTS_AT + (pos & self.mask) as usize]
+    }
+
+    fn flush_unix(&self) -> i64 {
+        self.words.words()[W_FLUSH].load(Ordering::Relaxed) as i64
+    }
+
+    /// Push a mark, in memory and in the words (the entry first, then the
+    /// count: a process killed between the two loses only that mark).
+    fn push_mark(&self, marks: &mut VecDeque<(i64, u64)>, unix: i64, head: u64) {
+        if marks.len() == MARKS_MAX {
+            marks.pop_front();
+        }
+        marks.push_back((unix, head));
+        let w = self.words.words();
+        let total = w[persist::W_MARKS_TOTAL].load(Ordering::Relaxed);
+        let at = MARKS_AT + 2 * (total as usize % MARKS_MAX);
+        w[at].store(unix as u64, Ordering::Relaxed);
+        w[at + 1].store(head, Ordering::Relaxed);
+        w[persist::W_MARKS_TOTAL].store(total + 1, Ordering::Release);
+    }
+
+    /// Write every mark again (after a handover's import replaced them).
+    fn rewrite_marks(&self, marks: &VecDeque<(i64, u64)>) {
+        let w = self.words.words();
+        for (i, &(t, h)) in marks.iter().enumerate() {
+            w[MARKS_AT + 2 * i].store(t as u64, Ordering::Relaxed);
+            w[MARKS_AT + 2 * i + 1].store(h, Ordering::Relaxed);
+        }
+        w[persist::W_MARKS_TOTAL].store(marks.len() as u64, Ordering::Release);
+    }
 }
 
 pub struct Journal {
     ring: Option<Ring>,
-    /// Unix second of the last `flush_all` (0: none since start).
-    last_flush_unix: AtomicI64,
+    /// Went on from a file a previous process wrote (a handover's copy of
+    /// the same journal is then not replayed).
+    continued: bool,
+    /// The previous process's last tick and this start (unix seconds), when
+    /// the journal went on from a file: the gap it was down.
+    pub down: Option<(i64, i64)>,
     /// `mj` requests answered with changes / refused.
     pub served: AtomicU64,
     pub refused: AtomicU64,
 }
 
 impl Journal {
-    /// A journal of `entries` (rounded up to a power of two; 0: off),
-    /// starting at unix second `now_unix`.
+    /// A journal of `entries` (rounded up to a power of two; 0: off) in
+    /// anonymous memory, starting at unix second `now_unix`: it covers
+    /// from its start only (no memory file: nothing outlives the process).
     pub fn new(entries: usize, now_unix: i64) -> Journal {
-        let ring = (entries > 0).then(|| {
-            let n = entries.clamp(2, MAX_ENTRIES).next_power_of_two();
-            Ring {
-                // Position u32::MAX never matches a first lap's position.
-                slots: (0..n).map(|_| AtomicU64::new(u64::MAX)).collect(),
-                mask: n as u64 - 1,
-                head: AtomicU64::new(0),
-                marks: Mutex::new(VecDeque::from([(now_unix, 0)])),
+        let ring = (entries > 0).then(|| persist::anonymous(entries, now_unix)).flatten();
+        Journal::with(ring, false, None)
+    }
+
+    /// The journal of a server with a memory file: kept in `path` (the
+    /// memory file's name with `.journal` added), going on from what a
+    /// previous process left there. `restored`: the memory file held a
+    /// previous process's cache (a new journal file beside it is then not
+    /// a birth: that process saw changes this file never recorded).
+    pub fn open(entries: usize, path: &std::path::Path, restored: bool, now_unix: i64) -> Journal {
+        if entries == 0 {
+            return Journal::new(0, now_unix);
+        }
+        match persist::open(entries, path, restored, now_unix) {
+            Ok(opened) => {
+                eprintln!("strata: journal {}: {}", path.display(), opened.line);
+                Journal::with(Some(opened.ring), opened.continued, opened.down)
             }
-        });
-        Journal { ring, last_flush_unix: AtomicI64::new(0), served: AtomicU64::new(0), refused: AtomicU64::new(0) }
+            Err(e) => {
+                eprintln!("strata: journal {}: {e}; kept in memory only (it covers from this start)", path.display());
+                Journal::new(entries, now_unix)
+            }
+        }
+    }
+
+    /// The journal of a server: beside its memory file (`-e`), else in
+    /// memory.
+    pub fn for_server(settings: &crate::settings::Settings, engine: &dyn strata_store::Engine) -> Journal {
+        let now_unix = strata_store::clock::unix_time();
+        match &settings.memory_file {
+            Some(file) => {
+                let mut path = file.clone().into_os_string();
+                path.push(".journal");
+                let restored = engine.stats().restart.is_some_and(|r| r.ok);
+                Journal::open(settings.warm.journal_entries, std::path::Path::new(&path), restored, now_unix)
+            }
+            None => Journal::new(settings.warm.journal_entries, now_unix),
+        }
+    }
+
+    fn with(ring: Option<Ring>, continued: bool, down: Option<(i64, i64)>) -> Journal {
+        Journal { ring, continued, down, served: AtomicU64::new(0), refused: AtomicU64::new(0) }
     }
 
     pub fn is_on(&self) -> bool {
         self.ring.is_some()
+    }
+
+    /// Whether this journal answers for windows before its process started.
+    pub fn continued(&self) -> bool {
+        self.continued
+    }
+
+    /// The unix second it was born with its memory file, if it was.
+    pub fn born_unix(&self) -> Option<i64> {
+        self.ring.as_ref().and_then(|r| r.born_unix)
     }
 
     /// Record a change of `key`. Called before the store changes it, so a
@@ -135,28 +247,40 @@ impl Journal {
     pub fn record(&self, key: &[u8]) {
         if let Some(ring) = &self.ring {
             let tag = tag(key);
-            let pos = ring.head.fetch_add(1, Ordering::AcqRel);
-            ring.slots[(pos & ring.mask) as usize].store((pos << 32) | u64::from(tag), Ordering::Release);
+            let pos = ring.head().fetch_add(1, Ordering::AcqRel);
+            ring.slot(pos).store((pos << 32) | u64::from(tag), Ordering::Release);
         }
     }
 
     /// Record a `flush_all` (any delay: the window that holds it is refused).
     pub fn record_flush(&self, now_unix: i64) {
-        self.last_flush_unix.store(now_unix, Ordering::Relaxed);
+        if let Some(ring) = &self.ring {
+            ring.words.words()[W_FLUSH].store(now_unix as u64, Ordering::Relaxed);
+        }
     }
 
-    /// Once a second: mark where the head stands.
+    /// Once a second: mark where the head stands, and that this node is
+    /// alive (the start of a downtime, for the next process).
     pub fn tick(&self, now_unix: i64) {
         let Some(ring) = &self.ring else { return };
-        let head = ring.head.load(Ordering::Acquire);
+        ring.words.words()[W_ALIVE].store(now_unix as u64, Ordering::Relaxed);
+        let head = ring.head().load(Ordering::Acquire);
         let mut marks = ring.marks.lock().unwrap_or_else(|e| e.into_inner());
         if marks.back().is_some_and(|&(t, h)| h == head || t >= now_unix) {
             return;
         }
-        if marks.len() == MARKS_MAX {
-            marks.pop_front();
+        ring.push_mark(&mut marks, now_unix, head);
+    }
+
+    /// Graceful stop: the last tick, and the words written back (a no-op
+    /// on tmpfs).
+    pub fn close(&self, now_unix: i64) {
+        self.tick(now_unix);
+        if let Some(ring) = &self.ring {
+            if let Err(e) = ring.words.flush() {
+                eprintln!("strata: journal: writing back failed: {e}");
+            }
         }
-        marks.push_back((now_unix, head));
     }
 
     /// Entries the ring holds (0: off), and its bytes.
@@ -165,36 +289,47 @@ impl Journal {
     }
 
     pub fn bytes(&self) -> u64 {
-        self.ring.as_ref().map_or(0, |r| (r.mask + 1) * 8 + (MARKS_MAX as u64) * 16)
+        self.ring.as_ref().map_or(0, |r| (SLOTS_AT as u64 + r.mask + 1) * 8)
     }
 
-    /// Changes recorded since start.
+    /// Changes recorded in the journal's life (its file's, with one).
     pub fn recorded(&self) -> u64 {
-        self.ring.as_ref().map_or(0, |r| r.head.load(Ordering::Relaxed))
+        self.ring.as_ref().map_or(0, |r| r.head().load(Ordering::Relaxed))
     }
 
     /// Unix second of the oldest change the ring still holds a mark for.
     pub fn covers_from_unix(&self) -> Option<i64> {
         let ring = self.ring.as_ref()?;
-        let head = ring.head.load(Ordering::Acquire);
+        let head = ring.head().load(Ordering::Acquire);
         let marks = ring.marks.lock().unwrap_or_else(|e| e.into_inner());
-        marks.iter().find(|&&(_, h)| head - h <= ring.mask + 1).map(|&(t, _)| t)
+        marks.iter().find(|&&(_, h)| head - h <= ring.mask + 1 && h >= ring.lost_below).map(|&(t, _)| t)
     }
 
     /// The keys changed at or after unix second `since`.
     pub fn changes_since(&self, since: i64) -> Result<Changes, Refusal> {
         let ring = self.ring.as_ref().ok_or(Refusal::Off)?;
-        let flushed = self.last_flush_unix.load(Ordering::Relaxed);
+        let flushed = ring.flush_unix();
         if flushed != 0 && flushed >= since {
             return Err(Refusal::Flushed);
         }
         // The last mark strictly before `since`: every change at or after
-        // `since` was recorded at or after its position.
+        // `since` was recorded at or after its position. None: the window
+        // begins before the journal; a born journal saw nothing before
+        // its first mark, (born, 0), so it answers from there.
         let (from_unix, start) = {
             let marks = ring.marks.lock().unwrap_or_else(|e| e.into_inner());
-            *marks.iter().rev().find(|&&(t, _)| t < since).ok_or(Refusal::TooOld)?
+            match marks.iter().rev().find(|&&(t, _)| t < since) {
+                Some(&mark) => mark,
+                None => match (ring.born_unix, marks.front()) {
+                    (Some(born), Some(&(t, 0))) if t == born => (born, 0),
+                    _ => return Err(Refusal::TooOld),
+                },
+            }
         };
-        let head = ring.head.load(Ordering::Acquire);
+        if start < ring.lost_below {
+            return Err(Refusal::Lost);
+        }
+        let head = ring.head().load(Ordering::Acquire);
         let size = ring.mask + 1;
         if head - start > size {
             return Err(Refusal::Wrapped);
@@ -212,7 +347,7 @@ impl Journal {
 /// The tag at `pos`, waiting (briefly) for a writer that has claimed the
 /// position but not yet stored it.
 fn read_slot(ring: &Ring, pos: u64) -> Result<u32, Refusal> {
-    let slot = &ring.slots[(pos & ring.mask) as usize];
+    let slot = ring.slot(pos);
     let want = pos as u32;
     for attempt in 0..1000 {
         let v = slot.load(Ordering::Acquire);

@@ -33,8 +33,34 @@ fn is_local(ip: IpAddr) -> bool {
 /// Ask `addr` for the key tags changed since unix second `since`, logging
 /// in with `login` (`user pass`, the `-Y` file's first entry) if, and only
 /// if, the peer asks for it (a peer without `-Y` would store the login's
-/// `set` as an item).
-pub fn ask(addr: SocketAddr, since: i64, timeout: Duration, login: Option<&[u8]>) -> Result<Vec<u32>, String> {
+/// `set` as an item). A peer whose journal was born after `since` (with its
+/// memory file: it saw nothing before) is believed only if it was born by
+/// `born_by_unix`, the asking node's last heartbeat: a node that lost its
+/// files and came back new after this one died could have taken writes
+/// for this node's keys before, and forgotten them.
+pub fn ask(addr: SocketAddr, since: i64, born_by_unix: i64, timeout: Duration, login: Option<&[u8]>) -> Result<Vec<u32>, AskError> {
+    ask_once(addr, since, born_by_unix, timeout, login).map_err(|why| AskError { gone: GONE.iter().any(|p| why.starts_with(p)), why })
+}
+
+/// Why a peer did not answer with changes.
+#[derive(Debug)]
+pub struct AskError {
+    pub why: String,
+    /// The peer could not be reached or stopped answering (it may be
+    /// restarting), as opposed to answering that it cannot vouch.
+    pub gone: bool,
+}
+
+impl std::fmt::Display for AskError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
+/// The reasons that say the peer is gone, not that it refused.
+const GONE: [&str; 5] = ["cannot connect", "cannot send", "no answer in time", "closed the connection", "read failed"];
+
+fn ask_once(addr: SocketAddr, since: i64, born_by_unix: i64, timeout: Duration, login: Option<&[u8]>) -> Result<Vec<u32>, String> {
     let deadline = Instant::now() + timeout;
     let mut conn = TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("cannot connect: {e}"))?;
     let _ = conn.set_nodelay(true);
@@ -58,10 +84,15 @@ pub fn ask(addr: SocketAddr, since: i64, timeout: Duration, login: Option<&[u8]>
     let text = std::str::from_utf8(&line).map_err(|_| format!("garbage answer: {}", printable(&line)))?;
     let words: Vec<&str> = text.split(' ').collect();
     match words.as_slice() {
-        ["JR", bytes, count, _from, _now] => {
-            let (Ok(bytes), Ok(count)) = (bytes.parse::<u64>(), count.parse::<u64>()) else {
+        ["JR", bytes, count, from, _now] => {
+            let (Ok(bytes), Ok(count), Ok(from)) = (bytes.parse::<u64>(), count.parse::<u64>(), from.parse::<i64>()) else {
                 return Err(format!("garbage answer: {}", printable(&line)));
             };
+            if from > since.max(0) && from > born_by_unix {
+                return Err(format!(
+                    "its journal begins at unix {from}, after this node's last heartbeat (unix {born_by_unix}): it may have lost what it saw before"
+                ));
+            }
             if bytes != count.saturating_mul(4) || bytes > BLOCK_MAX_BYTES {
                 return Err(format!("garbage answer: {}", printable(&line)));
             }

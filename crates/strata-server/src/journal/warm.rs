@@ -60,6 +60,8 @@ pub struct WarmReport {
     /// The peers asked (for the catch-up), and the unix second the sync began.
     pub peers_asked: Vec<SocketAddr>,
     pub synced_from_unix: i64,
+    /// The previous process's last heartbeat (unix seconds; 0: unknown).
+    pub last_alive_unix: i64,
 }
 
 /// Guard and sync, on a store just restored (nothing to do otherwise).
@@ -78,6 +80,7 @@ pub fn warm_return(
     let now_unix = strata_store::clock::unix_time();
     let mut report = WarmReport {
         synced_from_unix: now_unix,
+        last_alive_unix: restart.last_alive_unix,
         downtime_s: if restart.last_alive_unix > 0 { (now_unix - restart.last_alive_unix).max(0) } else { -1 },
         ..WarmReport::default()
     };
@@ -124,13 +127,33 @@ fn sync(
         if super::peer::is_self(addr, listen) {
             continue;
         }
-        let got = super::peer::ask(addr, since, timeout, login).map_err(|e| format!("peer {peer}: {e}"))?;
+        let got = ask_retrying(addr, since, last_alive_unix, timeout, login).map_err(|e| format!("peer {peer}: {e}"))?;
         report.peers_asked.push(addr);
         report.peers_synced += 1;
         report.tags_received += got.len() as u64;
         tags.extend(got);
     }
     Ok(tags)
+}
+
+/// Ask `addr`, again every 100 ms while it cannot be reached, until
+/// `timeout` has passed (a peer restarting at the same moment listens a
+/// little later).
+fn ask_retrying(
+    addr: SocketAddr,
+    since: i64,
+    born_by_unix: i64,
+    timeout: Duration,
+    login: Option<&[u8]>,
+) -> Result<Vec<u32>, super::peer::AskError> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match super::peer::ask(addr, since, born_by_unix, left.max(Duration::from_millis(1)), login) {
+            Err(e) if e.gone && left > Duration::from_millis(100) => std::thread::sleep(Duration::from_millis(100)),
+            other => return other,
+        }
+    }
 }
 
 /// Delete every item whose key's tag is in `tags`; the count deleted.
@@ -194,7 +217,7 @@ pub fn after_listening(shared: &std::sync::Arc<crate::shared::Shared>) {
         return;
     }
     let login = peer_login(&shared.settings);
-    super::catchup::spawn(shared.clone(), w.peers_asked.clone(), w.synced_from_unix, login);
+    super::catchup::spawn(shared.clone(), w.peers_asked.clone(), w.synced_from_unix, w.last_alive_unix, login);
 }
 
 /// `user pass` from the first `user:password` line of a `-Y` file.
@@ -215,6 +238,12 @@ pub fn journal_lines(journal: &super::Journal, out: &mut dyn FnMut(&str, String)
     out("journal_bytes", journal.bytes().to_string());
     out("journal_recorded", journal.recorded().to_string());
     out("journal_covers_from", journal.covers_from_unix().unwrap_or(0).to_string());
+    // Kept beside the memory file: went on from the previous process's
+    // journal, born with the memory file (it answers for any window from
+    // its birth), and the downtime it went on across.
+    out("journal_continued", u8::from(journal.continued()).to_string());
+    out("journal_born", journal.born_unix().unwrap_or(0).to_string());
+    out("journal_down_seconds", journal.down.map_or(0, |(from, to)| (to - from).max(0)).to_string());
     out("journal_requests_served", journal.served.load(Relaxed).to_string());
     out("journal_requests_refused", journal.refused.load(Relaxed).to_string());
 }

@@ -551,3 +551,83 @@ impl MemFile {
         head.flush()
     }
 }
+
+/// Words of memory read and written only as atomics, kept in a file beside
+/// the memory file (or in anonymous memory): the invalidation journal's
+/// ring (`strata-server`, `journal/`). A store to a shared file mapping is
+/// in the page cache as soon as it is made, so a `kill -9` loses nothing
+/// the process wrote; only the machine's crash (or a tmpfs lost at a
+/// reboot) does. The memory file's `flock` keeps other servers out of it.
+pub struct SharedWords {
+    map: MmapRaw,
+    len: usize,
+}
+
+impl SharedWords {
+    /// `len` zeroed words of anonymous memory (no file: `-e` not given).
+    pub fn anonymous(len: usize) -> io::Result<SharedWords> {
+        let map = MmapOptions::new().len(len.max(1) * 8).map_anon()?;
+        Ok(SharedWords { map: MmapRaw::from(map), len })
+    }
+
+    /// `len` words of the file at `path`, created (zeroed) if absent. The
+    /// flag says whether the file already held exactly `len` words (the
+    /// words are then its contents); a file of another length is zeroed
+    /// to `len` words.
+    pub fn open(path: &Path, len: usize) -> io::Result<(SharedWords, bool)> {
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        let bytes = len.max(1) as u64 * 8;
+        let kept = file.metadata()?.len() == bytes;
+        if !kept {
+            file.set_len(0)?;
+            file.set_len(bytes)?;
+        }
+        let map = MmapOptions::new().len(bytes as usize).map_raw(&file)?;
+        Ok((SharedWords { map, len }, kept))
+    }
+
+    /// The words.
+    #[inline]
+    pub fn words(&self) -> &[AtomicU64] {
+        // SAFETY: the mapping is `len` × 8 bytes long, page-aligned (so
+        // aligned for u64), readable and writable, and lives as long as
+        // `self`; every access is atomic, so other threads (and another
+        // process mapping the same file) may change the words meanwhile.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::slice::from_raw_parts(self.map.as_mut_ptr().cast::<AtomicU64>(), self.len)
+        }
+    }
+
+    /// Write the words back to the file (graceful stop; a no-op for
+    /// anonymous memory and on tmpfs).
+    pub fn flush(&self) -> io::Result<()> {
+        self.map.flush()
+    }
+}
+
+#[cfg(test)]
+mod shared_words_tests {
+    use super::*;
+
+    #[test]
+    fn words_written_are_there_after_reopening() {
+        let dir = std::env::temp_dir().join(format!("strata-words-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let path = dir.join("j");
+        let _ = std::fs::remove_file(&path);
+        let (w, kept) = SharedWords::open(&path, 16).unwrap_or_else(|e| panic!("open: {e}"));
+        assert!(!kept);
+        w.words()[3].store(77, Ordering::Relaxed);
+        drop(w);
+        let (w, kept) = SharedWords::open(&path, 16).unwrap_or_else(|e| panic!("open: {e}"));
+        assert!(kept);
+        assert_eq!(w.words()[3].load(Ordering::Relaxed), 77);
+        drop(w);
+        let (w, kept) = SharedWords::open(&path, 32).unwrap_or_else(|e| panic!("open: {e}"));
+        assert!(!kept, "another length starts zeroed");
+        assert_eq!(w.words()[3].load(Ordering::Relaxed), 0);
+        assert_eq!(SharedWords::anonymous(4).map(|a| a.words().len()).ok(), Some(4));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -58,6 +58,7 @@ use self::buffer::Buffer;
 pub(crate) use self::flash::FlashScan;
 use self::file::{Geometry, MemFile, Opened, SEGMENT_HEADER};
 pub use self::file::LOCK_WAIT as MEMORY_FILE_LOCK_WAIT;
+pub use self::file::SharedWords;
 use self::region::Region;
 use self::item::{Header, FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
 use self::shard::{Class, Gone, Recovered, Shard, Spec};

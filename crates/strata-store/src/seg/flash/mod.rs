@@ -37,9 +37,12 @@
 //! changing command calls `flash_forget` first), and an item going to
 //! flash is linked there *before* its RAM copy is unlinked, so a crash
 //! between two steps leaves either nothing or two copies of the same item.
-//! At start, an entry is kept only if its page has the version it was
-//! written under and its record lies in the part of the page written
-//! before the stop (the write buffer's content is lost at a crash).
+//! The write buffers are mapped files there too (`tier/buffers.rs`), with
+//! the page and offset each holds bytes for in the page table: a restart
+//! first writes out what they held, so a `kill -9` loses no demoted item
+//! whose record was still in a buffer. At start, an entry is kept only if
+//! its page has the version it was written under and its record lies in
+//! the part of the page written before the stop (or by that replay).
 //! Without `-e`, the flash file is reused but starts empty (a new secret
 //! makes its old records fail their check).
 

@@ -6,8 +6,15 @@
 //!
 //! ```text
 //!  header (4 KiB): magic │ secret u64 │ page_size u64 │ pages u64 │ shards u64
+//!                  at 64, per write buffer (2 × 24 B): page u32 │ version u32 │
+//!                  page offset u64 │ bytes filled u64 (0: nothing to write)
 //!  per page (16 B): version u32 │ written blocks u32 │ FIFO sequence u64
 //! ```
+//!
+//! A write buffer (`<ext_path>.idx/wbuf.N`, mapped shared, `tier.rs`) says
+//! here which page and offset its bytes are for and how many it holds: set
+//! after each record is copied in, cleared once the buffer is on flash, so
+//! a restart after a `kill -9` writes out what the buffers held.
 //!
 //! The file is locked (`flock`) while a process uses it.
 
@@ -15,6 +22,10 @@ use std::fs::File;
 
 const TABLE_MAGIC: &[u8; 8] = b"STRFPGS1";
 const TABLE_HEAD: usize = 4096;
+/// The write buffers' slots, in the header block.
+const BUFFERS_AT: usize = 64;
+/// Write buffers a table has slots for.
+pub const BUFFERS: usize = 2;
 
 /// The mapped table (layout in the module docs).
 pub struct PageTable {
@@ -47,6 +58,23 @@ impl PageTable {
 
     pub fn set_written(&mut self, page: u32, written_blocks: u32) {
         self.put(TABLE_HEAD + page as usize * 16 + 4, &written_blocks.to_le_bytes());
+    }
+
+    /// Write buffer `slot` holds `filled` bytes for `page` (at `version`)
+    /// from `page_off` (0 bytes: nothing to write at a restart).
+    pub fn set_buffer(&mut self, slot: usize, page: u32, version: u32, page_off: u64, filled: u64) {
+        let at = BUFFERS_AT + slot * 24;
+        self.put(at, &page.to_le_bytes());
+        self.put(at + 4, &version.to_le_bytes());
+        self.put(at + 8, &page_off.to_le_bytes());
+        self.put(at + 16, &filled.to_le_bytes());
+    }
+
+    /// (page, version, page offset, bytes filled) of write buffer `slot`.
+    pub fn buffer(&self, slot: usize) -> (u32, u32, u64, u64) {
+        let at = BUFFERS_AT + slot * 24;
+        let u32_at = |i: usize| u32::from_le_bytes(self.map[i..i + 4].try_into().expect("4 bytes"));
+        (u32_at(at), u32_at(at + 4), self.u64_at(at + 8), self.u64_at(at + 16))
     }
 
     pub fn set_version(&mut self, page: u32, version: u32) {

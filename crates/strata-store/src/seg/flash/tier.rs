@@ -22,8 +22,9 @@
 //! position and how many blocks of it are on flash) is kept in a mapped
 //! file (`<ext_path>.idx/pages`, `page_table.rs`), so a restart rebuilds the
 //! FIFO and knows which index entries point at records that were written
-//! (entries into the unwritten tail of a page, lost with the write buffer
-//! at a crash, are dropped).
+//! (entries into the unwritten tail of a page are dropped). The two write
+//! buffers are then mapped files as well (`buffers.rs`): a restart after
+//! a `kill -9` writes out what they held before checking the entries.
 //!
 //! Lock order: a shard's mutex, then the writer's (never the other way), so
 //! evicting shards can write while readers check other shards.
@@ -49,6 +50,7 @@ use crate::ext_config::ExtTunables;
 use crate::flash_read::{FlashBuf, FLASH_ALIGN_BYTES};
 use crate::{ExtConfig, ExtPageStats, ExtStats};
 
+mod buffers;
 mod large;
 
 pub const BLOCK: u64 = FLASH_ALIGN_BYTES as u64;
@@ -99,6 +101,9 @@ pub struct Writer {
     sealed: VecDeque<u32>,
     /// Per page: records written since it was opened (for stats extstore).
     failed: bool,
+    /// Base addresses of the buffers kept in files (`buffers.rs`; empty
+    /// without `-e`), slot by slot.
+    bases: Vec<usize>,
 }
 
 /// Counters written under the writer's lock or by flash reads (both rare
@@ -309,6 +314,7 @@ impl Tier {
                 free: (0..n as u32).collect(),
                 sealed: VecDeque::new(),
                 failed: false,
+                bases: Vec::new(),
             }),
             c: Counters::default(),
             reclaims: AtomicU64::new(0),
@@ -317,10 +323,23 @@ impl Tier {
             direct_io,
         };
         tier.secret = found.unwrap_or(secret);
-        if let Some(table) = table {
+        if let (Some(mut table), Some((dir, _, _))) = (table, persist) {
+            // The write buffers in files: what they held before a kill -9
+            // goes to flash first (buffers.rs).
+            let mut maps = buffers::open(dir, wbuf_size)?;
             if found.is_some() {
+                tier.replay_buffers(&mut table, &mut maps);
                 tier.restore(&table);
+            } else {
+                for slot in 0..super::page_table::BUFFERS {
+                    table.set_buffer(slot, 0, 0, 0, 0);
+                }
             }
+            let (mut bufs, bases) = buffers::buffers(maps, wbuf_size);
+            let w = tier.writer.get_mut().unwrap_or_else(|e| e.into_inner());
+            w.spare = bufs.split_off(1);
+            w.wbuf = bufs.pop().expect("two buffers");
+            w.bases = bases;
             tier.table = Some(Mutex::new(table));
         }
         let inner = Arc::new(tier);
@@ -354,6 +373,7 @@ impl Inner {
             drop(buf);
             w = lock(&self.writer);
             let job = w.inflight.pop_front().expect("the job written");
+            let slot = w.slot_of(&job.buf);
             if !dedicated {
                 let buf = Arc::try_unwrap(job.buf).unwrap_or_else(|_| FlashBuf::new(self.wbuf_size));
                 w.spare.push(buf);
@@ -362,6 +382,7 @@ impl Inner {
                 self.c.bytes_written.fetch_add(len as u64, relaxed());
             }
             self.finish_write(&mut w, page, version, page_off + len as u64, result.is_ok());
+            self.clear_buffer(slot);
             self.written.notify_all();
         }
     }
@@ -529,6 +550,7 @@ impl Inner {
             let fill = w.fill;
             write(&mut w.wbuf[fill..fill + len], record::seed(self.secret, page, version));
             w.fill += len;
+            self.note_buffer(&w, version);
             self.note_record(page, len);
             return Some(Placed { page, offset, version, blocks });
         }
@@ -676,7 +698,8 @@ impl Inner {
     /// Hand a partly filled buffer to the writer thread if a spare is free
     /// (never waits for the device): called each clock tick, it bounds how
     /// long a demoted item lives only in the buffer, where a crash loses
-    /// it, to about a second, for at most one padded block a tick.
+    /// it (without `-e`; with it, a machine crash), to about a second, for
+    /// at most one padded block a tick.
     pub fn flush_partial(&self) {
         let w = lock(&self.writer);
         if w.fill > 0 && !w.spare.is_empty() {
