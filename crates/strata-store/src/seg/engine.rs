@@ -4,10 +4,10 @@
 
 use std::sync::atomic::Ordering;
 
-use super::item::{FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
+use super::item::{access_delta, FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
 use super::shard::{self, Gone};
 use super::table::{slot_freq, MAX_FREQ};
-use super::{hash_key, lock, sample, Change, FlashIdle, SegStore};
+use super::{hash_key, sample, Change, FlashIdle, SegStore};
 use crate::{
     counter_bytes, memcached_chunked, memcached_item_size, parse_counter, DeleteRequest, DeleteResult, DeltaMode,
     DeltaRequest, DeltaResult, Engine, EngineStats, GetAction, GetOptions, ItemView, RelTime, StoreMode, StoreRequest,
@@ -23,6 +23,12 @@ impl Engine for SegStore {
         let hash = hash_key(key);
         if !opts.uncounted {
             self.sample_get(hash);
+        }
+        // Without the lock where nothing must be written (read.rs).
+        if opts.touch.is_none() && opts.vivify.is_none() {
+            if let Some(hit) = self.get_optimistic(key, hash, opts, now, visit) {
+                return hit;
+            }
         }
         let mut guard = self.lock(hash);
         let shard = &mut *guard;
@@ -48,7 +54,12 @@ impl Engine for SegStore {
         }
         if !opts.uncounted {
             let queue = shard.seg(loc).queue();
-            shard.classes.hit(self.g.item_class(&h).0, queue, opts.touch.is_some() && !created);
+            let cls = self.g.item_class(&h).0;
+            if opts.touch.is_some() && !created {
+                shard.classes.hit(cls, queue, true);
+            } else {
+                self.hits.hit(cls, queue);
+            }
         }
         let item = shard.item(loc);
         let action = visit(ItemView { key, value: h.value(item), meta }, created);
@@ -60,7 +71,8 @@ impl Engine for SegStore {
             }
             // Write only what changes: an item read again within the same
             // second keeps its cache line clean (shared between cores).
-            if !meta.fetched || meta.last_access != now {
+            let create_time = shard.seg(loc).create_time;
+            if !meta.fetched || access_delta(meta.last_access, create_time) != access_delta(now, create_time) {
                 change.set |= FETCHED;
                 change.access = Some(now);
             }
@@ -339,7 +351,7 @@ impl Engine for SegStore {
     fn stats(&self) -> EngineStats {
         let mut stats = EngineStats { limit_maxbytes: self.g.memory_limit.load(Ordering::Relaxed), ..EngineStats::default() };
         for shard in self.shards.iter() {
-            let shard = lock(shard);
+            let shard = shard.lock();
             let c = &shard.counters;
             stats.curr_items += shard.curr_items;
             stats.bytes += shard.bytes;
@@ -364,7 +376,7 @@ impl Engine for SegStore {
     fn class_stats(&self, now: RelTime) -> crate::ClassStats {
         let mut out = crate::ClassStats::empty(self.g.config.track_sizes);
         for shard in self.shards.iter() {
-            let shard = lock(shard);
+            let shard = shard.lock();
             shard.classes.add_to(&mut out);
             // Ages: the oldest live segment of each queue that holds the class.
             for seg in shard.segs.iter().filter(|s| s.is_live()) {
@@ -381,6 +393,7 @@ impl Engine for SegStore {
                 }
             }
         }
+        self.hits.add_to(&mut out);
         out.place_flash_items(self.flash_items());
         out
     }
@@ -404,10 +417,11 @@ impl Engine for SegStore {
 
     fn reset_stats(&self) {
         for shard in self.shards.iter() {
-            let mut shard = lock(shard);
+            let mut shard = shard.lock();
             shard.counters = shard::Counters::default();
             shard.classes.reset();
         }
+        self.hits.reset();
         self.flash_reset_stats();
     }
 
@@ -417,7 +431,7 @@ impl Engine for SegStore {
 
     fn maintain(&self, now: RelTime, reclaim_expired: bool) {
         for shard in self.shards.iter().filter(|_| reclaim_expired) {
-            lock(shard).reclaim_expired(&self.g, now, shard::RECLAIM_PER_TICK, None);
+            shard.lock().reclaim_expired(&self.g, now, shard::RECLAIM_PER_TICK, None);
         }
         self.flash_maintain(reclaim_expired);
         self.persist_state();
@@ -436,7 +450,7 @@ impl Engine for SegStore {
         let Some(file) = &self.g.file else { return Ok(()) };
         // Every shard locked: no store is half-written while the file is
         // marked clean.
-        let guards: Vec<_> = self.shards.iter().map(|s| lock(s)).collect();
+        let guards: Vec<_> = self.shards.iter().map(|s| s.lock()).collect();
         let mut buffers = guards.iter().flat_map(|s| s.segs.iter().map(|seg| &seg.buf));
         file.close(self.file_state(), &mut buffers)
     }

@@ -15,12 +15,17 @@
 //! ```
 //!
 //! Concurrency: the key space is split into shards by hash, each behind one
-//! mutex that covers its index and its segments, so an operation is atomic
-//! per key and a reader never sees an item being moved or freed, with no
-//! unsafe code. Two workers contend only when they touch the same shard at
-//! the same moment (1 in 32 for uniform keys from `-m 1024`, 1 in 8 at the default `-m 64`). Buffers move between shards
-//! through a store-wide pool; a shard out of room evicts its own oldest
-//! segment, or one of a shard it can lock without waiting.
+//! mutex that covers its index and its segments, so every change is atomic
+//! per key. Gets do not take it (read.rs): each shard has a sequence that
+//! is odd while its lock is held (view.rs, seqlock.rs), and a get reads the
+//! index and copies the item optimistically, then checks that no writer ran
+//! meanwhile, else retries or locks; so a get writes no cache line another
+//! core writes (hits are counted per thread, hits.rs). Writers contend
+//! only when they touch the same shard at the same moment (1 in 32 for
+//! uniform keys from `-m 1024`, 1 in 8 at the default `-m 64`). Buffers
+//! move between shards through a store-wide pool; a shard out of room
+//! evicts its own oldest segment, or one of a shard it can lock without
+//! waiting.
 //!
 //! Sizes from `-m` (bytes `M`): `segment = clamp(M / 1024, 64 KiB, 256 KiB)`
 //! and `shards = clamp(M / (128 * segment), 4, 32)`, both rounded down to a
@@ -35,8 +40,9 @@
 //! (exactly sized, counted against `-m`).
 //!
 //! Files: `globals.rs` (what all shards share), `open.rs` (a new store, or
-//! one restored from its memory file), `engine.rs` (the `Engine` impl), and
-//! here the store itself and the helpers its operations share.
+//! one restored from its memory file), `engine.rs` (the `Engine` impl),
+//! `read.rs` (gets and prefetches without the lock), and here the store
+//! itself and the helpers its operations share.
 
 mod buffer;
 mod engine;
@@ -48,16 +54,21 @@ mod globals;
 mod item;
 mod key_eq;
 mod open;
-mod prefetch;
+mod hits;
+mod read;
 mod region;
 mod sample;
+mod seqlock;
+/// The shard sequence protocol, public for its loom model (tests/loom_read.rs).
+#[doc(hidden)]
+pub use self::seqlock::SeqLock;
 mod shard;
 mod shrink;
 mod table;
+mod view;
 mod walk;
 
 use std::sync::atomic::Ordering;
-use std::sync::{Mutex, MutexGuard};
 
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -67,6 +78,7 @@ pub(crate) use self::globals::{lock, Globals, Line};
 use self::item::{Header, FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
 use self::shard::{Class, Gone, Shard, Spec};
 use self::table::Loc;
+use self::view::{ShardGuard, ShardLock};
 use crate::{memcached_item_size, ItemMeta, RelTime, RestartStats};
 
 const MIN_SHARDS: usize = 4;
@@ -101,11 +113,16 @@ struct Change<'a> {
     clear: u8,
 }
 
-/// A shard's mutex on cache lines of its own.
-type Padded = Line<Mutex<Shard>>;
+/// A shard's lock and read view on cache lines of their own.
+type Padded = Line<ShardLock>;
 
 pub struct SegStore {
     shards: Box<[Padded]>,
+    /// Each shard's read view, apart from its lock's line, which writers
+    /// write (read.rs reads only these).
+    views: Box<[std::sync::Arc<view::ReadView>]>,
+    /// Get hits per class, counted per thread (hits.rs).
+    hits: hits::Hits,
     shard_bits: u32,
     g: Globals,
     restart: Option<RestartStats>,
@@ -136,8 +153,8 @@ impl SegStore {
         }
     }
 
-    fn lock(&self, hash: u64) -> MutexGuard<'_, Shard> {
-        lock(&self.shards[self.shard_of(hash)])
+    fn lock(&self, hash: u64) -> ShardGuard<'_> {
+        self.shards[self.shard_of(hash)].lock()
     }
 
     /// Walk every shard and assert the store's invariants (tests call this
@@ -145,7 +162,7 @@ impl SegStore {
     pub fn check_integrity(&self) {
         let mut held = 0;
         for (i, shard) in self.shards.iter().enumerate() {
-            let shard = lock(shard);
+            let shard = shard.lock();
             shard.check_integrity(i, |h| self.shard_of(h));
             held += shard.held_bytes();
         }
@@ -156,7 +173,7 @@ impl SegStore {
 
     #[doc(hidden)]
     pub fn queue_counts(&self) -> (usize, usize, usize) {
-        self.shards.iter().map(|s| lock(s).queue_counts()).fold((0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
+        self.shards.iter().map(|s| s.lock().queue_counts()).fold((0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
     }
 
     /// Bytes of segment memory allocated (held by shards or pooled).

@@ -10,7 +10,9 @@ use super::buffer::Buffer;
 use super::file::{self, Geometry, MemFile, Opened, SEGMENT_HEADER};
 use super::region::Region;
 use super::shard::{Recovered, Shard};
-use super::{geometry, lock, table, Globals, Line, SegStore};
+use super::hits::Hits;
+use super::view::ShardLock;
+use super::{geometry, table, Globals, Line, SegStore};
 use crate::{Clock, Engine, EngineConfig, RelTime, RestartStats};
 
 /// CAS numbers skipped after a crash: the header's counter is written once a
@@ -130,7 +132,7 @@ impl SegStore {
                     scope.spawn(move || {
                         let mut found = Recovered { counter_ceiling, ..Recovered::default() };
                         for (i, segs) in jobs {
-                            let mut shard = lock(&shards[i]);
+                            let mut shard = shards[i].lock();
                             shard.reserve_for(g, &segs.iter().map(|(_, b)| b).collect::<Vec<_>>());
                             for (h, buf) in segs {
                                 shard.recover_segment(g, buf, &h, now, shard_of, &mut found);
@@ -167,15 +169,18 @@ impl SegStore {
     fn build(config: EngineConfig, file: Option<MemFile>) -> SegStore {
         let (shards, segment_size) = geometry(config.memory_limit_bytes);
         let checked = file.is_some();
+        let shard_locks: Box<[Line<ShardLock>]> = (0..shards)
+            .map(|i| {
+                let mut shard = Shard::new(i as u16, checked, config.track_sizes);
+                shard.table = table::Table::presized(config.index_slots_initial, shards);
+                Line(ShardLock::new(shard))
+            })
+            .collect();
         SegStore {
             restart: None,
-            shards: (0..shards)
-                .map(|i| {
-                    let mut shard = Shard::new(i as u16, checked, config.track_sizes);
-                    shard.table = table::Table::presized(config.index_slots_initial, shards);
-                    Line(Mutex::new(shard))
-                })
-                .collect(),
+            hits: Hits::new(),
+            views: shard_locks.iter().map(|s| std::sync::Arc::clone(&s.view)).collect(),
+            shards: shard_locks,
             shard_bits: shards.trailing_zeros(),
             g: Globals {
                 data_start: if checked { SEGMENT_HEADER } else { 0 },
