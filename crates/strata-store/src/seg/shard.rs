@@ -568,6 +568,15 @@ impl Shard {
 
     /// Make `buf` an open segment.
     fn open(&mut self, g: &Globals, buf: Buffer, bucket: u8, class: Class, now: RelTime, jumbo: bool) -> u32 {
+        // `buf` may have been another shard's a moment ago, and one of its
+        // readers may still be reading it (read.rs). That reader validates
+        // against its own shard's sequence, which that shard made odd
+        // before it pooled the buffer: this fence, after the pool handed
+        // the buffer over and before any byte is written into it, makes a
+        // reader that sees such a byte also see that sequence change (the
+        // C11 fence rule; free on x86; tests/loom_read.rs, whose model
+        // fails without it).
+        std::sync::atomic::fence(Ordering::Release);
         let id = self.new_id();
         let seg = &mut self.segs[id as usize];
         debug_assert_eq!(seg.state, State::Free);
