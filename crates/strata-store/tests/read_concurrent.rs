@@ -138,7 +138,10 @@ fn reader(s: &Shared, id: u64) -> Result<(), String> {
         let floor = s.done[k as usize].load(Ordering::Acquire);
         let now = s.now.load(Ordering::Relaxed);
         let mut seen = None;
-        s.store.get(&key(k), GetOptions::default(), now, &mut |item, _| {
+        // The visitor never wins a recache token: items with a TTL are read
+        // without the lock too.
+        let opts = GetOptions { no_token: true, ..GetOptions::default() };
+        s.store.get(&key(k), opts, now, &mut |item, _| {
             seen = Some((check(k, item.value), item.meta.flags, item.meta.exptime));
             GetAction::default()
         });
@@ -229,4 +232,61 @@ fn reads_under_flash_demotion() {
     store.attach_flash(ext).expect("flash tier");
     run(store);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Meta `W`: of two readers racing on a stale item, exactly one wins its
+/// recache token (reading and marking it stay one step, under the lock).
+#[test]
+fn one_reader_wins_a_stale_items_token() {
+    const ROUNDS: usize = 20_000;
+    let store = SegStore::new(EngineConfig { memory_limit_bytes: 8 << 20, ..EngineConfig::default() });
+    let barrier = std::sync::Barrier::new(2);
+    let wins = AtomicU64::new(0);
+    let read = |store: &SegStore| {
+        // no_bump: the read could skip the lock but for the token.
+        let opts = GetOptions { no_bump: true, ..GetOptions::default() };
+        store.get(b"stale", opts, START, &mut |item, _| {
+            let won = item.meta.stale && !item.meta.token_sent;
+            if won {
+                wins.fetch_add(1, Ordering::Relaxed);
+            }
+            GetAction { set_token_sent: won }
+        });
+    };
+    // Rounds whose winners were not exactly one (asserted after both
+    // threads are done, so a failure cannot leave one waiting).
+    let mut bad = Vec::new();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for _ in 0..ROUNDS {
+                barrier.wait();
+                read(&store);
+                barrier.wait();
+            }
+        });
+        for round in 0..ROUNDS {
+            let req = StoreRequest {
+                key: b"stale",
+                value: b"v",
+                flags: 0,
+                exptime: 0,
+                mode: StoreMode::Set,
+                cas: 0,
+                invalidate: false,
+                vivify_ttl: None,
+                key_binary: false,
+                new_cas: None,
+            };
+            store.store(&req, START);
+            store.delete(&DeleteRequest { key: b"stale", invalidate: true, ..DeleteRequest::default() }, START);
+            barrier.wait();
+            read(&store);
+            barrier.wait();
+            let winners = wins.swap(0, Ordering::Relaxed);
+            if winners != 1 {
+                bad.push((round, winners));
+            }
+        }
+    });
+    assert!(bad.is_empty(), "rounds (round, winners) without exactly one winner: {bad:?}");
 }

@@ -23,7 +23,9 @@
 //! store (`buffer.rs`), directory chunks only with the view (`view.rs`).
 //!
 //! What still takes the lock: touch, gat and vivify; an item that expired
-//! or was flushed (unlinked and counted there); and a read that bumps the
+//! or was flushed (unlinked and counted there); a hit whose visitor may
+//! win its recache token (stale or with a TTL, no token sent, unless
+//! `GetOptions::no_token`); and a read that bumps the
 //! item (frequency not yet saturated, not yet marked fetched, or last
 //! accessed in an earlier second): the bump is written only when it
 //! changes something, so a hot item takes the lock at most once a second.
@@ -192,7 +194,10 @@ impl SegStore {
         // segment over nine hours old does not rewrite it on every read).
         let access_moves = access_delta(now, seg.create_time) != access_delta(meta.last_access, seg.create_time);
         let bump = !opts.no_bump && (slot_freq(slot) < MAX_FREQ || !meta.fetched || access_moves);
-        if expired || flushed || bump {
+        // The visitor may win the recache token on this item (meta `W`):
+        // reading and marking it must be one step, under the lock.
+        let token_possible = !opts.no_token && !meta.token_sent && (meta.stale || meta.exptime != 0);
+        if expired || flushed || bump || token_possible {
             return None;
         }
         if !opts.uncounted {
