@@ -1,16 +1,21 @@
-//! Store-only multi-key read scaling (issue 17): threads each run 48-key
-//! multi-gets (20-byte keys, 20-byte values, uniform over `--keys`) the way
-//! the server's executor does (`Engine::prefetch` per 16 keys, then one
-//! `Engine::get` per key), first on 1 thread, then on 2, for `--secs` each.
+//! Store-only multi-key read scaling (issues 17 and 30): threads each run
+//! 48-key multi-gets (20-byte keys, 20-byte values, uniform over `--keys`)
+//! the way the server's executor does (`Engine::prefetch` per 16 keys, then
+//! one `Engine::get` per key), for `--secs` each at every thread count of
+//! `--threads` (default `1,2`; `1,2,8` adds 8 threads sharing 2 cores).
 //!
-//! It prints multi-gets per second, the 2-thread/1-thread ratio, and each
-//! thread's voluntary context switches (from `/proc/thread-self/status`):
-//! a shard lock that makes a thread wait long enough to sleep (a futex
-//! wait) is a voluntary switch, so 0 means no thread ever slept on a lock.
-//! Run it under `perf stat -e syscalls:sys_enter_futex` to count the futex
-//! calls themselves (each run's thread spawn/join costs a few).
+//! Per thread count it prints multi-gets per second, the ratio to the first
+//! count's rate, the CPU time per key (user and system, summed over the
+//! threads from `getrusage(RUSAGE_THREAD)`) and its ratio to the first
+//! count's, and each thread's voluntary context switches (`ru_nvcsw`): a
+//! shard lock that makes a thread wait long enough to sleep (a futex wait)
+//! is a voluntary switch, so 0 means no thread ever slept on a lock. With
+//! more threads than cores, CPU per key is the figure to watch (throughput
+//! is capped by the cores; a lock handed between preempted threads shows
+//! as CPU and switches). Run it pinned (`taskset -c 0,1`) and under
+//! `perf stat -e syscalls:sys_enter_futex` to count the futex calls.
 //!
-//!     cargo run --release -p strata-store --example mget_scaling -- [--keys N] [--secs S] [--no-prefetch]
+//!     cargo run --release -p strata-store --example mget_scaling -- [--keys N] [--secs S] [--threads 1,2,8] [--no-prefetch]
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
@@ -49,18 +54,29 @@ fn set(store: &SegStore, i: u64) {
     store.store(&req, NOW);
 }
 
-fn voluntary_switches() -> u64 {
-    let status = std::fs::read_to_string("/proc/thread-self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
+/// This thread's (user µs, system µs, voluntary context switches) so far.
+fn thread_usage() -> (u64, u64, u64) {
+    // SAFETY: getrusage writes into the zeroed struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_THREAD on the calling thread, a valid out pointer.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    assert_eq!(rc, 0, "getrusage: {}", std::io::Error::last_os_error());
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    (us(ru.ru_utime), us(ru.ru_stime), ru.ru_nvcsw as u64)
 }
 
-/// Multi-gets until `stop`; returns (multi-gets, hits, voluntary switches).
-fn mgets(store: &SegStore, keys: u64, seed: u64, prefetch: bool, stop: &AtomicBool) -> (u64, u64, u64) {
-    let switches = voluntary_switches();
+/// What one thread did: multi-gets, hits, user and system µs, voluntary switches.
+struct Done {
+    mgets: u64,
+    hits: u64,
+    user_us: u64,
+    sys_us: u64,
+    switches: u64,
+}
+
+/// Multi-gets until `stop`.
+fn mgets(store: &SegStore, keys: u64, seed: u64, prefetch: bool, stop: &AtomicBool) -> Done {
+    let start = thread_usage();
     let mut x = seed | 1;
     let (mut done, mut hits) = (0, 0);
     let mut batch = [[0u8; 20]; KEYS_PER_GET];
@@ -85,7 +101,8 @@ fn mgets(store: &SegStore, keys: u64, seed: u64, prefetch: bool, stop: &AtomicBo
         }
         done += 1;
     }
-    (done, hits, voluntary_switches() - switches)
+    let end = thread_usage();
+    Done { mgets: done, hits, user_us: end.0 - start.0, sys_us: end.1 - start.1, switches: end.2 - start.2 }
 }
 
 fn main() {
@@ -96,15 +113,19 @@ fn main() {
     let keys = value("--keys", 100_000);
     let secs = value("--secs", 2);
     let prefetch = !args.iter().any(|a| a == "--no-prefetch");
+    let thread_counts: Vec<u64> = match args.iter().position(|a| a == "--threads").and_then(|i| args.get(i + 1)) {
+        Some(list) => list.split(',').map(|n| n.parse().expect("--threads: a list like 1,2,8")).collect(),
+        None => vec![1, 2],
+    };
     let store = SegStore::new(EngineConfig { memory_limit_bytes: 64 << 20, ..EngineConfig::default() });
     for i in 0..keys {
         set(&store, i);
     }
-    let mut single = 0.0;
-    for threads in [1u64, 2] {
+    let (mut first_rate, mut first_cpu) = (0.0, 0.0);
+    for (round, &threads) in thread_counts.iter().enumerate() {
         let stop = AtomicBool::new(false);
         let barrier = Barrier::new(threads as usize + 1);
-        let results: Vec<(u64, u64, u64)> = std::thread::scope(|s| {
+        let results: Vec<Done> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
                 .map(|t| {
                     let (store, stop, barrier) = (&store, &stop, &barrier);
@@ -122,17 +143,22 @@ fn main() {
             eprintln!("({threads} thread(s): {:.2} s)", start.elapsed().as_secs_f64());
             r
         });
-        let total: u64 = results.iter().map(|r| r.0).sum();
-        let hits: u64 = results.iter().map(|r| r.1).sum();
+        let total: u64 = results.iter().map(|r| r.mgets).sum();
+        let hits: u64 = results.iter().map(|r| r.hits).sum();
         assert_eq!(hits, total * KEYS_PER_GET as u64, "every key was preloaded");
         let rate = total as f64 / secs as f64;
-        if threads == 1 {
-            single = rate;
+        let keys_read = (total * KEYS_PER_GET as u64).max(1) as f64;
+        let user_ns = results.iter().map(|r| r.user_us).sum::<u64>() as f64 * 1e3 / keys_read;
+        let sys_ns = results.iter().map(|r| r.sys_us).sum::<u64>() as f64 * 1e3 / keys_read;
+        if round == 0 {
+            (first_rate, first_cpu) = (rate, user_ns + sys_ns);
         }
-        let switches: Vec<u64> = results.iter().map(|r| r.2).collect();
+        let switches: Vec<u64> = results.iter().map(|r| r.switches).collect();
         println!(
-            "threads {threads}  prefetch {prefetch}  {rate:10.0} mget48/s  scaling {:.2}x  voluntary switches per thread {switches:?}",
-            rate / single
+            "threads {threads}  prefetch {prefetch}  {rate:10.0} mget48/s  scaling {:.2}x  cpu/key {:.1} ns (user {user_ns:.1}, sys {sys_ns:.1}) {:.2}x  voluntary switches per thread {switches:?}",
+            rate / first_rate,
+            user_ns + sys_ns,
+            (user_ns + sys_ns) / first_cpu,
         );
     }
 }

@@ -137,6 +137,12 @@ pub struct GetOptions {
     pub uncounted: bool,
     /// Meta `E<cas>` with `N`: the CAS of an item `vivify` creates.
     pub vivify_cas: Option<u64>,
+    /// The visitor never asks for the recache token (`set_token_sent`),
+    /// as a plain `get` does. Without it, a hit the visitor could win the
+    /// token on (stale, or with a TTL for meta `R`, token not yet sent) is
+    /// read under the shard's lock, so that two readers never both win;
+    /// with it, such a hit is read without the lock too (seg/read.rs).
+    pub no_token: bool,
 }
 
 /// What the visitor of a read asks the store to do, atomically with the read.

@@ -128,3 +128,40 @@ impl DerefMut for Buffer {
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 }
+
+/// Copy `out.len()` bytes from `src` while a writer may be changing them:
+/// an optimistic read (`seg/read.rs`), whose caller uses the copy only
+/// once the shard's sequence shows no writer ran meanwhile (`seqlock.rs`).
+/// Volatile reads, so the compiler neither assumes the bytes stable nor
+/// reads them twice; in 8-byte blocks, then bytes.
+///
+/// # Safety
+/// `src..src + out.len()` lies inside a mapping that stays mapped while
+/// the store lives: an extent a region or the memory file handed out
+/// (chunks and the arena are unmapped only when the store drops; a freed
+/// extent reads back as zeros or as its next owner's bytes, never faults).
+pub unsafe fn copy_racy(src: *const u8, out: &mut [u8]) {
+    let blocks = out.len() / 8;
+    for i in 0..blocks {
+        // SAFETY: in bounds (caller); [u8; 8] has alignment 1.
+        let b = unsafe { std::ptr::read_volatile(src.add(i * 8).cast::<[u8; 8]>()) };
+        out[i * 8..i * 8 + 8].copy_from_slice(&b);
+    }
+    for i in blocks * 8..out.len() {
+        // SAFETY: in bounds (caller).
+        out[i] = unsafe { std::ptr::read_volatile(src.add(i)) };
+    }
+}
+
+/// Read the 8-byte index slot at `slot` while a writer may be changing it
+/// (an optimistic read, validated as in [`copy_racy`]).
+///
+/// # Safety
+/// `slot` is aligned and inside a slot array that is not unmapped before
+/// the caller's epoch guard drops (`Table`'s old arrays are dropped
+/// through the epoch, `seg/read.rs`).
+#[inline]
+pub unsafe fn read_slot_racy(slot: *const u64) -> u64 {
+    // SAFETY: aligned and mapped (caller).
+    unsafe { std::ptr::read_volatile(slot) }
+}

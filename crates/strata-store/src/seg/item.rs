@@ -219,6 +219,14 @@ impl Header {
     /// recovered): None unless every field, the key and the value lie inside
     /// `item`. The end-of-items marker (key length 0) is None too.
     pub fn try_decode(item: &[u8], checked: bool) -> Option<Header> {
+        Header::try_decode_within(item, checked, item.len())
+    }
+
+    /// As [`Header::try_decode`], from the first bytes of an item whose
+    /// header lies in `item` and which ends within `limit` bytes of its
+    /// start (a read without the lock copies an item's first bytes, then
+    /// the rest: seg/read.rs).
+    pub fn try_decode_within(item: &[u8], checked: bool, limit: usize) -> Option<Header> {
         let bits = *item.first()?;
         let key_len = usize::from(*item.get(1)?);
         if key_len == 0 {
@@ -245,7 +253,7 @@ impl Header {
             None
         };
         let h = Header { bits, key_len, value_len, cas_at, cas_code, access_at, check_at, flags, exptime_at, key_at: at };
-        (h.total_len() <= item.len()).then_some(h)
+        (at <= item.len() && h.total_len() <= limit).then_some(h)
     }
 
     /// The check of this item's bytes, seeded with `seed`.

@@ -1,9 +1,11 @@
 //! One shard of the segment store: its hash index, its segments, its queues.
 //!
-//! Everything here runs under the shard's mutex, so a shard is a small
-//! single-threaded cache and needs no unsafe code: its segments are plain
-//! boxed byte arrays, items inside them are read and written through safe
-//! slices, and moving or dropping an item never races a reader.
+//! Everything here runs under the shard's mutex (its `ShardGuard`, which
+//! keeps the shard's sequence odd meanwhile: view.rs), so a shard is a
+//! small single-threaded cache and needs no unsafe code: items are read and
+//! written through safe slices. Gets read without the lock and validate
+//! against the sequence (read.rs); for them every segment that gets or
+//! loses a buffer is published in the shard's read view (`Shard::publish`).
 //!
 //! ```text
 //!  Shard
@@ -46,13 +48,14 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
-use std::sync::Mutex;
+use std::sync::Arc;
 
 use super::buffer::Buffer;
 use super::file::SegmentHeader;
 use super::ghost::Ghost;
 use super::item::{access_delta, CasField, Check, Header, NewItem, END_MARK, FETCHED};
 use super::table::{slot_freq, slot_loc, Loc, Table, MAX_SEGMENTS};
+use super::view::{ReadView, ShardLock};
 use super::{hash_key, Globals};
 use crate::class_stats::{ClassTally, Eviction, Queue};
 use crate::RelTime;
@@ -270,6 +273,9 @@ pub struct Shard {
     drain: Option<evict::Drain>,
     /// Keys evicted unread from `Small` (scan resistance, ghost.rs).
     pub ghost: Ghost,
+    /// What gets read without the lock (view.rs): every buffer a segment
+    /// gets or loses is published there.
+    pub view: Arc<ReadView>,
 }
 
 /// What recovering a segment found.
@@ -317,6 +323,7 @@ impl Shard {
             flash: None,
             drain: None,
             ghost: Ghost::default(),
+            view: Arc::new(ReadView::new()),
         }
     }
 
@@ -482,7 +489,7 @@ impl Shard {
     pub fn alloc(
         &mut self,
         g: &Globals,
-        others: &[impl std::ops::Deref<Target = Mutex<Shard>>],
+        others: &[impl std::ops::Deref<Target = ShardLock>],
         spec: &Spec,
         key: &[u8],
         class: Class,
@@ -561,6 +568,15 @@ impl Shard {
 
     /// Make `buf` an open segment.
     fn open(&mut self, g: &Globals, buf: Buffer, bucket: u8, class: Class, now: RelTime, jumbo: bool) -> u32 {
+        // `buf` may have been another shard's a moment ago, and one of its
+        // readers may still be reading it (read.rs). That reader validates
+        // against its own shard's sequence, which that shard made odd
+        // before it pooled the buffer: this fence, after the pool handed
+        // the buffer over and before any byte is written into it, makes a
+        // reader that sees such a byte also see that sequence change (the
+        // C11 fence rule; free on x86; tests/loom_read.rs, whose model
+        // fails without it).
+        std::sync::atomic::fence(Ordering::Release);
         let id = self.new_id();
         let seg = &mut self.segs[id as usize];
         debug_assert_eq!(seg.state, State::Free);
@@ -594,8 +610,15 @@ impl Shard {
             seg.buf[g.data_start..g.data_start + END_MARK].fill(0);
             file.set_entry(&seg.buf, seg.seq);
         }
+        self.publish(id);
         self.active.push(id);
         id
+    }
+
+    /// Tell readers (view.rs) what buffer segment `id` has now.
+    fn publish(&self, id: u32) {
+        let s = &self.segs[id as usize];
+        self.view.publish_segment(id, &s.buf, s.cas_base, s.create_time, s.class == Class::Main);
     }
 
     fn seal(&mut self, g: &Globals, id: u32) {
@@ -640,6 +663,7 @@ impl Shard {
         }
         let buf = std::mem::take(&mut seg.buf);
         *seg = Segment { gen: seg.gen.wrapping_add(1), ..Segment::free() };
+        self.publish(id);
         self.free_ids.push(id);
         buf
     }
@@ -657,7 +681,7 @@ impl Shard {
 
     /// A buffer of `size` bytes: from the pool, new under `-m`, or made free
     /// by reclaiming, compacting or evicting. None when nothing can be freed.
-    fn obtain(&mut self, g: &Globals, others: &[impl std::ops::Deref<Target = Mutex<Shard>>], size: usize, keep: Option<u32>, now: RelTime) -> Option<Buffer> {
+    fn obtain(&mut self, g: &Globals, others: &[impl std::ops::Deref<Target = ShardLock>], size: usize, keep: Option<u32>, now: RelTime) -> Option<Buffer> {
         for _ in 0..OBTAIN_ATTEMPTS {
             if let Some(buf) = g.take(size) {
                 return Some(buf);
@@ -675,8 +699,8 @@ impl Shard {
             // may be waiting for ours); if all are busy, let them run a moment.
             let mut busy = false;
             let stolen = others.iter().any(|other| match other.try_lock() {
-                Ok(mut other) => other.evict_one(g, None, now),
-                Err(_) => {
+                Some(mut other) => other.evict_one(g, None, now),
+                None => {
                     busy = true;
                     false
                 }
@@ -807,6 +831,7 @@ impl Shard {
             seed,
             ..Segment::free()
         };
+        self.publish(id);
         let mut offset = g.data_start;
         loop {
             let seg = &self.segs[id as usize];

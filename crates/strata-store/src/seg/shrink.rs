@@ -45,7 +45,7 @@ impl SegStore {
                 if !over() {
                     break;
                 }
-                freed_any |= lock(shard).evict_one(g, None, now);
+                freed_any |= shard.lock().evict_one(g, None, now);
             }
             if !freed_any {
                 break;

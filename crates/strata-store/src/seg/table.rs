@@ -39,9 +39,9 @@ pub const MAX_SEGMENTS: u32 = 1 << 22;
 pub const MAX_OFFSET: u32 = 1 << 20;
 pub const MAX_FREQ: u8 = 3;
 
-const USED: u64 = 1 << 63;
-const TAG_SHIFT: u32 = 50;
-const TAG_MASK: u64 = 0x1fff;
+pub const USED: u64 = 1 << 63;
+pub const TAG_SHIFT: u32 = 50;
+pub const TAG_MASK: u64 = 0x1fff;
 const FREQ_SHIFT: u32 = 48;
 const SEG_SHIFT: u32 = 26;
 const OFFSET_SHIFT: u32 = 6;
@@ -51,8 +51,14 @@ const DIST_SATURATED: usize = 0x3f;
 
 const MIN_CAPACITY: usize = 64;
 
-fn tag_of(hash: u64) -> u64 {
+pub fn tag_of(hash: u64) -> u64 {
     (hash >> 32) & TAG_MASK
+}
+
+/// The home slot of `hash` in a table of `capacity` slots (fastrange).
+#[inline]
+pub fn home_of(hash: u64, capacity: usize) -> usize {
+    ((hash & 0xffff_ffff) * capacity as u64 >> 32) as usize
 }
 
 pub fn slot_loc(slot: u64) -> Loc {
@@ -143,7 +149,7 @@ impl Table {
     }
 
     fn home(&self, hash: u64) -> usize {
-        ((hash & 0xffff_ffff) * self.slots.len() as u64 >> 32) as usize
+        home_of(hash, self.slots.len())
     }
 
     /// Read `hash`'s home slot, so that a later [`Table::find`] of it hits
@@ -181,24 +187,6 @@ impl Table {
     /// Prefetch the line of `hash`'s home slot.
     pub fn prefetch_home(&self, hash: u64) {
         crate::prefetch::line(&self.slots[self.home(hash)]);
-    }
-
-    /// The location of the first slot on `hash`'s probe path whose tag
-    /// matches (most likely the key's own), looking at most 8 slots.
-    pub fn first_tag_match(&self, hash: u64) -> Option<Loc> {
-        let tag = tag_of(hash);
-        let mut i = self.home(hash);
-        for _ in 0..8 {
-            let slot = self.slots[i];
-            if slot & USED == 0 {
-                return None;
-            }
-            if (slot >> TAG_SHIFT) & TAG_MASK == tag {
-                return Some(slot_loc(slot));
-            }
-            i = self.next(i);
-        }
-        None
     }
 
     pub fn slot(&self, i: usize) -> u64 {
@@ -262,12 +250,24 @@ impl Table {
     }
 
     fn resize(&mut self, capacity: usize, rehash: impl Fn(Loc) -> u64) {
-        let old = std::mem::replace(&mut self.slots, Slots::new(capacity));
-        let old: &[u64] = bytemuck::cast_slice(&old.map[..old.capacity * 8]);
+        let old_slots = std::mem::replace(&mut self.slots, Slots::new(capacity));
+        let old: &[u64] = bytemuck::cast_slice(&old_slots.map[..old_slots.capacity * 8]);
         for &slot in old.iter().filter(|&&s| s & USED != 0) {
             let hash = rehash(slot_loc(slot));
             self.place(slot, hash);
         }
+        // A reader that found the old array before this write section
+        // (seg/view.rs) may still probe it: unmap it once every thread
+        // pinned now has moved on.
+        let guard = crossbeam_epoch::pin();
+        guard.defer(move || drop(old_slots));
+        guard.flush();
+    }
+
+    /// The slot array's address and length, for readers without the lock
+    /// (seg/view.rs, seg/read.rs), and the tag of a hash.
+    pub fn raw_slots(&self) -> (*const u64, usize) {
+        (self.slots.map.as_ptr().cast::<u64>(), self.slots.capacity)
     }
 
     /// Remove slot `i`, shifting later entries of its cluster back so that no

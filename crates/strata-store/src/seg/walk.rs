@@ -11,7 +11,7 @@
 use super::item::Header;
 use super::shard::{Gone, Shard};
 use super::table::Loc;
-use super::{hash_key, lock, SegStore};
+use super::{hash_key, SegStore};
 use crate::walk::{Visit, WalkCursor};
 use crate::{ItemView, RelTime};
 
@@ -31,7 +31,7 @@ impl SegStore {
             cursor.done = cursor.flash.as_mut().is_none_or(|scan| self.walk_flash_step(scan, budget.max(1), now, visit));
             return cursor.done;
         };
-        let mut shard = lock(padded);
+        let mut shard = padded.lock();
         self.walk_shard(&mut shard, cursor, budget.max(1), now, visit);
         if cursor.segment as usize >= shard.segs.len() {
             cursor.shard += 1;

@@ -30,7 +30,7 @@
 use super::super::item::Header;
 use super::super::shard::{Gone, Shard};
 use super::super::table::Loc;
-use super::super::{hash_key, lock, SegStore};
+use super::super::{hash_key, SegStore};
 use crate::ext_config::ITEM_AGE_UNLIMITED;
 use crate::RelTime;
 
@@ -94,7 +94,7 @@ impl SegStore {
             let mut next = 0u32;
             loop {
                 tier.wait_for_spare();
-                let mut guard = lock(padded);
+                let mut guard = padded.lock();
                 // The next segment worth walking.
                 let mut walk = None;
                 while (next as usize) < guard.segs.len() {
@@ -119,7 +119,7 @@ impl SegStore {
                             // Let requests in, then go on where this batch stopped.
                             drop(guard);
                             tier.wait_for_spare();
-                            guard = lock(padded);
+                            guard = padded.lock();
                             let (gen, _, live) = guard.segment_extent(walk.id);
                             if !live || gen != walk.gen {
                                 break;

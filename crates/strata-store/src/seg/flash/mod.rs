@@ -65,7 +65,7 @@ pub(crate) use self::walk::FlashScan;
 use super::item::{Header, FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
 use super::shard::{Shard, Spec};
 use super::table::Loc;
-use super::{hash_key, lock, Globals, SegStore};
+use super::{hash_key, Globals, SegStore};
 use crate::class_stats::Queue;
 use crate::flash_read::FlashId;
 use crate::{ExtConfig, ExtStats, FlashFinish, FlashRead, GetAction, GetOptions, ItemMeta, ItemView, RelTime};
@@ -118,7 +118,7 @@ impl SegStore {
             };
             restored += index.len();
             budget::charge(&self.g, &tier, index.slot_bytes());
-            lock(shard).flash = Some(Box::new(index));
+            shard.lock().flash = Some(Box::new(index));
         }
         let line = format!(
             "flash tier: {} pages of {} MiB in {} file(s){}; write buffer {} KiB of -m{}",
@@ -370,7 +370,7 @@ impl SegStore {
         let tier = self.g.flash.as_ref()?;
         let mut stats = tier.stats();
         for shard in self.shards.iter() {
-            if let Some(fi) = lock(shard).flash.as_ref() {
+            if let Some(fi) = shard.lock().flash.as_ref() {
                 stats.client_bytes_stored += fi.client_bytes;
             }
         }
@@ -399,7 +399,7 @@ impl SegStore {
             return;
         }
         for shard in self.shards.iter() {
-            if let Some(fi) = lock(shard).flash.as_mut() {
+            if let Some(fi) = shard.lock().flash.as_mut() {
                 fi.sweep(SWEEP_PER_TICK, |e| tier.is_stale(e.page, e.version4));
                 budget::shrink(&self.g, tier, fi);
             }
@@ -429,14 +429,14 @@ impl SegStore {
     /// tables); 0 without flash.
     pub(super) fn flash_index_bytes(&self) -> u64 {
         let Some(tier) = &self.g.flash else { return 0 };
-        let tables = self.shards.iter().map(|s| lock(s).flash.as_ref().map_or(0, |f| f.slot_bytes())).sum();
+        let tables = self.shards.iter().map(|s| s.lock().flash.as_ref().map_or(0, |f| f.slot_bytes())).sum();
         budget::check(tier, tables)
     }
 
     /// Entries in the flash indexes (stale ones not yet swept included).
     #[doc(hidden)]
     pub fn flash_entries(&self) -> usize {
-        self.shards.iter().map(|s| lock(s).flash.as_ref().map_or(0, |f| f.len())).sum()
+        self.shards.iter().map(|s| s.lock().flash.as_ref().map_or(0, |f| f.len())).sum()
     }
 
     /// Test hook: write out the write buffer now, so reads go to the file.

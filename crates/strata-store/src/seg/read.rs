@@ -1,0 +1,272 @@
+//! Gets and multi-get prefetches that take no lock and write no shared
+//! cache line (issue 30).
+//!
+//! ```text
+//!  pin the epoch (a line of this thread's own)
+//!  s = seq (even, else: the locked get)            seqlock.rs
+//!  slot array (address, length) ── valid(s)? ──►   probe: racy 8-byte slot reads
+//!  tag match ─► directory entry ── valid(s)? ──►   copy the item's first 64 bytes,
+//!               (buffer, cas_base, create_time)     then the rest, into this
+//!                                                   thread's scratch ── valid(s)?
+//!  key equal? expired, flushed, or a bump to write? ─► the locked get
+//!  else: count the hit (hits.rs), visit the copy
+//! ```
+//!
+//! Nothing a reader read is trusted before the shard's sequence validates
+//! it: a slot array's address and length before its slots are read, a
+//! directory entry before its buffer is read, the item bytes before they
+//! are decoded for good or handed to `visit`. So a value handed to `visit`
+//! is a copy of one state of the shard: never torn, never another key's,
+//! never one deleted before the read began (`tests/read_concurrent.rs`).
+//! Memory read before validation is always mapped: slot arrays are
+//! unmapped through the epoch (`Table::resize`), buffers only with the
+//! store (`buffer.rs`), directory chunks only with the view (`view.rs`).
+//!
+//! What still takes the lock: touch, gat and vivify; an item that expired
+//! or was flushed (unlinked and counted there); a hit whose visitor may
+//! win its recache token (stale or with a TTL, no token sent, unless
+//! `GetOptions::no_token`); and a read that bumps the
+//! item (frequency not yet saturated, not yet marked fetched, or last
+//! accessed in an earlier second): the bump is written only when it
+//! changes something, so a hot item takes the lock at most once a second.
+//! A read that sees a writer inside the shard retries, then locks.
+//!
+//! Unsafe code: the racy reads themselves (`buffer::copy_racy`,
+//! `buffer::read_slot_racy`), on memory mapped for the reasons above.
+
+#![allow(unsafe_code)]
+
+use std::cell::Cell;
+
+use super::buffer::{copy_racy, read_slot_racy};
+use super::item::{access_delta, Header, FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
+use super::table::{home_of, slot_freq, slot_loc, tag_of, Loc, MAX_FREQ, TAG_MASK, TAG_SHIFT, USED};
+use super::view::{ReadView, SegRef};
+use super::{Change, SegStore};
+use crate::class_stats::Queue;
+use crate::{GetAction, GetOptions, ItemMeta, ItemView, RelTime};
+
+/// Optimistic attempts before a get takes the lock.
+const ATTEMPTS: usize = 3;
+/// Bytes copied first: the header, the key and a short value.
+const FIRST_COPY: usize = 64;
+
+thread_local! {
+    /// This thread's copy of the item being read.
+    static SCRATCH: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// How an optimistic lookup ended.
+enum Lookup {
+    /// No such key (validated).
+    Miss,
+    /// Found (validated): its slot value, location, segment and header;
+    /// the item's bytes are in the scratch.
+    Hit(u64, Loc, SegRef, Header),
+    /// A writer ran meanwhile, or something needs the lock.
+    Retry,
+}
+
+impl SegStore {
+    /// A get without the lock: `Some(hit)` when done (`visit` called on a
+    /// hit), None when the locked get must do it (`visit` not called).
+    pub(super) fn get_optimistic(
+        &self,
+        key: &[u8],
+        hash: u64,
+        opts: GetOptions,
+        now: RelTime,
+        visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
+    ) -> Option<bool> {
+        let view = &self.views[self.shard_of(hash)];
+        let _pin = crossbeam_epoch::pin();
+        let mut buf = SCRATCH.with(Cell::take);
+        let result = (0..ATTEMPTS).find_map(|_| match self.lookup(view, key, hash, &mut buf) {
+            Lookup::Retry => None,
+            found => Some(found),
+        });
+        let done = match result {
+            None => None,
+            Some(Lookup::Miss) => Some(false),
+            Some(Lookup::Hit(slot, loc, seg, h)) => self.serve(key, hash, &buf, slot, loc, seg, h, opts, now, visit),
+            Some(Lookup::Retry) => unreachable!("retries are filtered"),
+        };
+        SCRATCH.with(|s| s.set(buf));
+        done
+    }
+
+    fn lookup(&self, view: &ReadView, key: &[u8], hash: u64, buf: &mut Vec<u8>) -> Lookup {
+        let Some(s) = view.seq.read_begin() else { return Lookup::Retry };
+        let (slots, capacity) = view.slots();
+        if capacity == 0 || !view.seq.read_valid(s) {
+            return Lookup::Retry;
+        }
+        let tag = tag_of(hash);
+        let mut i = home_of(hash, capacity);
+        for _ in 0..capacity {
+            // SAFETY: i < capacity of an array validated as the shard's at
+            // `s`, unmapped only through the epoch this thread is pinned in.
+            let slot = unsafe { read_slot_racy(slots.add(i)) };
+            if slot & USED == 0 {
+                break;
+            }
+            if (slot >> TAG_SHIFT) & TAG_MASK == tag {
+                let loc = slot_loc(slot);
+                match self.read_item(view, s, loc, buf) {
+                    Some((seg, h)) if h.key(buf) == key => {
+                        return if view.seq.read_valid(s) { Lookup::Hit(slot, loc, seg, h) } else { Lookup::Retry };
+                    }
+                    Some(_) => {}
+                    None => return Lookup::Retry,
+                }
+            }
+            i = if i + 1 == capacity { 0 } else { i + 1 };
+        }
+        if view.seq.read_valid(s) {
+            Lookup::Miss
+        } else {
+            Lookup::Retry
+        }
+    }
+
+    /// Copy the item at `loc` into `buf` and decode its header; None if a
+    /// writer ran meanwhile (or the segment is unknown to the view).
+    fn read_item(&self, view: &ReadView, s: u64, loc: Loc, buf: &mut Vec<u8>) -> Option<(SegRef, Header)> {
+        let seg = view.segment(loc.seg)?;
+        if !view.seq.read_valid(s) {
+            return None;
+        }
+        let at = loc.offset as usize;
+        if seg.ptr.is_null() || at >= seg.len {
+            return None;
+        }
+        let avail = seg.len - at;
+        let first = avail.min(FIRST_COPY);
+        buf.clear();
+        buf.resize(first, 0);
+        // SAFETY: `at + first <= seg.len`, and (ptr, len) was a buffer of
+        // this shard at `s` (validated above): memory mapped until the
+        // store drops (buffer.rs), whatever happened to the buffer since.
+        unsafe { copy_racy(seg.ptr.add(at), buf) };
+        let h = Header::try_decode_within(buf, self.g.file.is_some(), avail)?;
+        let total = h.total_len();
+        if total > first {
+            // Validate before copying a length read from racy bytes.
+            if !view.seq.read_valid(s) {
+                return None;
+            }
+            buf.resize(total, 0);
+            // SAFETY: `at + total <= seg.len` (try_decode_within's limit), as above.
+            unsafe { copy_racy(seg.ptr.add(at + first), &mut buf[first..]) };
+        }
+        Some((seg, h))
+    }
+
+    /// The hit `lookup` found, served from its copy in `item`; None when
+    /// the locked get must serve it instead (before `visit` is called).
+    #[allow(clippy::too_many_arguments)]
+    fn serve(
+        &self,
+        key: &[u8],
+        hash: u64,
+        item: &[u8],
+        slot: u64,
+        loc: Loc,
+        seg: SegRef,
+        h: Header,
+        opts: GetOptions,
+        now: RelTime,
+        visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
+    ) -> Option<bool> {
+        let meta = ItemMeta {
+            flags: h.flags,
+            exptime: h.exptime(item),
+            cas: self.g.shown_cas(h.cas(item, seg.cas_base)),
+            last_access: h.access(item, seg.create_time),
+            fetched: h.bits & FETCHED != 0,
+            stale: h.bits & STALE != 0,
+            token_sent: h.bits & TOKEN_SENT != 0,
+            key_binary: h.bits & KEY_BINARY != 0,
+        };
+        let expired = meta.exptime != 0 && meta.exptime <= now;
+        let flushed = self.g.flush_in_force(now) && self.g.is_flushed(meta.last_access, h.cas(item, seg.cas_base), now);
+        // The access time as its field would hold it (clamped: an item in a
+        // segment over nine hours old does not rewrite it on every read).
+        let access_moves = access_delta(now, seg.create_time) != access_delta(meta.last_access, seg.create_time);
+        let bump = !opts.no_bump && (slot_freq(slot) < MAX_FREQ || !meta.fetched || access_moves);
+        // The visitor may win the recache token on this item (meta `W`):
+        // reading and marking it must be one step, under the lock.
+        let token_possible = !opts.no_token && !meta.token_sent && (meta.stale || meta.exptime != 0);
+        if expired || flushed || bump || token_possible {
+            return None;
+        }
+        if !opts.uncounted {
+            let queue = if seg.main { Queue::Warm } else { Queue::Hot };
+            self.hits.hit(self.g.item_class(&h).0, queue);
+        }
+        let action = visit(ItemView { key, value: h.value(item), meta }, false);
+        if action.set_token_sent {
+            // The one write a plain get may need after its visit: under the
+            // lock, to the same copy of the item if it is still there.
+            let mut guard = self.lock(hash);
+            let shard = &mut *guard;
+            if let Some(found) = shard.find(key, hash).filter(|&(_, at, _)| at == loc) {
+                self.modify(shard, key, hash, found, Change { set: TOKEN_SENT, ..Change::default() }, now);
+            }
+        }
+        Some(true)
+    }
+
+    /// Multi-get prefetch (`Engine::prefetch`) without locks: two passes
+    /// over up to [`MAX_WINDOW`] keys, so their cache misses overlap:
+    /// first each key's home slot line, then the item the first
+    /// tag-matching slot points at. Only hints: racy reads validated
+    /// against the shard's sequence before an address is formed from them.
+    pub(super) fn prefetch_keys(&self, keys: &[&[u8]]) {
+        let keys = &keys[..keys.len().min(MAX_WINDOW)];
+        let mut hashes = [0u64; MAX_WINDOW];
+        let _pin = crossbeam_epoch::pin();
+        for (key, hash) in keys.iter().zip(hashes.iter_mut()) {
+            *hash = super::hash_key(key);
+            let view = &self.views[self.shard_of(*hash)];
+            let (slots, capacity) = view.slots();
+            if capacity != 0 {
+                // Never dereferenced here: a prefetch of any address is harmless.
+                crate::prefetch::line(slots.wrapping_add(home_of(*hash, capacity)));
+            }
+        }
+        for &hash in &hashes[..keys.len()] {
+            let view = &self.views[self.shard_of(hash)];
+            let Some(s) = view.seq.read_begin() else { continue };
+            let (slots, capacity) = view.slots();
+            if capacity == 0 || !view.seq.read_valid(s) {
+                continue;
+            }
+            let tag = tag_of(hash);
+            let mut i = home_of(hash, capacity);
+            for _ in 0..8 {
+                // SAFETY: as in `lookup`: in bounds of an array validated at `s`,
+                // kept mapped by the epoch pin.
+                let slot = unsafe { read_slot_racy(slots.add(i)) };
+                if slot & USED == 0 {
+                    break;
+                }
+                if (slot >> TAG_SHIFT) & TAG_MASK == tag {
+                    let loc = slot_loc(slot);
+                    if let Some(seg) = view.segment(loc.seg).filter(|seg| (loc.offset as usize) < seg.len) {
+                        // The item's first 64 bytes, which straddle two lines
+                        // unless the item starts one.
+                        let at = seg.ptr.wrapping_add(loc.offset as usize);
+                        crate::prefetch::line(at);
+                        crate::prefetch::line(at.wrapping_add(63));
+                    }
+                    break;
+                }
+                i = if i + 1 == capacity { 0 } else { i + 1 };
+            }
+        }
+    }
+}
+
+/// Keys prefetched per call (a window of a longer multi-get).
+pub const MAX_WINDOW: usize = 16;
