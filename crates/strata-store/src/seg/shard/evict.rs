@@ -424,14 +424,14 @@ mod tests {
             assert!(matches!(set(&store, key, &value, 0, now), StoreResult::Stored { .. }));
         }
         // Shards 1..3: every other segment open, one item each, TTL buckets 1..5.
-        let per_shard = (1 << 20) / segment - 1;
-        for n in 0..per_shard {
+        let open = (1 << 20) / segment - 1;
+        for n in 0..open {
             let (shard, bucket) = (1 + n % (shards - 1), n / (shards - 1));
             let key = &keys[shard][bucket];
             assert!(matches!(set(&store, key, b"x", now + (1 << bucket), now), StoreResult::Stored { .. }));
         }
         assert_eq!(store.allocated_bytes(), 1 << 20);
-        assert_eq!(store.queue_counts(), (0, 0, per_shard + 1), "every segment open");
+        assert_eq!(store.queue_counts(), (0, 0, open + 1), "every segment open");
         let big = vec![b'b'; 13_464];
         let stored = set(&store, &keys[0][0], &big, 0, now);
         assert!(matches!(stored, StoreResult::Stored { .. }), "{stored:?}");
