@@ -697,9 +697,13 @@ impl Shard {
             }
             // Take from another shard, never waiting on its lock (its owner
             // may be waiting for ours); if all are busy, let them run a moment.
+            // As for this shard, a shard with nothing sealed gives up its
+            // oldest open segment (sealed now, evicted next round): at a
+            // small -m the other shards' open segments, one per TTL bucket
+            // and class, can hold all the memory this shard's `keep` leaves.
             let mut busy = false;
             let stolen = others.iter().any(|other| match other.try_lock() {
-                Some(mut other) => other.evict_one(g, None, now),
+                Some(mut other) => other.evict_one(g, None, now) || other.seal_oldest_active(g, None),
                 None => {
                     busy = true;
                     false

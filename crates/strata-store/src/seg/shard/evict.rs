@@ -392,3 +392,50 @@ fn log_eviction(g: &Globals, key: &[u8], h: &Header, exptime: RelTime, last_acce
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{Engine, EngineConfig, SegStore, StoreMode, StoreRequest, StoreResult};
+
+    fn set(store: &SegStore, key: &[u8], value: &[u8], exptime: crate::RelTime, now: crate::RelTime) -> StoreResult {
+        let req = StoreRequest { key, value, flags: 0, exptime, mode: StoreMode::Set, cas: 0, invalidate: false, vivify_ttl: None, key_binary: false, new_cas: None };
+        store.store(&req, now)
+    }
+
+    /// The case `matches_the_model_with_flash` found: at -m 1 MiB (16
+    /// segments, 4 shards) one shard holds a single segment, sealed and
+    /// holding the key being set (so it may not be evicted), and the other
+    /// shards hold the rest of memory in open segments, one per TTL bucket.
+    /// The set must take one of those, not answer out of memory.
+    #[test]
+    fn a_store_takes_another_shards_open_segment() {
+        let store = SegStore::new(EngineConfig { memory_limit_bytes: 1 << 20, ..EngineConfig::default() });
+        let (shards, segment) = (store.shard_count(), store.segment_size());
+        assert_eq!((shards, segment), (4, 64 << 10));
+        let now = 100;
+        let mut keys: Vec<Vec<Vec<u8>>> = vec![Vec::new(); shards];
+        for i in 0..10_000 {
+            let key = format!("key:{i}").into_bytes();
+            keys[store.shard_of(super::hash_key(&key))].push(key);
+        }
+        // Shard 0: one segment nearly full of items that never expire.
+        let value = vec![b'v'; 1000];
+        for key in &keys[0][..58] {
+            assert!(matches!(set(&store, key, &value, 0, now), StoreResult::Stored { .. }));
+        }
+        // Shards 1..3: every other segment open, one item each, TTL buckets 1..5.
+        let open = (1 << 20) / segment - 1;
+        for n in 0..open {
+            let (shard, bucket) = (1 + n % (shards - 1), n / (shards - 1));
+            let key = &keys[shard][bucket];
+            assert!(matches!(set(&store, key, b"x", now + (1 << bucket), now), StoreResult::Stored { .. }));
+        }
+        assert_eq!(store.allocated_bytes(), 1 << 20);
+        assert_eq!(store.queue_counts(), (0, 0, open + 1), "every segment open");
+        let big = vec![b'b'; 13_464];
+        let stored = set(&store, &keys[0][0], &big, 0, now);
+        assert!(matches!(stored, StoreResult::Stored { .. }), "{stored:?}");
+        assert!(store.stats().evictions > 0);
+        store.check_integrity();
+    }
+}
