@@ -18,7 +18,7 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use strata_store::{Engine, EngineConfig, GetAction, GetOptions, SegStore, StoreMode, StoreRequest};
+use strata_store::{Engine, EngineConfig, GetAction, GetOptions, SegStore, StoreRequest};
 
 const NOW: u32 = 100;
 

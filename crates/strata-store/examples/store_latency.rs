@@ -10,7 +10,7 @@
 
 use std::time::Instant;
 
-use strata_store::{Engine, EngineConfig, SegStore, StoreMode, StoreRequest};
+use strata_store::{Engine, EngineConfig, SegStore, StoreRequest};
 
 fn main() {
     let mut args = std::env::args().skip(1);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use strata_store::{
     Engine, EngineConfig, ExtConfig, ExtPath, ExtTunable, ExtTunables, FlashFinish, FlashIdle, GetAction, GetOptions, RelTime, SegStore,
-    StoreMode, StoreRequest,
+    StoreRequest,
 };
 
 struct TempFile(PathBuf);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use strata_store::{
     DeleteRequest, Engine, EngineConfig, ExtConfig, ExtPath, ExtTunable, ExtTunables, FlashFinish, GetAction, GetOptions, RelTime,
-    SegStore, StoreMode, StoreRequest, StoreResult,
+    SegStore, StoreRequest, StoreResult,
 };
 
 struct TempDir(PathBuf);

@@ -9,7 +9,7 @@
 //! key that comes back after being evicted unread is promoted when its
 //! `Small` segment is evicted, and from the third round on it hits.
 
-use strata_store::{Engine, EngineConfig, GetAction, GetOptions, SegStore, StoreMode, StoreRequest};
+use strata_store::{Engine, EngineConfig, GetAction, GetOptions, SegStore, StoreRequest};
 
 const NOW: u32 = 100;
 const HOT: usize = 1_000;
