@@ -13,6 +13,24 @@ use crate::meta::{parse_meta, MetaRequest, MAX_META_TOKENS, MAX_OPAQUE_LEN};
 use crate::number::{parse_flags, parse_i32, strict_i32, strict_u32, strict_u64};
 use crate::text::{KeyList, Tokens};
 
+/// Whether `debugtime` is a command: always in a build with debug
+/// assertions, and in a release build once [`enable_debugtime`] has run
+/// (the `strata` binary calls it when started with `STRATA_DEBUGTIME=1`).
+static DEBUGTIME: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(cfg!(debug_assertions));
+
+/// Make `debugtime` a command from now on, as memcached's debug build
+/// (`memcached-debug`) has it: what memcached's own test suite
+/// (t/expirations.t) moves the clock with. A production server never
+/// turns it on; release memcached answers it `ERROR`, and so does Strata
+/// until this is called.
+pub fn enable_debugtime() {
+    DEBUGTIME.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn debugtime_enabled() -> bool {
+    DEBUGTIME.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// memcached's `KEY_MAX_LENGTH`.
 pub const KEY_MAX_LENGTH: usize = 250;
 
@@ -85,9 +103,10 @@ pub enum Command<'a> {
     MetaDebug { key: &'a [u8], base64: bool },
     /// `lru_crawler ...`, `lru ...`, `slabs ...` (see [`crate::admin`]).
     Admin(crate::admin::Admin),
-    /// `debugtime p|r|<seconds>`: only debug builds parse it, as only
-    /// memcached's debug build (`memcached-debug`, which its test suite
-    /// runs) has it; it moves the server's clock.
+    /// `debugtime p|r|<seconds>`: only debug builds parse it, and a
+    /// release build after [`enable_debugtime`], as only memcached's debug
+    /// build (`memcached-debug`, which its test suite runs) has it; it
+    /// moves the server's clock.
     DebugTime(DebugTime),
     /// Answer with this line; silent when `noreply`; then discard `swallow`
     /// bytes (a refused data block and its `\r\n`).
@@ -186,7 +205,7 @@ fn unknown(t: Tokens<'_>) -> Command<'_> {
         b"slabs" => Command::Admin(crate::admin::slabs(&t)),
         b"watch" => Command::Admin(crate::admin::watch(&t)),
         b"extstore" => Command::Admin(crate::admin::extstore(&t)),
-        b"debugtime" if cfg!(debug_assertions) => debugtime(&t),
+        b"debugtime" if debugtime_enabled() => debugtime(&t),
         _ if t.len() > 1 && t.get(t.len() - 1).starts_with(b"HTTP/") => Command::Close,
         _ => error("ERROR"),
     }
@@ -473,7 +492,9 @@ mod tests {
         }
     }
 
-    /// Only a debug build knows `debugtime`, as only memcached-debug does.
+    /// Only a debug build knows `debugtime`, as only memcached-debug does
+    /// (or a release build that turned it on: `enable_debugtime`, which
+    /// no unit test calls, as it is process-wide).
     #[test]
     fn debugtime_only_in_debug_builds() {
         if cfg!(debug_assertions) {

@@ -20,7 +20,7 @@ pub mod number;
 pub mod text;
 pub mod udp;
 
-pub use command::{parse_command, parse_request, Command, DebugTime, GetKind, StoreCommand, StoreVerb, KEY_MAX_LENGTH};
+pub use command::{enable_debugtime, parse_command, parse_request, Command, DebugTime, GetKind, StoreCommand, StoreVerb, KEY_MAX_LENGTH};
 pub use meta::{MetaFlags, MetaKey, MetaRequest};
 pub use text::{frame_line, Frame, KeyList, Tokens};
 

@@ -36,24 +36,12 @@ fn frame(id: u16, total: u16, payload: &[u8]) -> Vec<u8> {
     frame
 }
 
-/// `recv_from`, again when a signal interrupts it: a blocking call with a
-/// read timeout is not restarted (EINTR), and one failed this test once
-/// under the full suite.
-fn recv(socket: &UdpSocket, buf: &mut [u8]) -> std::io::Result<(usize, std::net::SocketAddr)> {
-    loop {
-        match socket.recv_from(buf) {
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            other => return other,
-        }
-    }
-}
-
 /// Send one request frame; collect (seq, total, payload) of every reply datagram.
 fn exchange(socket: &UdpSocket, server: std::net::SocketAddr, id: u16, total: u16, payload: &[u8]) -> Vec<(u16, u16, Vec<u8>)> {
     socket.send_to(&frame(id, total, payload), server).unwrap();
     let mut replies = Vec::new();
     let mut buf = [0u8; 2048];
-    while let Ok((n, _)) = recv(socket, &mut buf) {
+    while let Ok((n, _)) = socket.recv_from(&mut buf) {
         assert!(n <= 1400, "datagram of {n} bytes");
         assert_eq!(u16::from_be_bytes([buf[0], buf[1]]), id);
         replies.push((u16::from_be_bytes([buf[2], buf[3]]), u16::from_be_bytes([buf[4], buf[5]]), buf[8..n].to_vec()));
@@ -147,7 +135,7 @@ fn batched_datagrams(engine: IoEngine) {
         let set = format!("set peer{p} {p} 0 {}\r\n{value}\r\n", value.len());
         socket.send_to(&frame(0, 1, set.as_bytes()), addr).unwrap();
         let mut buf = [0u8; 64];
-        let (n, _) = recv(socket, &mut buf).unwrap();
+        let (n, _) = socket.recv_from(&mut buf).unwrap();
         assert_eq!(&buf[8..n], b"STORED\r\n");
     }
     // Every peer sends all its gets before anyone reads a reply.
@@ -162,7 +150,7 @@ fn batched_datagrams(engine: IoEngine) {
         let mut ids = Vec::new();
         let mut buf = [0u8; 2048];
         for _ in 0..EACH {
-            let (n, from) = recv(socket, &mut buf).expect("a reply for every request");
+            let (n, from) = socket.recv_from(&mut buf).expect("a reply for every request");
             assert_eq!(from, addr);
             assert_eq!(&buf[2..6], &[0, 0, 0, 1], "one datagram per reply");
             assert_eq!(&buf[8..n], expected.as_bytes(), "peer {p} got another peer's reply");

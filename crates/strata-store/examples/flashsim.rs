@@ -46,7 +46,7 @@ fn main() {
     for i in 0..keys {
         let key = format!("key:{i:08}");
         let v = value(i, len, 0);
-        let req = StoreRequest { key: key.as_bytes(), value: &v, flags: 0, exptime: 0, mode: StoreMode::Set, cas: 0, invalidate: false, vivify_ttl: None, key_binary: false, new_cas: None };
+        let req = StoreRequest::set(key.as_bytes(), &v);
         store.store(&req, now);
     }
     store.flash_flush();
@@ -112,7 +112,7 @@ fn main() {
             let i = (x % keys as u64) as usize;
             let key = format!("key:{i:08}");
             let v = value(i, len, n);
-            let req = StoreRequest { key: key.as_bytes(), value: &v, flags: 0, exptime: 0, mode: StoreMode::Set, cas: 0, invalidate: false, vivify_ttl: None, key_binary: false, new_cas: None };
+            let req = StoreRequest::set(key.as_bytes(), &v);
             store.store(&req, now);
         }
         store.flash_flush();

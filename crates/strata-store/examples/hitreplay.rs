@@ -40,7 +40,7 @@ fn main() {
             misses += missed.len();
         }
         for key in &missed {
-            let req = StoreRequest { key, value: &value, flags: 0, exptime: 0, mode: StoreMode::Set, cas: 0, invalidate: false, vivify_ttl: None, key_binary: false, new_cas: None };
+            let req = StoreRequest::set(key, &value);
             store.store(&req, 100);
         }
     }

@@ -31,7 +31,7 @@ fn main() {
         let hit = store.get(key.as_bytes(), GetOptions::default(), 100, &mut |_, _| GetAction::default());
         if !hit {
             misses += 1;
-            let req = StoreRequest { key: key.as_bytes(), value: &value, flags: 0, exptime: 0, mode: StoreMode::Set, cas: 0, invalidate: false, vivify_ttl: None, key_binary: false, new_cas: None };
+            let req = StoreRequest::set(key.as_bytes(), &value);
             store.store(&req, 100);
         }
     }

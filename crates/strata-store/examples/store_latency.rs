@@ -10,7 +10,7 @@
 
 use std::time::Instant;
 
-use strata_store::{Engine, EngineConfig, SegStore, StoreMode, StoreRequest};
+use strata_store::{Engine, EngineConfig, SegStore, StoreRequest};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -22,18 +22,7 @@ fn main() {
     let set = |next: &mut u64| {
         let key = format!("key:{:012}", *next);
         *next += 1;
-        let req = StoreRequest {
-            key: key.as_bytes(),
-            value: &value,
-            flags: 0,
-            exptime: 0,
-            mode: StoreMode::Set,
-            cas: 0,
-            invalidate: false,
-            vivify_ttl: None,
-            key_binary: false,
-            new_cas: None,
-        };
+        let req = StoreRequest::set(key.as_bytes(), &value);
         store.store(&req, 100);
     };
     // Fill until stores evict, then as many again so every shard turns over.

@@ -105,6 +105,49 @@ pub struct StoreRequest<'a> {
     pub new_cas: Option<u64>,
 }
 
+impl<'a> StoreRequest<'a> {
+    /// A `mode` request for `key` with memcached's defaults for everything
+    /// else: flags 0, no expiry, no CAS to compare, a text key, the next
+    /// CAS from the counter. The `with_*` methods change one field each.
+    pub fn new(mode: StoreMode, key: &'a [u8], value: &'a [u8]) -> Self {
+        StoreRequest {
+            key,
+            value,
+            flags: 0,
+            exptime: 0,
+            mode,
+            cas: 0,
+            invalidate: false,
+            vivify_ttl: None,
+            key_binary: false,
+            new_cas: None,
+        }
+    }
+
+    /// `set key 0 0 <len>`: [`StoreRequest::new`] in [`StoreMode::Set`].
+    pub fn set(key: &'a [u8], value: &'a [u8]) -> Self {
+        StoreRequest::new(StoreMode::Set, key, value)
+    }
+
+    pub fn with_flags(self, flags: u32) -> Self {
+        StoreRequest { flags, ..self }
+    }
+
+    pub fn with_exptime(self, exptime: RelTime) -> Self {
+        StoreRequest { exptime, ..self }
+    }
+
+    /// The CAS to compare (see [`StoreRequest::cas`]).
+    pub fn with_cas(self, cas: u64) -> Self {
+        StoreRequest { cas, ..self }
+    }
+
+    /// The CAS the stored item gets (meta `E`).
+    pub fn with_new_cas(self, new_cas: u64) -> Self {
+        StoreRequest { new_cas: Some(new_cas), ..self }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoreResult {
     /// Stored; the item's CAS and its value's length (after append or

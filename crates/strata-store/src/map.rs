@@ -564,18 +564,7 @@ mod tests {
     }
 
     fn set(store: &MapStore, key: &[u8], value: &[u8], mode: StoreMode, cas: u64) -> StoreResult {
-        let req = StoreRequest {
-            key,
-            value,
-            flags: 0,
-            exptime: 0,
-            mode,
-            cas,
-            invalidate: false,
-            vivify_ttl: None,
-            key_binary: false,
-            new_cas: None,
-        };
+        let req = StoreRequest::new(mode, key, value).with_cas(cas);
         store.store(&req, 100)
     }
 

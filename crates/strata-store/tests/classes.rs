@@ -11,18 +11,7 @@ const NOW: u32 = 100;
 
 fn set(store: &SegStore, key: &[u8], len: usize, mode: StoreMode, cas: u64) -> StoreResult {
     let value = vec![b'7'; len];
-    let req = StoreRequest {
-        key,
-        value: &value,
-        flags: 0,
-        exptime: 0,
-        mode,
-        cas,
-        invalidate: false,
-        vivify_ttl: None,
-        key_binary: false,
-        new_cas: None,
-    };
+    let req = StoreRequest::new(mode, key, &value).with_cas(cas);
     store.store(&req, NOW)
 }
 

@@ -51,18 +51,7 @@ pub fn flash_store(memory_bytes: u64, path: &Path, flash_bytes: u64) -> SegStore
 }
 
 fn set(s: &dyn Engine, key: &[u8], value: &[u8], now: RelTime) -> StoreResult {
-    let req = StoreRequest {
-        key,
-        value,
-        flags: 7,
-        exptime: 0,
-        mode: StoreMode::Set,
-        cas: 0,
-        invalidate: false,
-        vivify_ttl: None,
-        key_binary: false,
-        new_cas: None,
-    };
+    let req = StoreRequest::set(key, value).with_flags(7);
     s.store(&req, now)
 }
 
@@ -157,12 +146,12 @@ fn every_command_works_on_a_flash_item() {
     assert!(on_flash(b"key:0"));
     // add: the item exists.
     bring(b"key:0");
-    let add = StoreRequest { key: b"key:0", value: b"x", flags: 0, exptime: 0, mode: StoreMode::Add, cas: 0, invalidate: false, vivify_ttl: None, key_binary: false, new_cas: None };
+    let add = StoreRequest::new(StoreMode::Add, b"key:0", b"x");
     assert_eq!(s.store(&add, now), StoreResult::NotStored);
     // append keeps the old value.
     assert!(on_flash(b"key:1"));
     bring(b"key:1");
-    let app = StoreRequest { mode: StoreMode::Append, key: b"key:1", value: b"TAIL", ..add };
+    let app = StoreRequest::new(StoreMode::Append, b"key:1", b"TAIL");
     assert!(matches!(s.store(&app, now), StoreResult::Stored { value_len: 604, .. }));
     let (seen, _) = get(&s, b"key:1", true, now);
     let mut expect = value_for(1, 600);

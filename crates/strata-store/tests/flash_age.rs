@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use strata_store::{
     Engine, EngineConfig, ExtConfig, ExtPath, ExtTunable, ExtTunables, FlashFinish, FlashIdle, GetAction, GetOptions, RelTime, SegStore,
-    StoreMode, StoreRequest,
+    StoreRequest,
 };
 
 struct TempFile(PathBuf);
@@ -39,18 +39,7 @@ fn store(age: Option<u32>, name: &str) -> (SegStore, TempFile) {
 }
 
 fn set(s: &SegStore, key: &str, value: &[u8], exptime: RelTime, now: RelTime) {
-    let req = StoreRequest {
-        key: key.as_bytes(),
-        value,
-        flags: 0,
-        exptime,
-        mode: StoreMode::Set,
-        cas: 0,
-        invalidate: false,
-        vivify_ttl: None,
-        key_binary: false,
-        new_cas: None,
-    };
+    let req = StoreRequest::set(key.as_bytes(), value).with_exptime(exptime);
     s.store(&req, now);
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use strata_store::{
     Engine, EngineConfig, ExtConfig, ExtPath, ExtTunable, ExtTunables, FlashFinish, GetAction, GetOptions, RelTime, SegStore,
-    StoreMode, StoreRequest, StoreResult,
+    StoreRequest, StoreResult,
 };
 
 struct TempDir(PathBuf);
@@ -43,18 +43,7 @@ fn flash_store(memory_bytes: u64, path: &Path, flash_bytes: u64) -> SegStore {
 }
 
 fn set(s: &SegStore, key: &[u8], value: &[u8], now: RelTime) -> StoreResult {
-    let req = StoreRequest {
-        key,
-        value,
-        flags: 0,
-        exptime: 0,
-        mode: StoreMode::Set,
-        cas: 0,
-        invalidate: false,
-        vivify_ttl: None,
-        key_binary: false,
-        new_cas: None,
-    };
+    let req = StoreRequest::set(key, value);
     s.store(&req, now)
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use strata_store::{
     DeleteRequest, Engine, EngineConfig, ExtConfig, ExtPath, ExtTunable, ExtTunables, FlashFinish, GetAction, GetOptions, RelTime,
-    SegStore, StoreMode, StoreRequest, StoreResult,
+    SegStore, StoreRequest, StoreResult,
 };
 
 struct TempDir(PathBuf);
@@ -45,18 +45,7 @@ fn ext(path: &Path, size_bytes: u64) -> ExtConfig {
 }
 
 fn set(s: &SegStore, key: &str, value: &[u8], now: RelTime) -> StoreResult {
-    let req = StoreRequest {
-        key: key.as_bytes(),
-        value,
-        flags: 3,
-        exptime: 0,
-        mode: StoreMode::Set,
-        cas: 0,
-        invalidate: false,
-        vivify_ttl: None,
-        key_binary: false,
-        new_cas: None,
-    };
+    let req = StoreRequest::set(key.as_bytes(), value).with_flags(3);
     s.store(&req, now)
 }
 

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use strata_store::{
-    DeleteRequest, DeltaMode, DeltaRequest, Engine, EngineConfig, GetAction, GetOptions, RelTime, SegStore, StoreMode,
+    DeleteRequest, DeltaMode, DeltaRequest, Engine, EngineConfig, GetAction, GetOptions, RelTime, SegStore,
     StoreRequest, StoreResult,
 };
 
@@ -53,7 +53,7 @@ fn now(store: &SegStore) -> RelTime {
 }
 
 fn set(store: &SegStore, key: &[u8], value: &[u8], flags: u32, exptime: RelTime) -> u64 {
-    let req = StoreRequest { key, value, flags, exptime, mode: StoreMode::Set, cas: 0, invalidate: false, vivify_ttl: None, key_binary: false, new_cas: None };
+    let req = StoreRequest::set(key, value).with_flags(flags).with_exptime(exptime);
     match store.store(&req, now(store)) {
         StoreResult::Stored { cas, .. } => cas,
         other => panic!("set {}: {other:?}", String::from_utf8_lossy(key)),
@@ -308,18 +308,7 @@ fn a_file_released_while_waiting_is_opened_with_its_items() {
 fn explicit_cas_items_come_back_as_stored() {
     let file = TempFile::new("explicit-cas");
     let store_e = |store: &SegStore, key: &[u8], value: &[u8], cas: u64| {
-        let req = StoreRequest {
-            key,
-            value,
-            flags: 0,
-            exptime: 0,
-            mode: StoreMode::Set,
-            cas: 0,
-            invalidate: false,
-            vivify_ttl: None,
-            key_binary: false,
-            new_cas: Some(cas),
-        };
+        let req = StoreRequest::set(key, value).with_new_cas(cas);
         assert!(matches!(store.store(&req, now(store)), StoreResult::Stored { cas: got, .. } if got == cas));
     };
     {

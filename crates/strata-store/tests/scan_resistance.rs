@@ -9,7 +9,7 @@
 //! key that comes back after being evicted unread is promoted when its
 //! `Small` segment is evicted, and from the third round on it hits.
 
-use strata_store::{Engine, EngineConfig, GetAction, GetOptions, SegStore, StoreMode, StoreRequest};
+use strata_store::{Engine, EngineConfig, GetAction, GetOptions, SegStore, StoreRequest};
 
 const NOW: u32 = 100;
 const HOT: usize = 1_000;
@@ -18,7 +18,7 @@ fn get_or_set(engine: &SegStore, key: &[u8], value: &[u8]) -> bool {
     if engine.get(key, GetOptions::default(), NOW, &mut |_, _| GetAction::default()) {
         return true;
     }
-    let req = StoreRequest { key, value, flags: 0, exptime: 0, mode: StoreMode::Set, cas: 0, invalidate: false, vivify_ttl: None, key_binary: false, new_cas: None };
+    let req = StoreRequest::set(key, value);
     engine.store(&req, NOW);
     false
 }

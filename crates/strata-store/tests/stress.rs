@@ -18,7 +18,7 @@ const THREADS: usize = 4;
 const NOW: u32 = 100;
 
 fn store(engine: &SegStore, key: &[u8], value: &[u8], flags: u32, mode: StoreMode, cas: u64) -> StoreResult {
-    let req = StoreRequest { key, value, flags, exptime: 0, mode, cas, invalidate: false, vivify_ttl: None, key_binary: false, new_cas: None };
+    let req = StoreRequest::new(mode, key, value).with_flags(flags).with_cas(cas);
     engine.store(&req, NOW)
 }
 

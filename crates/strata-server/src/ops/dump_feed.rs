@@ -35,14 +35,20 @@
 //! (`try_lock`: if the printer holds it, it looks again next tick).
 //! Dropping the [`Feed`] (the connection closed) cancels the dump: the
 //! printer sees it (waiting at most 100 ms), returns, and the walker finds
-//! its channel closed. The printer lets go of the crawler
+//! its channel closed. Neither that exit nor a dump's end may wait for CPU
+//! time nobody else wants, which on a machine with every CPU busy does not
+//! come for seconds (the crawler stays busy, the connection waits for
+//! `finished`): the printer goes back to the normal policy itself once the
+//! walk has ended; the worker puts it back when it sees the client's
+//! socket reset (the printer must wake to find its send failed, and the
+//! connection waits for that) and when it cancels the dump. The printer lets go of the crawler
 //! ([`super::crawler::Busy`]) when the walk ends, before its last chunk
 //! (with `END`/`EN`) is sent, so a client that reads the end of a dump can
 //! start the next one at once. `lru_crawler sleep` pauses the walker per
 //! 1000 items.
 
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, TryLockError};
 use std::time::Duration;
@@ -88,11 +94,56 @@ struct Inner {
     sink: Mutex<Sink>,
     handed: Condvar,
     cancelled: AtomicBool,
+    /// The printer's thread id while it may be under `SCHED_IDLE`; 0
+    /// before it has one and once it is back to normal or gone.
+    printer_tid: AtomicI32,
 }
 
 impl Inner {
     fn stopping(&self, shared: &Shared) -> bool {
         self.cancelled.load(Ordering::Relaxed) || shared.is_shutting_down()
+    }
+
+    /// Lower the calling printer thread to `SCHED_IDLE`. The tid is
+    /// published first and `cancelled` read after, both `SeqCst` as in
+    /// [`Inner::cancel`]: either the canceller sees the tid and puts the
+    /// thread back, or this sees the cancel and does.
+    fn printer_to_idle(&self) {
+        let tid = crate::sys::priority::current_tid();
+        self.printer_tid.store(tid, Ordering::SeqCst);
+        // A dump that cannot lower its priority still runs.
+        let _ = crate::sys::priority::idle_current_thread();
+        if self.cancelled.load(Ordering::SeqCst) {
+            self.printer_to_normal();
+        }
+    }
+
+    /// The printer puts itself back under the normal policy.
+    fn printer_to_normal(&self) {
+        if self.printer_tid.swap(0, Ordering::SeqCst) != 0 {
+            let _ = crate::sys::priority::normal_thread(0);
+        }
+    }
+
+    /// Cancel the dump (the worker, its connection gone), and put the
+    /// printer back under the normal policy so that it runs to its exit
+    /// now, not when some CPU falls idle. The swap takes the tid from a
+    /// live printer: it clears it itself ([`Inner::printer_to_normal`])
+    /// before it can exit, and a thread id is not reused between the swap
+    /// and the syscall (ids are handed out in turn up to `pid_max`).
+    fn cancel(&self) {
+        self.cancelled.store(true, Ordering::SeqCst);
+        self.hurry();
+        self.handed.notify_one();
+    }
+
+    /// Put the printer back under the normal policy from another thread:
+    /// what it does next is what the worker waits for.
+    fn hurry(&self) {
+        let tid = self.printer_tid.swap(0, Ordering::SeqCst);
+        if tid != 0 {
+            let _ = crate::sys::priority::normal_thread(tid);
+        }
     }
 
     fn end(&self, how: Fed) {
@@ -138,9 +189,9 @@ impl Feed {
         std::thread::Builder::new()
             .name("strata-dump".into())
             .spawn(move || {
-                // A dump that cannot lower its priority still runs.
-                let _ = crate::sys::priority::idle_current_thread();
+                theirs.printer_to_idle();
                 print(&shared, &theirs, printer, busy, fulls, to_walker);
+                theirs.printer_to_normal();
             })
             .ok()?;
         Some(Feed { inner, handed_over: false })
@@ -163,6 +214,11 @@ impl Feed {
             self.handed_over = true;
             return Fed::More;
         }
+        // A client gone (reset) ends the dump once the printer's send
+        // fails: that is no longer idle work.
+        if socket.is_some_and(crate::sys::socket_writer::hung_up) {
+            self.inner.hurry();
+        }
         match self.inner.sink.try_lock() {
             Ok(sink) => sink.end.unwrap_or(Fed::More),
             Err(TryLockError::WouldBlock) => Fed::More,
@@ -173,8 +229,7 @@ impl Feed {
 
 impl Drop for Feed {
     fn drop(&mut self) {
-        self.inner.cancelled.store(true, Ordering::Relaxed);
-        self.inner.handed.notify_one();
+        self.inner.cancel();
     }
 }
 
@@ -227,6 +282,8 @@ fn print(shared: &Shared, inner: &Inner, mut printer: Printer, busy: Option<Busy
         staged.print(&mut printer, &mut filling);
         let done = staged.done;
         if done {
+            // The rest is the end a worker waits for: no longer idle work.
+            inner.printer_to_normal();
             printer.terminate(&mut filling);
             // Let go of the crawler before the client can see the end.
             drop(busy.take());

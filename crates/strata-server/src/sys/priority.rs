@@ -4,7 +4,13 @@
 //! value (still a share of each slice, and a running nice-19 task is not
 //! always preempted on a wakeup), an idle-policy thread is preempted as
 //! soon as a normal thread (a worker with a request) becomes runnable on
-//! its CPU. `unsafe` here: the two libc calls.
+//! its CPU. `unsafe` here: the libc calls.
+//!
+//! The flip side: on a machine whose CPUs are all busy, an idle-policy
+//! thread gets almost no CPU time, for seconds. So such a thread must
+//! never be what a client or a worker waits for: a dump's printer goes
+//! back to the normal policy ([`normal_thread`]) for its last chunk and
+//! its exit, and a cancelled one is put back by the thread that cancels it.
 
 use std::io;
 
@@ -25,3 +31,23 @@ pub fn idle_current_thread() -> io::Result<()> {
     Err(refused)
 }
 
+
+/// The calling thread's kernel id, for [`normal_thread`] from another thread.
+pub fn current_tid() -> i32 {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+/// Put thread `tid` of this process (0: the calling thread) back under
+/// the normal policy (`SCHED_OTHER`). Raising a thread of one's own from
+/// `SCHED_IDLE` to `SCHED_OTHER` needs no privilege; a thread left at
+/// nice 19 by the fallback above stays there (raising a nice value does).
+pub fn normal_thread(tid: i32) -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `tid` is a thread id (or 0); `param` is a valid sched_param
+    // that outlives the call.
+    if unsafe { libc::sched_setscheduler(tid, libc::SCHED_OTHER, &param) } == 0 {
+        return Ok(());
+    }
+    Err(io::Error::last_os_error())
+}

@@ -71,6 +71,16 @@ impl SocketWriter {
     }
 }
 
+/// Whether the socket `fd` is broken for good: reset by the peer, or shut
+/// in both directions (`POLLERR`/`POLLHUP`; a peer that only shut its
+/// sending side is not). Never waits.
+pub fn hung_up(fd: RawFd) -> bool {
+    let mut pfd = libc::pollfd { fd, events: 0, revents: 0 };
+    // SAFETY: one valid pollfd, alive for the call; timeout 0.
+    let ready = unsafe { libc::poll(&mut pfd, 1, 0) };
+    ready > 0 && pfd.revents & (libc::POLLERR | libc::POLLHUP) != 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

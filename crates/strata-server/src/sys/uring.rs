@@ -190,8 +190,21 @@ impl Ring {
     }
 
     /// Whether io_uring with provided buffer rings works on this kernel.
+    ///
+    /// The probe ring is made and dropped on a thread of its own: the
+    /// kernel tears a closed ring down later, on a workqueue
+    /// (`io_ring_exit_work`), and then queues task work with `TWA_SIGNAL`
+    /// on each thread that used the ring and waits for it to run. On the
+    /// caller's thread that lands in whatever it is blocked in by then,
+    /// and a blocking `recv` with a timeout returns `EINTR` (no signal,
+    /// nothing restarts it). A thread that has exited has left the ring's
+    /// list, so nobody is interrupted.
     pub fn probe() -> io::Result<()> {
-        Ring::new(8).map(drop)
+        std::thread::Builder::new()
+            .name("strata-probe".into())
+            .spawn(|| Ring::new(8).map(drop))?
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("io_uring probe thread panicked")))
     }
 
     fn push(&mut self, entry: squeue::Entry) -> io::Result<()> {
@@ -368,5 +381,29 @@ impl Drop for EventFd {
     fn drop(&mut self) {
         // SAFETY: we own the descriptor.
         unsafe { libc::close(self.0) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Ring;
+    use std::time::Duration;
+
+    /// The probe leaves the calling thread's blocking calls alone. The
+    /// kernel tears a closed ring down later, on a workqueue
+    /// (`io_ring_exit_work`), and queues task work with `TWA_SIGNAL` on
+    /// every thread that used it; a thread then blocked in a `recv` with
+    /// a timeout returns `EINTR` (a signal-free interruption, not
+    /// restarted). `Server::start` probes on its caller's thread, which in
+    /// the UDP wire tests is the thread that then waits for replies.
+    #[test]
+    fn probe_does_not_interrupt_the_caller() {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        for _ in 0..3 {
+            Ring::probe().unwrap();
+            let err = socket.recv_from(&mut [0; 8]).unwrap_err();
+            assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock, "{err}");
+        }
     }
 }

@@ -13,7 +13,15 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_strata");
 /// addresses it logs as bound, so parallel tests never race for a port.
 /// The rest of its log is drained so it never blocks on a full pipe.
 pub fn spawn_listening(args: &[&str], count: usize) -> (Child, Vec<SocketAddr>) {
+    spawn_listening_env(args, count, &[])
+}
+
+/// [`spawn_listening`] with `env` added to the server's environment (and
+/// `STRATA_DEBUGTIME` removed unless `env` sets it).
+pub fn spawn_listening_env(args: &[&str], count: usize, env: &[(&str, &str)]) -> (Child, Vec<SocketAddr>) {
     let mut child = Command::new(BIN)
+        .env_remove("STRATA_DEBUGTIME")
+        .envs(env.iter().copied())
         .args(["-p", "-1", "-v"])
         .args(args)
         .stdout(Stdio::null())
@@ -106,9 +114,14 @@ pub struct Server {
 impl Server {
     /// Strata on an ephemeral TCP port, UDP off, with `args`.
     pub fn strata(args: &[&str]) -> Server {
+        Server::strata_env(args, &[])
+    }
+
+    /// [`Server::strata`] with `env` in its environment.
+    pub fn strata_env(args: &[&str], env: &[(&str, &str)]) -> Server {
         let mut all = vec!["-U", "0"];
         all.extend_from_slice(args);
-        let (child, addrs) = spawn_listening(&all, 1);
+        let (child, addrs) = spawn_listening_env(&all, 1, env);
         Server { child, addr: addrs[0] }
     }
 
