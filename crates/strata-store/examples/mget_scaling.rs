@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use strata_store::{Engine, EngineConfig, GetAction, GetOptions, SegStore, StoreMode, StoreRequest};
+use strata_store::{Engine, EngineConfig, GetAction, GetOptions, SegStore, StoreRequest};
 
 const NOW: u32 = 100;
 const KEYS_PER_GET: usize = 48;
@@ -39,18 +39,7 @@ fn key(i: u64) -> [u8; 20] {
 
 fn set(store: &SegStore, i: u64) {
     let k = key(i);
-    let req = StoreRequest {
-        key: &k,
-        value: &[b'v'; 20],
-        flags: 0,
-        exptime: 0,
-        mode: StoreMode::Set,
-        cas: 0,
-        invalidate: false,
-        vivify_ttl: None,
-        key_binary: false,
-        new_cas: None,
-    };
+    let req = StoreRequest::set(&k, &[b'v'; 20]);
     store.store(&req, NOW);
 }
 

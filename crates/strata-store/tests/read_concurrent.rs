@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use strata_store::{
     DeleteRequest, Engine, EngineConfig, ExtConfig, ExtPath, ExtTunable, ExtTunables, GetAction, GetOptions, SegStore,
-    StoreMode, StoreRequest,
+    StoreRequest,
 };
 
 const KEYS: u64 = 4000;
@@ -109,18 +109,7 @@ fn writer(s: &Shared, id: u64) {
             let v = value(k, version);
             // A third of the keys live two seconds: expiry runs too.
             let exptime = if k % 3 == 0 { now + 2 } else { 0 };
-            let req = StoreRequest {
-                key: &kb,
-                value: &v,
-                flags: k as u32,
-                exptime,
-                mode: StoreMode::Set,
-                cas: 0,
-                invalidate: false,
-                vivify_ttl: None,
-                key_binary: false,
-                new_cas: None,
-            };
+            let req = StoreRequest::set(&kb, &v).with_flags(k as u32).with_exptime(exptime);
             s.store.store(&req, now);
         }
         s.done[k as usize].store(version, Ordering::Release);
@@ -265,18 +254,7 @@ fn one_reader_wins_a_stale_items_token() {
             }
         });
         for round in 0..ROUNDS {
-            let req = StoreRequest {
-                key: b"stale",
-                value: b"v",
-                flags: 0,
-                exptime: 0,
-                mode: StoreMode::Set,
-                cas: 0,
-                invalidate: false,
-                vivify_ttl: None,
-                key_binary: false,
-                new_cas: None,
-            };
+            let req = StoreRequest::set(b"stale", b"v");
             store.store(&req, START);
             store.delete(&DeleteRequest { key: b"stale", invalidate: true, ..DeleteRequest::default() }, START);
             barrier.wait();

@@ -57,7 +57,7 @@ impl SegStore {
 
 #[cfg(test)]
 mod tests {
-    use crate::{Engine, EngineConfig, StoreMode, StoreRequest};
+    use crate::{Engine, EngineConfig, StoreRequest};
 
     use super::*;
 
@@ -68,7 +68,7 @@ mod tests {
         let value = vec![7u8; 1000];
         for i in 0..60_000u32 {
             let key = format!("key{i}");
-            let req = StoreRequest { key: key.as_bytes(), value: &value, flags: 0, exptime: 0, mode: StoreMode::Set, cas: 0, invalidate: false, vivify_ttl: None, key_binary: false, new_cas: None };
+            let req = StoreRequest::set(key.as_bytes(), &value);
             store.store(&req, 1);
         }
         let full = store.stats().malloced_bytes;

@@ -139,22 +139,11 @@ impl SegStore {
 
 #[cfg(test)]
 mod tests {
-    use crate::{Engine, EngineConfig, MapStore, SegStore, StoreMode, StoreRequest, Visit, WalkCursor};
+    use crate::{Engine, EngineConfig, MapStore, SegStore, StoreRequest, Visit, WalkCursor};
     use std::collections::HashSet;
 
     fn set(e: &dyn Engine, key: &[u8], exptime: u32) {
-        let req = StoreRequest {
-            key,
-            value: b"value",
-            flags: 0,
-            exptime,
-            mode: StoreMode::Set,
-            cas: 0,
-            invalidate: false,
-            vivify_ttl: None,
-            key_binary: false,
-            new_cas: None,
-        };
+        let req = StoreRequest::set(key, b"value").with_exptime(exptime);
         e.store(&req, 10);
     }
 
@@ -208,7 +197,7 @@ mod tests {
         let store = SegStore::new(EngineConfig::default());
         let value = vec![b'v'; 1000];
         let put = |key: &[u8], exptime: u32| {
-            let req = StoreRequest { key, value: &value, flags: 0, exptime, mode: StoreMode::Set, cas: 0, invalidate: false, vivify_ttl: None, key_binary: false, new_cas: None };
+            let req = StoreRequest::set(key, &value).with_exptime(exptime);
             store.store(&req, 10);
         };
         // Segments (of the TTL's bucket) whose first items expire and whose
@@ -249,7 +238,7 @@ mod tests {
                         store.delete(&crate::DeleteRequest { key: &key, ..Default::default() }, 10);
                     } else {
                         let value = value_of(&key);
-                        let req = StoreRequest { key: &key, value: &value, flags: 0, exptime: 0, mode: StoreMode::Set, cas: 0, invalidate: false, vivify_ttl: None, key_binary: false, new_cas: None };
+                        let req = StoreRequest::set(&key, &value);
                         store.store(&req, 10);
                     }
                 }

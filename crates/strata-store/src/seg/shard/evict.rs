@@ -395,10 +395,10 @@ fn log_eviction(g: &Globals, key: &[u8], h: &Header, exptime: RelTime, last_acce
 
 #[cfg(test)]
 mod tests {
-    use crate::{Engine, EngineConfig, SegStore, StoreMode, StoreRequest, StoreResult};
+    use crate::{Engine, EngineConfig, SegStore, StoreRequest, StoreResult};
 
     fn set(store: &SegStore, key: &[u8], value: &[u8], exptime: crate::RelTime, now: crate::RelTime) -> StoreResult {
-        let req = StoreRequest { key, value, flags: 0, exptime, mode: StoreMode::Set, cas: 0, invalidate: false, vivify_ttl: None, key_binary: false, new_cas: None };
+        let req = StoreRequest::set(key, value).with_exptime(exptime);
         store.store(&req, now)
     }
 
