@@ -58,10 +58,13 @@ use self::buffer::Buffer;
 pub(crate) use self::flash::FlashScan;
 use self::file::{Geometry, MemFile, Opened, SEGMENT_HEADER};
 pub use self::file::LOCK_WAIT as MEMORY_FILE_LOCK_WAIT;
+/// The eviction policy's constants, for models of it (`stats mrc`'s simulator).
+pub use self::shard::{KEEP_PERCENT, SMALL_SHARE_PERCENT};
+pub use self::table::MAX_FREQ;
 use self::region::Region;
 use self::item::{Header, FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
 use self::shard::{Class, Gone, Recovered, Shard, Spec};
-use self::table::{slot_freq, Loc, MAX_FREQ};
+use self::table::{slot_freq, Loc};
 use crate::{
     counter_bytes, memcached_chunked, memcached_item_size, parse_counter, DeleteRequest, DeleteResult, DeltaMode,
     Clock, DeltaRequest, DeltaResult, Engine, EngineConfig, EngineStats, GetAction, GetOptions, ItemMeta, ItemView, RelTime,
