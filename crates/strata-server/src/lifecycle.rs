@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::conn::{Conn, Progress};
+use crate::handover::{Resume, MAX_CARRIED_INPUT_BYTES};
 use crate::service::Service;
 use crate::shared::{ConnInfo, Shared};
 use crate::stats::WorkerStats;
@@ -85,6 +86,19 @@ pub fn idle_kick(stats: &WorkerStats, conn: &Conn, info: &ConnInfo, now: u32, li
 /// close (`quit`: it is not handed over).
 pub fn drain_requests(conn: &mut Conn, svc: &Service<'_>) -> bool {
     matches!(conn.process(svc, usize::MAX), Progress::Close | Progress::CloseAfterWrite)
+}
+
+/// What a connection takes along to the new process on a handover (its
+/// unread input, its login state), or None when it cannot move: a TLS
+/// connection, one with replies still unwritten, a dump running, a data
+/// block being swallowed, or more unread input than a handover carries.
+pub fn carry(conn: &Conn, tls: bool) -> Option<Resume> {
+    let movable = !tls
+        && conn.pending_output() == 0
+        && !conn.is_dumping()
+        && !conn.is_swallowing()
+        && conn.input.len() <= MAX_CARRIED_INPUT_BYTES;
+    movable.then(|| Resume { input: conn.input.filled().to_vec(), unauthenticated: conn.unauthenticated })
 }
 
 /// A connection's bookkeeping as it closes: out of `stats conns`, the

@@ -390,7 +390,7 @@ impl Worker {
                     }
                 }
                 let open = !client.close_after_write && !client.peer_closed;
-                if open && shared.handover.offer(std::os::fd::AsFd::as_fd(&client.stream), &client.conn, client.tls.is_some()) {
+                if open && shared.handover.offer(std::os::fd::AsFd::as_fd(&client.stream), || lifecycle::carry(&client.conn, client.tls.is_some())) {
                     client.close_reason = lifecycle::HANDOVER;
                 }
             }

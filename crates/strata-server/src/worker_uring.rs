@@ -545,7 +545,7 @@ impl UringWorker {
                     client.conn.wpos = 0;
                 }
                 let idle = !client.recv_live && !client.sending && !client.closing && !client.close_after_write && !client.eof;
-                if idle && shared.handover.offer(std::os::fd::AsFd::as_fd(&client.stream), &client.conn, client.tls.is_some()) {
+                if idle && shared.handover.offer(std::os::fd::AsFd::as_fd(&client.stream), || lifecycle::carry(&client.conn, client.tls.is_some())) {
                     client.close_reason = lifecycle::HANDOVER;
                 }
             }
