@@ -20,9 +20,11 @@ use strata_proto::binary::{self, Opcode, Verdict};
 use strata_proto::{frame_line, parse_request, Command, Frame};
 
 use crate::auth;
-use crate::exec::{reply as push_line, Admission, Executor, Flow};
-use crate::stats::WorkerStats;
-use crate::settings::ProtocolChoice;
+pub use crate::ctx::Protocol;
+use crate::ctx::negotiate;
+use crate::front::{self, reply as push_line, Admission, Flow};
+use crate::ops::dump::Pumped;
+use crate::service::Service;
 
 /// Why processing stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,25 +128,6 @@ impl ReadBuf {
     }
 }
 
-/// Which protocol a connection speaks, decided by its first byte
-/// (memcached's `-B auto`): 0x80 is a binary request, anything else text.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Protocol {
-    #[default]
-    Negotiating,
-    Text,
-    Binary,
-}
-
-pub(crate) fn negotiate(first: u8, choice: ProtocolChoice) -> Protocol {
-    match choice {
-        ProtocolChoice::Ascii => Protocol::Text,
-        ProtocolChoice::Binary => Protocol::Binary,
-        ProtocolChoice::Auto if first == binary::REQUEST_MAGIC => Protocol::Binary,
-        ProtocolChoice::Auto => Protocol::Text,
-    }
-}
-
 /// The outcome of one request.
 pub(crate) enum Step {
     /// `total` bytes must be buffered before this request can run.
@@ -162,20 +145,20 @@ impl Step {
 }
 
 /// One text or meta request at the front of `buf`.
-pub(crate) fn text_step(buf: &[u8], exec: &Executor<'_>, out: &mut Vec<u8>, unauthenticated: &mut bool) -> Step {
-    let (line, consumed) = match frame_line(buf, exec.shared.settings.max_get_line_bytes) {
+pub(crate) fn text_step(buf: &[u8], svc: &Service<'_>, out: &mut Vec<u8>, unauthenticated: &mut bool) -> Step {
+    let (line, consumed) = match frame_line(buf, svc.shared.settings.max_get_line_bytes) {
         Frame::Partial => return Step::Need(buf.len() + 1),
         Frame::Close => {
             // memcached closes on an overlong line after transmitting what
             // it had flushed (at get, mn, or a large data block) and drops
             // the rest.
-            out.truncate(exec.unsent_from().min(out.len()));
+            out.truncate(svc.unsent_from().min(out.len()));
             return Step::Stop(Progress::CloseAfterWrite);
         }
         Frame::Line { line, consumed } => (line, consumed),
     };
     if *unauthenticated {
-        return text_login_step(buf, line, consumed, exec, out, unauthenticated);
+        return text_login_step(buf, line, consumed, svc, out, unauthenticated);
     }
     // A storage command's data block: refused blocks are swallowed, an
     // accepted one runs once it is all here.
@@ -195,7 +178,7 @@ pub(crate) fn text_step(buf: &[u8], exec: &Executor<'_>, out: &mut Vec<u8>, unau
                     // memcached reads such a block straight from the socket
                     // and then waits for the next request, sending its
                     // pending replies first.
-                    exec.set_unsent_from(out.len());
+                    svc.set_unsent_from(out.len());
                 }
                 Step::next(end)
             }
@@ -207,19 +190,19 @@ pub(crate) fn text_step(buf: &[u8], exec: &Executor<'_>, out: &mut Vec<u8>, unau
     match &cmd {
         Command::Store(cmd) => {
             let remove = cmd.verb == strata_proto::StoreVerb::Set;
-            let admission = exec.admit_value(cmd.key, cmd.flags, cmd.value_len, remove);
-            block(admission, cmd.value_len, cmd.noreply, &mut |data, out| exec.store(cmd, data, out), out)
+            let admission = front::text::admit(svc, cmd.key, cmd.flags, cmd.value_len, remove);
+            block(admission, cmd.value_len, cmd.noreply, &mut |data, out| front::text::store(svc, cmd, data, out), out)
         }
         &Command::MetaSet { ref req, value_len } => {
-            let admission = exec.admit_meta_value(req, value_len);
-            block(admission, value_len, false, &mut |data, out| exec.meta_set(req, data, out), out)
+            let admission = front::meta::admit(svc, req, value_len);
+            block(admission, value_len, false, &mut |data, out| front::meta::set(svc, req, data, out), out)
         }
         &Command::Error { reply, noreply, swallow } => {
             push_line(out, reply, noreply);
             Step::Done { advance: consumed, swallow, stop: None }
         }
         cmd => {
-            let stop = match exec.execute(cmd, out) {
+            let stop = match front::text::execute(svc, cmd, out) {
                 Flow::Continue => None,
                 Flow::CloseAfterWrite => Some(Progress::CloseAfterWrite),
                 Flow::Close => Some(Progress::Close),
@@ -235,11 +218,11 @@ fn text_login_step(
     buf: &[u8],
     line: &[u8],
     consumed: usize,
-    exec: &Executor<'_>,
+    svc: &Service<'_>,
     out: &mut Vec<u8>,
     unauthenticated: &mut bool,
 ) -> Step {
-    let Some(credentials) = exec.shared.text_auth.as_ref() else {
+    let Some(credentials) = svc.shared.text_auth.as_ref() else {
         *unauthenticated = false;
         return Step::Done { advance: 0, swallow: 0, stop: None };
     };
@@ -251,7 +234,7 @@ fn text_login_step(
             return Step::next(consumed);
         }
     };
-    if let Admission::Refuse { reply, .. } = exec.admit_value(cmd.key, cmd.flags, cmd.value_len, false) {
+    if let Admission::Refuse { reply, .. } = front::text::admit(svc, cmd.key, cmd.flags, cmd.value_len, false) {
         push_line(out, reply, false);
         return Step::Done { advance: consumed, swallow: cmd.value_len + 2, stop: None };
     }
@@ -279,8 +262,8 @@ fn text_login_step(
 /// Binary SASL: LIST_MECHS, AUTH and STEP with PLAIN. Until a client has
 /// authenticated, any other command but VERSION gets AUTH_ERROR and the
 /// connection is closed, as in memcached.
-fn sasl_step(op: Opcode, req: &binary::Request<'_>, exec: &Executor<'_>, out: &mut Vec<u8>, unauthenticated: &mut bool) -> Option<Step> {
-    let credentials = exec.shared.sasl_auth.as_ref()?;
+fn sasl_step(op: Opcode, req: &binary::Request<'_>, svc: &Service<'_>, out: &mut Vec<u8>, unauthenticated: &mut bool) -> Option<Step> {
+    let credentials = svc.shared.sasl_auth.as_ref()?;
     let (code, opaque) = (req.header.opcode, req.header.opaque);
     let end = binary::HEADER_LEN + req.header.body_len as usize;
     match op {
@@ -288,12 +271,12 @@ fn sasl_step(op: Opcode, req: &binary::Request<'_>, exec: &Executor<'_>, out: &m
             binary::write_response(out, code, binary::Status::Success, opaque, 0, &[], &[], b"PLAIN");
         }
         Opcode::SaslAuth | Opcode::SaslStep => {
-            WorkerStats::incr(&exec.stats.auth_cmds);
-            if op == Opcode::SaslAuth && req.key == b"PLAIN" && auth::sasl_plain(credentials, req.value) {
+            let ok = op == Opcode::SaslAuth && req.key == b"PLAIN" && auth::sasl_plain(credentials, req.value);
+            svc.count_auth(ok);
+            if ok {
                 *unauthenticated = false;
                 binary::write_response(out, code, binary::Status::Success, opaque, 0, &[], &[], b"Authenticated");
             } else {
-                WorkerStats::incr(&exec.stats.auth_errors);
                 binary::write_error(out, code, binary::Status::AuthError, opaque);
             }
         }
@@ -307,11 +290,38 @@ fn sasl_step(op: Opcode, req: &binary::Request<'_>, exec: &Executor<'_>, out: &m
     Some(Step::next(end))
 }
 
+/// `Conn::process`'s step while tracing (`-vv`, `ops/verbose.rs`; kept
+/// out of line so the untraced path stays as it was): run the request,
+/// then print it.
+#[cold]
+#[inline(never)]
+fn traced_step(
+    protocol: Protocol,
+    fd: Option<std::os::fd::RawFd>,
+    buf: &[u8],
+    svc: &Service<'_>,
+    out: &mut Vec<u8>,
+    unauthenticated: &mut bool,
+) -> Step {
+    let reply_from = out.len();
+    crate::ops::verbose::begin();
+    let step = match protocol {
+        Protocol::Binary => binary_step(buf, svc, out, unauthenticated),
+        _ => text_step(buf, svc, out, unauthenticated),
+    };
+    // A parked request is traced when it runs again.
+    let done = protocol == Protocol::Text && matches!(step, Step::Done { .. }) && !svc.is_parked();
+    // After `verbosity 1` memcached prints the command, not its reply.
+    let reply = out.get(reply_from..).filter(|_| svc.shared.ops.verbose.tracing());
+    crate::ops::verbose::end_text(fd, buf, reply, done);
+    step
+}
+
 /// Largest body accepted for a binary command that carries no value.
 const MAX_BINARY_CONTROL_BODY: usize = 4096;
 
 /// One binary request at the front of `buf`.
-pub(crate) fn binary_step(buf: &[u8], exec: &Executor<'_>, out: &mut Vec<u8>, unauthenticated: &mut bool) -> Step {
+pub(crate) fn binary_step(buf: &[u8], svc: &Service<'_>, out: &mut Vec<u8>, unauthenticated: &mut bool) -> Step {
     let Some(header) = binary::Header::parse(buf) else { return Step::Need(binary::HEADER_LEN) };
     if header.magic != binary::REQUEST_MAGIC {
         return Step::Stop(Progress::Close);
@@ -346,7 +356,7 @@ pub(crate) fn binary_step(buf: &[u8], exec: &Executor<'_>, out: &mut Vec<u8>, un
         let head = binary::Request::split(header, &buf[binary::HEADER_LEN..head_len]);
         let flags = if header.extras_len >= 4 { head.extra_u32(0) } else { 0 };
         let value_len = binary::HEADER_LEN + body_len - head_len;
-        if let Admission::Refuse { .. } = exec.admit_value(head.key, flags, value_len, loud == Opcode::Set) {
+        if !svc.admit(head.key, flags, value_len, loud == Opcode::Set) {
             binary::write_error(out, code, binary::Status::TooBig, opaque);
             return Step::Done { advance: head_len, swallow: value_len, stop: None };
         }
@@ -358,10 +368,10 @@ pub(crate) fn binary_step(buf: &[u8], exec: &Executor<'_>, out: &mut Vec<u8>, un
         return Step::Need(end);
     }
     let req = binary::Request::split(header, &buf[binary::HEADER_LEN..end]);
-    if let Some(step) = sasl_step(loud, &req, exec, out, unauthenticated) {
+    if let Some(step) = sasl_step(loud, &req, svc, out, unauthenticated) {
         return step;
     }
-    let stop = match exec.binary(loud, quiet, &req, out) {
+    let stop = match front::binary::execute(svc, loud, quiet, &req, out) {
         Flow::Continue => None,
         Flow::CloseAfterWrite if quiet => Some(Progress::Close),
         Flow::CloseAfterWrite => Some(Progress::CloseAfterWrite),
@@ -430,16 +440,20 @@ impl Conn {
     }
 
     /// Run buffered requests; at most `budget` of them.
-    pub fn process(&mut self, exec: &Executor<'_>, mut budget: usize) -> Progress {
-        let limits = &exec.shared.settings;
-        exec.flushed(self.wpos);
+    pub fn process(&mut self, svc: &Service<'_>, mut budget: usize) -> Progress {
+        let limits = &svc.shared.settings;
+        svc.flushed(self.wpos);
         let dump_socket = if self.tls { None } else { self.socket };
         loop {
             if self.flash.as_ref().is_some_and(|w| !w.is_done()) {
                 return Progress::FlashWait;
             }
-            if let Some(wait) = crate::ops::dump::pump(&mut self.dump, exec, &mut self.out, self.wpos, dump_socket) {
-                return wait;
+            if let Some(wait) = crate::ops::dump::pump(&mut self.dump, svc.take_started(), svc.shared, &mut self.out, self.wpos, dump_socket) {
+                return match wait {
+                    Pumped::Dumping => Progress::Dumping,
+                    Pumped::OutputFull => Progress::OutputFull,
+                    Pumped::Close => Progress::Close,
+                };
             }
             if self.swallow > 0 {
                 let n = self.swallow.min(self.input.len());
@@ -460,10 +474,10 @@ impl Conn {
             }
             budget -= 1;
             if let Some(read) = self.flash.take() {
-                exec.resume_flash(read);
+                svc.resume_flash(read);
             }
             let buf = self.input.filled();
-            let tracing = exec.shared.ops.verbose.tracing();
+            let tracing = svc.shared.ops.verbose.tracing();
             if self.protocol == Protocol::Negotiating {
                 self.protocol = negotiate(buf[0], limits.protocol);
                 if tracing && limits.protocol == crate::settings::ProtocolChoice::Auto {
@@ -471,16 +485,16 @@ impl Conn {
                 }
             }
             let step = match self.protocol {
-                _ if tracing => crate::ops::verbose::traced_step(self.protocol, self.socket, buf, exec, &mut self.out, &mut self.unauthenticated),
-                Protocol::Binary => binary_step(buf, exec, &mut self.out, &mut self.unauthenticated),
-                _ => text_step(buf, exec, &mut self.out, &mut self.unauthenticated),
+                _ if tracing => traced_step(self.protocol, self.socket, buf, svc, &mut self.out, &mut self.unauthenticated),
+                Protocol::Binary => binary_step(buf, svc, &mut self.out, &mut self.unauthenticated),
+                _ => text_step(buf, svc, &mut self.out, &mut self.unauthenticated),
             };
-            if let Some(read) = exec.take_park() {
+            if let Some(read) = svc.take_park() {
                 // Not consumed: the same request runs again with the read.
                 self.flash = Some(read);
                 return Progress::FlashWait;
             }
-            exec.end_request();
+            svc.end_request();
             match step {
                 Step::Need(total) => {
                     self.awaiting = total;
@@ -488,7 +502,7 @@ impl Conn {
                 }
                 Step::Stop(progress) => return progress,
                 Step::Done { advance, swallow, stop } => {
-                    crate::ops::latency::served(&mut self.timing, &exec.stats.requests, self.input.filled(), advance, self.protocol, &exec.shared.clock);
+                    crate::ops::latency::served(&mut self.timing, &svc.stats.requests, self.input.filled(), advance, self.protocol, &svc.shared.clock);
                     self.input.consume(advance);
                     self.swallow = swallow;
                     self.awaiting = 0;

@@ -3,7 +3,7 @@
 //! worker, and the connection then resumes at the same request.
 //!
 //! ```text
-//!  Conn::process ── step ── executor: engine.flash_check(K) = Some(read)
+//!  Conn::process ── step ── service: engine.flash_check(K) = Some(read)
 //!        │                  (or a plain get missed in RAM, then the check)
 //!        │                  output of this key truncated, nothing counted
 //!        ▼
@@ -18,7 +18,7 @@
 //!            the worker's mio Waker
 //!        ▼
 //!  FlashWait { Done(Some(buf) | None) } ── Conn::process runs the same
-//!  request again with the wait handed to the executor ("resume"): keys
+//!  request again with the wait handed to the service ("resume"): keys
 //!  before `key_index` (a multi-get) are skipped, their replies are already
 //!  out; the key at `key_index` is answered by engine.finish_flash_read
 //!  (a plain read, through the same visitor as a RAM hit), or finished into

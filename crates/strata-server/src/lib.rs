@@ -1,4 +1,5 @@
-//! strata-server: event loops, connections, the command executor and stats.
+//! strata-server: event loops, connections, the protocol front ends over one
+//! request service, and stats.
 //! See `docs/ARCHITECTURE.md` for the thread model and a request's path.
 
 // Only `sys::uring`, `sys::mmsg` and `sys::affinity` may use `unsafe` (they say so with an `allow`).
@@ -6,16 +7,19 @@
 
 pub mod auth;
 pub mod conn;
-pub mod exec;
+pub mod ctx;
+pub mod front;
 pub mod flash_age;
 pub mod flash_io;
 pub mod handover;
 pub mod journal;
+pub mod lifecycle;
 
 pub mod memory;
 pub mod ops;
 pub mod port_file;
 pub mod server;
+pub mod service;
 pub mod settings;
 pub mod shared;
 pub mod slabs;

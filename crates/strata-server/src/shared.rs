@@ -32,7 +32,7 @@ pub struct Shared {
     /// Crawler, dumps and per-prefix stats (`ops/`).
     pub ops: crate::ops::OpsState,
     /// The engine has a flash tier (`-o ext_path`): requests go through
-    /// the flash hooks (`exec/flash.rs`).
+    /// the flash hooks (`service/flash.rs`).
     pub flash_on: bool,
     /// The epoll engine's flash I/O threads, started by the first epoll
     /// worker that needs them (`flash_io.rs`).

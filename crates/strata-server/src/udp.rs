@@ -22,8 +22,9 @@ use std::sync::Arc;
 use mio::net::UdpSocket;
 use strata_proto::udp::{split_reply, UdpHeader, HEADER_LEN};
 
-use crate::conn::{binary_step, negotiate, text_step, Protocol, Step};
-use crate::exec::Executor;
+use crate::conn::{binary_step, text_step, Protocol, Step};
+use crate::ctx::negotiate;
+use crate::service::Service;
 use crate::shared::Shared;
 use crate::stats::WorkerStats;
 use crate::sys::mmsg::{RecvBatch, SendBatch, BATCH};
@@ -75,7 +76,7 @@ impl UdpPorts {
                 WorkerStats::add(&stats.bytes_read, request.len() as u64);
                 out.clear();
                 marks.borrow_mut().clear();
-                let exec = Executor::with_marks(shared, stats, marks);
+                let exec = Service::with_marks(shared, stats, marks);
                 serve(&exec, &request[HEADER_LEN..], out, fd);
                 queue_replies(replies, peer, header.request_id, out, &marks.borrow(), datagram);
                 if replies.queued_bytes() > MAX_QUEUED_REPLIES {
@@ -94,7 +95,7 @@ impl UdpPorts {
 
 /// Run the commands of one datagram (from socket `fd`), marking where each
 /// reply ends.
-fn serve(exec: &Executor<'_>, payload: &[u8], out: &mut Vec<u8>, fd: std::os::fd::RawFd) {
+fn serve(exec: &Service<'_>, payload: &[u8], out: &mut Vec<u8>, fd: std::os::fd::RawFd) {
     let limit = exec.shared.settings.udp_max_reply_bytes;
     let protocol = match payload.first() {
         Some(&first) => negotiate(first, exec.shared.settings.protocol),
@@ -135,7 +136,7 @@ fn serve(exec: &Executor<'_>, payload: &[u8], out: &mut Vec<u8>, fd: std::os::fd
 }
 
 /// Replace a reply larger than `-o udp_max_reply` by an error.
-fn refuse(exec: &Executor<'_>, protocol: Protocol, request: &[u8], start: usize, out: &mut Vec<u8>) {
+fn refuse(exec: &Service<'_>, protocol: Protocol, request: &[u8], start: usize, out: &mut Vec<u8>) {
     out.truncate(start);
     WorkerStats::incr(&exec.stats.udp_replies_refused);
     if protocol == Protocol::Binary {

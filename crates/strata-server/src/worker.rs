@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use mio::{Events, Poll, Token, Waker};
 
 use crate::conn::{Conn, Progress};
-use crate::exec::Executor;
+use crate::lifecycle;
+use crate::service::Service;
 use crate::shared::{ConnInfo, Shared};
 use crate::stats::WorkerStats;
 use crate::sys::Stream;
@@ -125,7 +126,7 @@ impl Worker {
 
     pub fn run(mut self) {
         let mut events = Events::with_capacity(1024);
-        let mut last_idle_check = Instant::now();
+        let mut ticker = lifecycle::Ticker::default();
         loop {
             let timeout = if self.yielded.is_empty() { Duration::from_millis(500) } else { Duration::ZERO };
             let timeout = self.dumping.timeout(timeout);
@@ -164,16 +165,12 @@ impl Worker {
                 self.drain_and_close();
                 return;
             }
-            // Only when there is a timeout to check (the clock read costs).
-            let tls = self.shared.tls.is_some();
-            if (tls || self.shared.settings.idle_timeout.is_some()) && last_idle_check.elapsed() >= Duration::from_secs(1) {
-                if let Some(timeout) = self.shared.settings.idle_timeout {
-                    last_idle_check = Instant::now();
-                    self.kick_idle(timeout);
+            if let Some(due) = ticker.due(&self.shared) {
+                if let Some(limit) = due.idle_limit_secs {
+                    self.kick_idle(limit);
                 }
-                if tls {
-                    last_idle_check = Instant::now();
-                    self.kick_stalled_handshakes();
+                if let Some(limit) = due.handshake_limit_secs {
+                    self.kick_stalled_handshakes(limit);
                 }
             }
         }
@@ -228,7 +225,7 @@ impl Worker {
                 writable: true,
                 close_after_write: false,
                 peer_closed: false,
-                close_reason: "normal",
+                close_reason: lifecycle::NORMAL,
             });
             self.drive(index);
         }
@@ -237,13 +234,13 @@ impl Worker {
     /// Read, run and write for one connection until it would block.
     fn drive(&mut self, index: usize) {
         let Some(Some(client)) = self.clients.get_mut(index) else { return };
-        let exec = Executor::new(&self.shared, &self.stats).for_conn(client.id);
+        let exec = Service::new(&self.shared, &self.stats).for_conn(client.id);
         let budget = self.shared.settings.reqs_per_event.max(1);
         let close = loop {
             if !client.close_after_write {
                 match client.conn.process(&exec, budget) {
                     Progress::Close => {
-                        client.close_reason = "error";
+                        client.close_reason = lifecycle::ERROR;
                         break true;
                     }
                     Progress::CloseAfterWrite => client.close_after_write = true,
@@ -305,20 +302,11 @@ impl Worker {
                 let _ = tls.write_to(&mut client.stream);
             }
             client.stream.deregister(self.poll.registry());
-            self.shared.conns.remove(client.id);
-            crate::ops::watch::conn_event(&self.shared, &self.stats, &client.info.peer, client.id, Some(client.close_reason));
-            if self.shared.ops.verbose.tracing() {
-                crate::ops::verbose::conn_closed(client.stream.raw_fd());
-            }
-            self.shared.curr_connections.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            let fd = client.stream.raw_fd();
+            lifecycle::closed(&self.shared, &self.stats, client.id, &client.info, &mut client.conn, fd, client.close_reason);
             self.free.push(index);
             self.yielded.retain(|&i| i != index);
             self.dumping.remove(index);
-            if let Some(wait) = client.conn.flash.take() {
-                // An I/O thread may still hold its copy: that one is
-                // dropped when it comes back to a connection that is gone.
-                self.shared.engine.abandon_flash_read(&wait.read);
-            }
         }
     }
 
@@ -343,8 +331,7 @@ impl Worker {
 
     /// Close TLS connections whose handshake outlived
     /// `ssl_handshake_timeout` (counted as handshake errors).
-    fn kick_stalled_handshakes(&mut self) {
-        let Some(limit) = self.shared.tls.as_ref().map(|t| t.settings.handshake_timeout_secs) else { return };
+    fn kick_stalled_handshakes(&mut self, limit: u32) {
         let now = self.shared.clock.now();
         let stalled: Vec<usize> = (0..self.clients.len())
             .filter(|&i| {
@@ -354,25 +341,25 @@ impl Worker {
             .collect();
         for index in stalled {
             if let Some(Some(client)) = self.clients.get_mut(index) {
-                client.close_reason = "error";
+                client.close_reason = lifecycle::ERROR;
             }
             self.close(index);
         }
     }
 
-    fn kick_idle(&mut self, timeout: Duration) {
+    /// Close connections idle past `limit` seconds (`lifecycle.rs`).
+    fn kick_idle(&mut self, limit: u32) {
         let now = self.shared.clock.now();
-        let limit = timeout.as_secs() as u32;
+        let stats = &self.stats;
         let idle: Vec<usize> = self
             .clients
             .iter()
             .enumerate()
-            .filter_map(|(i, c)| c.as_ref().filter(|c| !c.conn.is_dumping() && c.info.idle_past(now, limit)).map(|_| i))
+            .filter_map(|(i, c)| c.as_ref().filter(|c| lifecycle::idle_kick(stats, &c.conn, &c.info, now, limit)).map(|_| i))
             .collect();
         for index in idle {
-            WorkerStats::incr(&self.stats.idle_kicks);
             if let Some(Some(client)) = self.clients.get_mut(index) {
-                client.close_reason = "idle_timeout";
+                client.close_reason = lifecycle::IDLE_TIMEOUT;
             }
             self.close(index);
         }
@@ -381,7 +368,7 @@ impl Worker {
     /// On shutdown: answer what is already buffered, flush, close.
     fn drain_and_close(&mut self) {
         let (shared, stats) = (self.shared.clone(), self.stats.clone());
-        let exec = Executor::new(&shared, &stats);
+        let exec = Service::new(&shared, &stats);
         let deadline = Instant::now() + Duration::from_secs(2);
         if shared.handover.is_active() {
             shared.handover.wait_for_acceptor();
@@ -389,8 +376,8 @@ impl Worker {
         }
         for index in 0..self.clients.len() {
             if let Some(client) = self.clients[index].as_mut() {
-                client.close_reason = "shutdown";
-                if matches!(client.conn.process(&exec, usize::MAX), Progress::Close | Progress::CloseAfterWrite) {
+                client.close_reason = lifecycle::SHUTDOWN;
+                if lifecycle::drain_requests(&mut client.conn, &exec) {
                     client.close_after_write = true; // quit: not handed over
                 }
                 while client.conn.pending_output() > 0 && Instant::now() < deadline {
@@ -403,8 +390,8 @@ impl Worker {
                     }
                 }
                 let open = !client.close_after_write && !client.peer_closed;
-                if open && shared.handover.offer(std::os::fd::AsFd::as_fd(&client.stream), &client.conn, client.tls.is_some()) {
-                    client.close_reason = "handover";
+                if open && shared.handover.offer(std::os::fd::AsFd::as_fd(&client.stream), || lifecycle::carry(&client.conn, client.tls.is_some())) {
+                    client.close_reason = lifecycle::HANDOVER;
                 }
             }
             self.close(index);

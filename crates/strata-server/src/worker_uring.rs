@@ -1,5 +1,5 @@
 //! A worker on io_uring (`-o io_engine=uring`): the same connections,
-//! executor and replies as the epoll worker, with the kernel doing the
+//! service and replies as the epoll worker, with the kernel doing the
 //! waiting and the copying in batches.
 //!
 //! - Each connection has one multishot receive armed into the worker's
@@ -25,7 +25,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::conn::{Conn, Progress};
-use crate::exec::Executor;
+use crate::lifecycle;
+use crate::service::Service;
 use crate::shared::{ConnInfo, Shared};
 use crate::stats::WorkerStats;
 use crate::sys::uring::{Completion, EventFd, Kind, Ring};
@@ -114,7 +115,7 @@ impl UringWorker {
 
     pub fn run(mut self) {
         let mut completions = Vec::new();
-        let mut last_idle_check = Instant::now();
+        let mut ticker = lifecycle::Ticker::default();
         loop {
             let timeout = if self.yielded.is_empty() { Duration::from_millis(500) } else { Duration::ZERO };
             let timeout = self.dumping.timeout(timeout);
@@ -149,15 +150,12 @@ impl UringWorker {
                 return;
             }
             // Only when there is a timeout to check (the clock read costs).
-            let tls = self.shared.tls.is_some();
-            if (tls || self.shared.settings.idle_timeout.is_some()) && last_idle_check.elapsed() >= Duration::from_secs(1) {
-                if let Some(timeout) = self.shared.settings.idle_timeout {
-                    last_idle_check = Instant::now();
-                    self.kick_idle(timeout);
+            if let Some(due) = ticker.due(&self.shared) {
+                if let Some(limit) = due.idle_limit_secs {
+                    self.kick_idle(limit);
                 }
-                if tls {
-                    last_idle_check = Instant::now();
-                    self.kick_stalled_handshakes();
+                if let Some(limit) = due.handshake_limit_secs {
+                    self.kick_stalled_handshakes(limit);
                 }
             }
         }
@@ -214,7 +212,7 @@ impl UringWorker {
                             Ok(crate::tls::Received::Closed) => client.eof = true,
                             Err(_) => {
                                 client.closing = true;
-                                client.close_reason = "error";
+                                client.close_reason = lifecycle::ERROR;
                             }
                         }
                     }
@@ -333,7 +331,7 @@ impl UringWorker {
                 token,
                 recv_live: true,
                 recv_cancelling: false,
-                close_reason: "normal",
+                close_reason: lifecycle::NORMAL,
                 sending: false,
                 closing: false,
                 close_after_write: false,
@@ -349,12 +347,12 @@ impl UringWorker {
         let budget = self.shared.settings.reqs_per_event.max(1);
         let max_output = self.shared.settings.max_pending_output_bytes;
         let Some(Some(client)) = self.clients.get_mut(index) else { return };
-        let exec = Executor::new(&self.shared, &self.stats).for_conn(client.id);
+        let exec = Service::new(&self.shared, &self.stats).for_conn(client.id);
         if !client.closing && !client.close_after_write {
             match client.conn.process(&exec, budget) {
                 Progress::Close => {
                     client.closing = true;
-                    client.close_reason = "error";
+                    client.close_reason = lifecycle::ERROR;
                 }
                 Progress::CloseAfterWrite => client.close_after_write = true,
                 Progress::Yield => {
@@ -445,47 +443,39 @@ impl UringWorker {
                 tls.drain_into(&mut cipher);
                 let _ = client.stream.write(&cipher);
             }
-            self.shared.conns.remove(client.id);
-            crate::ops::watch::conn_event(&self.shared, &self.stats, &client.info.peer, client.id, Some(client.close_reason));
-            if self.shared.ops.verbose.tracing() {
-                crate::ops::verbose::conn_closed(client.stream.raw_fd());
-            }
-            self.shared.curr_connections.fetch_sub(1, Ordering::Relaxed);
+            let fd = client.stream.raw_fd();
+            lifecycle::closed(&self.shared, &self.stats, client.id, &client.info, &mut client.conn, fd, client.close_reason);
             self.generations[index] = self.generations[index].wrapping_add(1);
             self.free.push(index);
             self.yielded.retain(|&i| i != index);
             self.dumping.remove(index);
-            if let Some(wait) = client.conn.flash.as_ref() {
-                self.shared.engine.abandon_flash_read(&wait.read);
-            }
             drop(client.stream);
         }
     }
 
     /// Close TLS connections whose handshake outlived
     /// `ssl_handshake_timeout` (counted as handshake errors).
-    fn kick_stalled_handshakes(&mut self) {
-        let Some(limit) = self.shared.tls.as_ref().map(|t| t.settings.handshake_timeout_secs) else { return };
+    fn kick_stalled_handshakes(&mut self, limit: u32) {
         let now = self.shared.clock.now();
         for index in 0..self.clients.len() {
             if let Some(client) = self.clients[index].as_mut() {
                 if !client.closing && client.tls.as_ref().is_some_and(|t| t.handshake_expired(now, limit)) {
                     client.closing = true;
-                    client.close_reason = "error";
+                    client.close_reason = lifecycle::ERROR;
                     self.ready.push(index);
                 }
             }
         }
     }
 
-    fn kick_idle(&mut self, timeout: Duration) {
+    /// Close connections idle past `limit` seconds (`lifecycle.rs`).
+    fn kick_idle(&mut self, limit: u32) {
         let now = self.shared.clock.now();
-        let limit = timeout.as_secs() as u32;
         for index in 0..self.clients.len() {
             if let Some(client) = self.clients[index].as_mut() {
-                if !client.closing && client.info.idle_past(now, limit) {
-                    WorkerStats::incr(&self.stats.idle_kicks);
+                if !client.closing && lifecycle::idle_kick(&self.stats, &client.conn, &client.info, now, limit) {
                     client.closing = true;
+                    client.close_reason = lifecycle::IDLE_TIMEOUT;
                     self.ready.push(index);
                 }
             }
@@ -497,14 +487,14 @@ impl UringWorker {
     fn drain_and_close(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(2);
         let (shared, stats) = (self.shared.clone(), self.stats.clone());
-        let exec = Executor::new(&shared, &stats);
+        let exec = Service::new(&shared, &stats);
         let handover = shared.handover.is_active();
         if handover {
             shared.handover.wait_for_acceptor();
             self.accept_new();
         }
         for client in self.clients.iter_mut().flatten() {
-            if matches!(client.conn.process(&exec, usize::MAX), Progress::Close | Progress::CloseAfterWrite) {
+            if lifecycle::drain_requests(&mut client.conn, &exec) {
                 client.close_after_write = true; // quit: not handed over
             }
             // A handover: stop the kernel receiving for this process (what
@@ -535,7 +525,7 @@ impl UringWorker {
         }
         for index in 0..self.clients.len() {
             if let Some(client) = self.clients[index].as_mut() {
-                client.close_reason = "shutdown";
+                client.close_reason = lifecycle::SHUTDOWN;
                 if let Some(tls) = client.tls.as_mut() {
                     let mut cipher = Vec::new();
                     tls.seal_all(&client.conn.out, &mut cipher);
@@ -555,8 +545,8 @@ impl UringWorker {
                     client.conn.wpos = 0;
                 }
                 let idle = !client.recv_live && !client.sending && !client.closing && !client.close_after_write && !client.eof;
-                if idle && shared.handover.offer(std::os::fd::AsFd::as_fd(&client.stream), &client.conn, client.tls.is_some()) {
-                    client.close_reason = "handover";
+                if idle && shared.handover.offer(std::os::fd::AsFd::as_fd(&client.stream), || lifecycle::carry(&client.conn, client.tls.is_some())) {
+                    client.close_reason = lifecycle::HANDOVER;
                 }
             }
             self.close(index);

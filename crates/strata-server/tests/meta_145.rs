@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use strata_server::conn::{Conn, Progress};
-use strata_server::exec::Executor;
+use strata_server::service::Service;
 use strata_server::shared::Shared;
 use strata_server::Settings;
 use strata_store::{Clock, Engine, EngineConfig, MapStore, SegStore};
@@ -56,7 +56,7 @@ fn exchange_per_engine(settings: Settings, input: &[u8]) -> Vec<Vec<u8>> {
     for engine in engines(settings.cas_disabled) {
         let shared = Arc::new(Shared::new(settings.clone(), engine, Clock::starting_at(1_700_000_000)));
         let stats = shared.worker_stats[0].clone();
-        let exec = Executor::new(&shared, &stats);
+        let exec = Service::new(&shared, &stats);
         let mut conn = Conn::new(false, None);
         conn.input.extend_from_slice(input);
         loop {

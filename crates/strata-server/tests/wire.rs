@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use strata_server::conn::{Conn, Progress};
-use strata_server::exec::Executor;
+use strata_server::service::Service;
 use strata_server::shared::Shared;
 use strata_server::settings::IoEngine;
 use strata_server::{Server, Settings};
@@ -35,7 +35,7 @@ fn run_chunks(chunks: &[&[u8]]) -> Vec<u8> {
 
 fn run_chunks_on(shared: Arc<Shared>, chunks: &[&[u8]]) -> Vec<u8> {
     let stats = shared.worker_stats[0].clone();
-    let exec = Executor::new(&shared, &stats);
+    let exec = Service::new(&shared, &stats);
     let mut conn = Conn::new(shared.requires_auth(), None);
     for chunk in chunks {
         conn.input.extend_from_slice(chunk);

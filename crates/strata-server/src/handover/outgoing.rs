@@ -18,8 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{Resume, CONN, JOURNAL, LISTENERS, MAX_CARRIED_INPUT_BYTES, REFUSED, SAVED, TAKEOVER};
-use crate::conn::Conn;
+use super::{Resume, CONN, JOURNAL, LISTENERS, REFUSED, SAVED, TAKEOVER};
 use crate::shared::Shared;
 use crate::sys::fdpass::{self, Packet};
 
@@ -70,18 +69,18 @@ impl Outgoing {
 
     /// Take a stopping connection for the new process: true when taken (the
     /// worker then closes only its own descriptor, which leaves the
-    /// connection open). Only a plain connection with every reply written.
-    pub fn offer(&self, socket: BorrowedFd<'_>, conn: &Conn, tls: bool) -> bool {
+    /// connection open). `carry` is what the connection takes along, None
+    /// when it cannot move (`lifecycle::carry`: only a plain connection with
+    /// every reply written).
+    pub fn offer(&self, socket: BorrowedFd<'_>, carry: impl FnOnce() -> Option<Resume>) -> bool {
         if !self.is_active() {
             return false;
         }
-        let movable = !tls && conn.pending_output() == 0 && !conn.is_dumping() && !conn.is_swallowing() && conn.input.len() <= MAX_CARRIED_INPUT_BYTES;
-        let dup = if movable { socket.try_clone_to_owned().ok() } else { None };
-        let Some(fd) = dup else {
+        let moved = carry().and_then(|resume| Some((socket.try_clone_to_owned().ok()?, resume)));
+        let Some((fd, resume)) = moved else {
             self.closed.fetch_add(1, Ordering::Relaxed);
             return false;
         };
-        let resume = Resume { input: conn.input.filled().to_vec(), unauthenticated: conn.unauthenticated };
         self.conns.lock().unwrap_or_else(|e| e.into_inner()).push((fd, resume));
         true
     }

@@ -106,7 +106,7 @@ impl CatchUp {
             return;
         }
         let mut cas = None;
-        let opts = GetOptions { no_bump: true, uncounted: true, ..GetOptions::default() };
+        let opts = GetOptions { no_bump: true, uncounted: true, no_token: true, ..GetOptions::default() };
         engine.get(key, opts, now, &mut |item, _| {
             cas = Some(item.meta.cas);
             GetAction::default()

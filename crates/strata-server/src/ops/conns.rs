@@ -23,7 +23,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use crate::exec::Executor;
+use crate::ctx::Ctx;
 use crate::shared::{ConnInfo, ConnKind, Shared};
 
 type Stats = Vec<(String, String)>;
@@ -56,17 +56,17 @@ fn memcached_addr(addr: &str) -> String {
     }
 }
 
-pub(crate) fn conns(exec: &Executor<'_>, t: &mut Stats) {
-    let now = exec.shared.clock.now();
+pub(crate) fn conns(ctx: &Ctx<'_>, t: &mut Stats) {
+    let now = ctx.shared.clock.now();
     let mut push = |id: u64, field: &str, value: String| t.push((format!("{id}:{field}"), value));
-    for (id, info) in exec.shared.conns.snapshot() {
+    for (id, info) in ctx.shared.conns.snapshot() {
         let state = match info.kind {
             ConnKind::Listening => "conn_listening",
             ConnKind::Udp => {
                 push(id, "UDP", "UDP".to_string());
                 "conn_read"
             }
-            ConnKind::Client if id == exec.conn_id => "conn_parse_cmd",
+            ConnKind::Client if id == ctx.conn_id => "conn_parse_cmd",
             ConnKind::Client => "conn_read",
         };
         push(id, "addr", memcached_addr(&info.peer));

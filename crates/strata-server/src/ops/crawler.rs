@@ -26,7 +26,7 @@ use strata_proto::admin::{Classes, MAX_CLASSES};
 use strata_store::{Visit, WalkCursor, WALK_BATCH};
 
 use strata_store::SlabClasses;
-use crate::exec::Executor;
+use crate::ctx::Ctx;
 use crate::settings::Settings;
 use crate::shared::Shared;
 
@@ -114,8 +114,8 @@ pub struct Totals {
     pub items_checked: u64,
 }
 
-pub fn totals(exec: &Executor<'_>) -> Totals {
-    let crawler = &exec.shared.ops.crawler;
+pub fn totals(ctx: &Ctx<'_>) -> Totals {
+    let crawler = &ctx.shared.ops.crawler;
     let counts = crawler.counts.lock().unwrap_or_else(|e| e.into_inner());
     Totals {
         enabled: crawler.enabled(),
@@ -130,20 +130,20 @@ pub fn totals(exec: &Executor<'_>) -> Totals {
 /// state `lru_crawler enable|disable|sleep|tocrawl` and `stats detail
 /// on|off` left): `lru_crawler`, `lru_crawler_sleep`, `lru_crawler_tocrawl`,
 /// `detail_enabled`, in that order, for the settings group to place.
-pub fn settings_values(exec: &Executor<'_>) -> [(&'static str, String); 4] {
-    let crawler = &exec.shared.ops.crawler;
+pub fn settings_values(ctx: &Ctx<'_>) -> [(&'static str, String); 4] {
+    let crawler = &ctx.shared.ops.crawler;
     let yes_no = |on: bool| if on { "yes" } else { "no" }.to_string();
     [
         ("lru_crawler", yes_no(crawler.enabled())),
         ("lru_crawler_sleep", crawler.sleep_us().to_string()),
         ("lru_crawler_tocrawl", crawler.tocrawl().to_string()),
-        ("detail_enabled", yes_no(exec.shared.ops.detail.on())),
+        ("detail_enabled", yes_no(ctx.shared.ops.detail.on())),
     ]
 }
 
 /// `lru_crawler crawl <classes>`.
-pub fn crawl(exec: &Executor<'_>, classes: Classes) -> &'static str {
-    let crawler = &exec.shared.ops.crawler;
+pub fn crawl(ctx: &Ctx<'_>, classes: Classes) -> &'static str {
+    let crawler = &ctx.shared.ops.crawler;
     if !crawler.enabled() {
         return "CLIENT_ERROR lru crawler disabled";
     }
@@ -159,10 +159,10 @@ pub fn crawl(exec: &Executor<'_>, classes: Classes) -> &'static str {
         Classes::List(0) => return "NOTSTARTED no items to crawl",
         _ => {}
     }
-    let Some(busy) = crawler.begin(exec.shared) else {
+    let Some(busy) = crawler.begin(ctx.shared) else {
         return "BUSY currently processing crawler request";
     };
-    let sizes = exec.shared.settings.slab_classes();
+    let sizes = ctx.shared.settings.slab_classes();
     let spawned = std::thread::Builder::new()
         .name("strata-crawler".into())
         .spawn(move || run(busy, classes, sizes));
@@ -218,21 +218,21 @@ fn run(busy: Busy, classes: Classes, sizes: SlabClasses) {
 }
 
 /// `lru_crawler tocrawl <n>`.
-pub fn set_tocrawl(exec: &Executor<'_>, n: u32) -> &'static str {
-    exec.shared.ops.crawler.tocrawl.store(n, Ordering::Relaxed);
+pub fn set_tocrawl(ctx: &Ctx<'_>, n: u32) -> &'static str {
+    ctx.shared.ops.crawler.tocrawl.store(n, Ordering::Relaxed);
     "OK"
 }
 
 /// `lru_crawler sleep <us>` (the parser refused more than a second).
-pub fn set_sleep(exec: &Executor<'_>, us: u32) -> &'static str {
-    exec.shared.ops.crawler.sleep_us.store(us, Ordering::Relaxed);
+pub fn set_sleep(ctx: &Ctx<'_>, us: u32) -> &'static str {
+    ctx.shared.ops.crawler.sleep_us.store(us, Ordering::Relaxed);
     "OK"
 }
 
 /// `lru_crawler enable|disable`: memcached refuses to start a crawler
 /// thread that runs already; stopping a stopped one is fine.
-pub fn enable(exec: &Executor<'_>, on: bool) -> &'static str {
-    let was = exec.shared.ops.crawler.enabled.swap(on, Ordering::Relaxed);
+pub fn enable(ctx: &Ctx<'_>, on: bool) -> &'static str {
+    let was = ctx.shared.ops.crawler.enabled.swap(on, Ordering::Relaxed);
     match (on, was) {
         (true, true) => "ERROR failed to start lru crawler thread",
         _ => "OK",
@@ -241,8 +241,8 @@ pub fn enable(exec: &Executor<'_>, on: bool) -> &'static str {
 
 /// `slabs reassign <src> <dst>`: memcached's checks, then the answer for
 /// a class with no page to give (segments are not slab pages).
-pub fn reassign(exec: &Executor<'_>, src: i32, dst: i32) -> &'static str {
-    let largest = exec.shared.settings.slab_classes().len() as i32;
+pub fn reassign(ctx: &Ctx<'_>, src: i32, dst: i32) -> &'static str {
+    let largest = ctx.shared.settings.slab_classes().len() as i32;
     if src == dst {
         "SAME src and dst class are identical"
     } else if !(0..=largest).contains(&src) || !(0..=largest).contains(&dst) {

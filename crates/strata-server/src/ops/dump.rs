@@ -2,7 +2,7 @@
 //! cachedump <class> <limit>`, streamed.
 //!
 //! The command only checks its arguments and hands a [`Dump`] to its
-//! connection (through [`Executor::start_dump`]); from then on the
+//! connection (through the dump it returns); from then on the
 //! connection's [`pump`] runs before anything else it has buffered, and
 //! the connection's next requests run once the dump's last line is out
 //! (as in memcached, whose crawler thread owns the connection meanwhile).
@@ -42,11 +42,11 @@ use strata_proto::Tokens;
 use strata_store::{ItemMeta, Visit, WalkCursor, WALK_BATCH};
 
 use super::dump_feed::Fed;
-use super::push_line;
+use super::{refused, Started};
 use strata_store::SlabClasses;
-use crate::conn::Progress;
-use crate::exec::Executor;
+use crate::ctx::Ctx;
 use crate::shared::Shared;
+use std::sync::Arc;
 
 /// Refill when fewer pending output bytes than this remain.
 const REFILL_BELOW_BYTES: usize = 16 << 10;
@@ -102,13 +102,13 @@ pub struct Walk {
 
 /// `lru_crawler metadump|mgdump <classes>`, checked as memcached 1.6.45
 /// checks it; the dump itself starts with `OK`.
-pub fn start_crawler_dump(exec: &Executor<'_>, mg: bool, classes: Classes, out: &mut Vec<u8>) {
-    let crawler = &exec.shared.ops.crawler;
+pub fn start_crawler_dump(ctx: &Ctx<'_>, mg: bool, classes: Classes, out: &mut Vec<u8>) -> Started {
+    let crawler = &ctx.shared.ops.crawler;
     let refusal = if !crawler.enabled() {
         Some("CLIENT_ERROR lru crawler disabled")
-    } else if !exec.shared.settings.dumps_enabled {
+    } else if !ctx.shared.settings.dumps_enabled {
         Some(if mg { "ERROR key dump not allowed" } else { "ERROR metadump not allowed" })
-    } else if exec.has_stacked_replies(out) {
+    } else if ctx.has_stacked_replies(out) {
         Some(if mg {
             "ERROR cannot pipeline other commands before mgdump"
         } else {
@@ -116,47 +116,47 @@ pub fn start_crawler_dump(exec: &Executor<'_>, mg: bool, classes: Classes, out: 
         })
     } else if classes == Classes::Bad {
         Some("BADCLASS invalid class id")
-    } else if exec.is_datagram() {
+    } else if ctx.is_datagram() {
         Some("SERVER_ERROR key dumps are not served over UDP")
     } else {
         None
     };
     if let Some(line) = refusal {
-        return push_line(out, line);
+        return refused(out, line);
     }
-    let Some(busy) = crawler.begin(exec.shared) else {
-        return push_line(out, "BUSY currently processing crawler request");
+    let Some(busy) = crawler.begin(ctx.shared) else {
+        return refused(out, "BUSY currently processing crawler request");
     };
-    let printer = Printer::new(exec, if mg { Kind::Mg } else { Kind::Meta }, classes);
-    let Some(feed) = super::dump_feed::Feed::spawn(exec.shared.clone(), printer, Some(busy)) else {
+    let printer = Printer::new(ctx, if mg { Kind::Mg } else { Kind::Meta }, classes);
+    let Some(feed) = super::dump_feed::Feed::spawn(ctx.shared.clone(), printer, Some(busy)) else {
         // memcached's answer when its crawler cannot start.
-        return push_line(out, "ERROR an unknown error happened");
+        return refused(out, "ERROR an unknown error happened");
     };
     out.extend_from_slice(b"OK\r\n");
-    exec.start_dump(Box::new(Dump::Feed(feed)));
+    Some(Box::new(Dump::Feed(feed)))
 }
 
 /// `stats cachedump <class> <limit>`.
-pub fn start_cachedump(exec: &Executor<'_>, args: &Tokens<'_>, out: &mut Vec<u8>) {
-    if !exec.shared.settings.dumps_enabled {
-        return push_line(out, "CLIENT_ERROR stats cachedump not allowed");
+pub fn start_cachedump(ctx: &Ctx<'_>, args: &Tokens<'_>, out: &mut Vec<u8>) -> Started {
+    if !ctx.shared.settings.dumps_enabled {
+        return refused(out, "CLIENT_ERROR stats cachedump not allowed");
     }
     if args.len() < 4 {
-        return push_line(out, "CLIENT_ERROR bad command line");
+        return refused(out, "CLIENT_ERROR bad command line");
     }
     let number = |i: usize| strata_proto::number::parse_u64(args.get(i)).and_then(|v| u32::try_from(v).ok());
     let (Some(class), Some(limit)) = (number(2), number(3)) else {
-        return push_line(out, strata_proto::command::BAD_FORMAT);
+        return refused(out, strata_proto::command::BAD_FORMAT);
     };
     if class >= strata_proto::admin::MAX_CLASSES {
-        return push_line(out, "CLIENT_ERROR Illegal slab id");
+        return refused(out, "CLIENT_ERROR Illegal slab id");
     }
-    if exec.is_datagram() {
-        return push_line(out, "SERVER_ERROR key dumps are not served over UDP");
+    if ctx.is_datagram() {
+        return refused(out, "SERVER_ERROR key dumps are not served over UDP");
     }
     let classes = Classes::List(1u64 << class);
-    let printer = Printer::new(exec, Kind::Cache { limit }, classes);
-    exec.start_dump(Box::new(Dump::Walk(Walk { printer, cursor: WalkCursor::default(), resume_at: None })));
+    let printer = Printer::new(ctx, Kind::Cache { limit }, classes);
+    Some(Box::new(Dump::Walk(Walk { printer, cursor: WalkCursor::default(), resume_at: None })))
 }
 
 impl Walk {
@@ -209,13 +209,13 @@ pub(super) struct Printer {
 }
 
 impl Printer {
-    fn new(exec: &Executor<'_>, kind: Kind, classes: Classes) -> Printer {
+    fn new(ctx: &Ctx<'_>, kind: Kind, classes: Classes) -> Printer {
         Printer {
             kind,
             classes,
-            sizes: exec.shared.settings.slab_classes(),
-            origin_unix: exec.shared.clock.process_started_unix(),
-            cas_enabled: !exec.shared.settings.cas_disabled,
+            sizes: ctx.shared.settings.slab_classes(),
+            origin_unix: ctx.shared.clock.process_started_unix(),
+            cas_enabled: !ctx.shared.settings.cas_disabled,
             shown: 0,
             bytes: 0,
             full: false,
@@ -341,50 +341,64 @@ impl Dumping {
     }
 }
 
-/// The connection-side hook, run before each request: start a dump the
-/// last command handed over, refill its output, and say whether the
-/// connection must wait (`Some`) or may run its next request (`None`).
+/// Why a connection running a dump must wait before its next request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pumped {
+    /// The dump refilled the output and has more to come: write, then
+    /// come back next turn.
+    Dumping,
+    /// The output is full enough: write first.
+    OutputFull,
+    /// The dump failed: close the connection.
+    Close,
+}
+
+/// The connection-side hook, run before each request: start `started` (a
+/// dump the last command handed over), refill the running dump's output,
+/// and say whether the connection must wait (`Some`) or may run its next
+/// request (`None`).
 #[inline]
 pub fn pump(
     slot: &mut Option<Box<Dump>>,
-    exec: &Executor<'_>,
+    started: Started,
+    shared: &Arc<Shared>,
     out: &mut Vec<u8>,
     wpos: usize,
     socket: Option<RawFd>,
-) -> Option<Progress> {
+) -> Option<Pumped> {
     if slot.is_none() {
-        *slot = Some(exec.take_dump()?);
+        *slot = Some(started?);
     }
-    pump_running(slot, exec, out, wpos, socket)
+    pump_running(slot, shared, out, wpos, socket)
 }
 
 #[cold]
 fn pump_running(
     slot: &mut Option<Box<Dump>>,
-    exec: &Executor<'_>,
+    shared: &Arc<Shared>,
     out: &mut Vec<u8>,
     wpos: usize,
     socket: Option<RawFd>,
-) -> Option<Progress> {
+) -> Option<Pumped> {
     let dump = slot.as_mut()?;
     if let Dump::Watch(watcher) = &mut **dump {
         // A watcher is driven every tick even while its client is not
         // reading: its lines must keep moving out of the workers' buffers
         // (and be counted as skipped once its own buffer is full).
         watcher.refill(out, FILL_TO_BYTES.saturating_sub(out.len() - wpos));
-        return Some(Progress::Dumping);
+        return Some(Pumped::Dumping);
     }
     if out.len() - wpos >= REFILL_BELOW_BYTES {
-        return Some(Progress::OutputFull);
+        return Some(Pumped::OutputFull);
     }
     let finished = match &mut **dump {
-        Dump::Walk(walk) => walk.refill(exec.shared, out, wpos),
+        Dump::Walk(walk) => walk.refill(shared, out, wpos),
         Dump::Feed(feed) => match feed.poll(out.len() - wpos, socket) {
             Fed::More => false,
             Fed::Finished => true,
             Fed::Failed => {
                 *slot = None;
-                return Some(Progress::Close);
+                return Some(Pumped::Close);
             }
         },
         Dump::Watch(_) => false,
@@ -393,7 +407,7 @@ fn pump_running(
         *slot = None;
         return None;
     }
-    Some(Progress::Dumping)
+    Some(Pumped::Dumping)
 }
 
 #[cfg(test)]

@@ -15,11 +15,11 @@ use std::sync::atomic::Ordering;
 use strata_proto::admin::ExtTunable as Wire;
 use strata_store::{ExtStats, ExtTunable};
 
-use crate::exec::Executor;
+use crate::ctx::Ctx;
 
 /// `extstore <name> <value>`: `OK` once the value parsed, `ERROR`
 /// otherwise (`None`).
-pub fn command(exec: &Executor<'_>, set: Option<Wire>) -> &'static str {
+pub fn command(ctx: &Ctx<'_>, set: Option<Wire>) -> &'static str {
     let Some(wire) = set else { return "ERROR" };
     let change = match wire {
         Wire::ItemSize(v) => ExtTunable::ItemSize(v),
@@ -34,15 +34,15 @@ pub fn command(exec: &Executor<'_>, set: Option<Wire>) -> &'static str {
         // Deprecated in memcached: checked, accepted, ignored.
         Wire::FreeMemchunks => return "OK",
     };
-    exec.shared.settings.ext.tunables.set(change);
+    ctx.shared.settings.ext.tunables.set(change);
     "OK"
 }
 
 /// memcached 1.6.45's extstore lines of `stats settings` (a build with
 /// extstore, as Debian's and 1.6.45's are, prints them with or without
 /// `ext_path`), `slab_automove_freeratio` among them.
-pub fn settings_lines(exec: &Executor<'_>, stat: &mut dyn FnMut(&'static str, String)) {
-    let settings = &exec.shared.settings;
+pub fn settings_lines(ctx: &Ctx<'_>, stat: &mut dyn FnMut(&'static str, String)) {
+    let settings = &ctx.shared.settings;
     let ext = &settings.ext;
     let t = &ext.tunables;
     let load = |a: &std::sync::atomic::AtomicU32| a.load(Ordering::Relaxed).to_string();
@@ -116,8 +116,8 @@ pub fn own_lines(e: &ExtStats, stat: &mut dyn FnMut(&'static str, String)) {
 /// `stats extstore`: memcached's `process_extstore_stats`, four lines per
 /// page (`N:version`, `N:bytes`, `N:bucket`, `N:free_bucket`); nothing
 /// without a flash tier.
-pub fn pages(exec: &Executor<'_>, stat: &mut dyn FnMut(String, String)) {
-    let Some(e) = exec.shared.engine.ext_stats() else { return };
+pub fn pages(ctx: &Ctx<'_>, stat: &mut dyn FnMut(String, String)) {
+    let Some(e) = ctx.shared.engine.ext_stats() else { return };
     for (i, p) in e.pages.iter().enumerate() {
         stat(format!("{i}:version"), p.version.to_string());
         stat(format!("{i}:bytes"), p.bytes_used.to_string());

@@ -38,7 +38,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::conn::Protocol;
+use crate::ctx::Protocol;
 use crate::shared::Shared;
 
 pub const SAMPLE_ONE_IN: u32 = 128;

@@ -40,7 +40,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::conn::Protocol;
+use crate::ctx::Protocol;
 use crate::shared::Shared;
 
 /// Command families, in report order.

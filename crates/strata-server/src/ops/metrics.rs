@@ -5,7 +5,7 @@
 //!
 //! Nothing here runs on the request path: a scrape collects the same
 //! `(name, value)` pairs `stats`, `stats settings`, `stats items` and `stats
-//! slabs` print (`exec::collect_stats`, on the metrics thread), and maps
+//! slabs` print (`ops::stats_cmd::collect`, on the metrics thread), and maps
 //! them as the exporter's collector (`pkg/exporter/exporter.go`) maps what
 //! it reads over the wire: the same keys, the same conditions (extstore
 //! families only when `extstore_limit_maxbytes` is there, the LRU crawler's
@@ -26,7 +26,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use crate::exec::{collect_stats, Executor, StatsGroup};
+use super::stats_cmd::{collect as collect_stats, Group as StatsGroup};
+use crate::ctx::Ctx;
 use crate::shared::Shared;
 use crate::stats::WorkerStats;
 
@@ -153,8 +154,8 @@ struct StatMaps {
     slabs_global: HashMap<String, String>,
 }
 
-fn group(exec: &Executor<'_>, name: &[u8]) -> Vec<(String, String)> {
-    match collect_stats(exec, name) {
+fn group(ctx: &Ctx<'_>, name: &[u8]) -> Vec<(String, String)> {
+    match collect_stats(ctx, name) {
         StatsGroup::Values(v) => v,
         _ => Vec::new(),
     }
@@ -163,9 +164,9 @@ fn group(exec: &Executor<'_>, name: &[u8]) -> Vec<(String, String)> {
 impl StatMaps {
     fn collect(shared: &Arc<Shared>) -> StatMaps {
         let scratch = WorkerStats::default();
-        let exec = Executor::new(shared, &scratch);
+        let ctx = Ctx::new(shared, &scratch);
         let mut items: BTreeMap<u32, HashMap<String, String>> = BTreeMap::new();
-        for (k, v) in group(&exec, b"items") {
+        for (k, v) in group(&ctx, b"items") {
             let mut parts = k.splitn(3, ':');
             if let (Some("items"), Some(class), Some(field)) = (parts.next(), parts.next(), parts.next()) {
                 if let Ok(class) = class.parse() {
@@ -175,7 +176,7 @@ impl StatMaps {
         }
         let mut slabs: BTreeMap<u32, HashMap<String, String>> = BTreeMap::new();
         let mut slabs_global = HashMap::new();
-        for (k, v) in group(&exec, b"slabs") {
+        for (k, v) in group(&ctx, b"slabs") {
             match k.split_once(':').and_then(|(c, f)| Some((c.parse::<u32>().ok()?, f))) {
                 Some((class, field)) => {
                     slabs.entry(class).or_default().insert(field.to_string(), v);
@@ -186,8 +187,8 @@ impl StatMaps {
             }
         }
         StatMaps {
-            general: group(&exec, b"").into_iter().collect(),
-            settings: group(&exec, b"settings").into_iter().collect(),
+            general: group(&ctx, b"").into_iter().collect(),
+            settings: group(&ctx, b"settings").into_iter().collect(),
             items,
             slabs,
             slabs_global,

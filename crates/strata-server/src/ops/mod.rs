@@ -32,11 +32,12 @@ pub mod latency;
 pub mod hotkeys;
 pub mod mrc;
 pub mod mrc_sim;
+pub mod stats_cmd;
 
 use strata_proto::admin::Admin;
 use strata_proto::Tokens;
 
-use crate::exec::Executor;
+use crate::ctx::Ctx;
 use crate::settings::Settings;
 
 /// Run-time state of the operator features.
@@ -60,49 +61,59 @@ impl OpsState {
     }
 }
 
+/// What a command hands its connection: a key dump or a `watch` to run
+/// before its next request (`dump::pump`), or nothing.
+pub type Started = Option<Box<dump::Dump>>;
+
 /// `lru_crawler ...`, `lru ...`, `slabs ...`.
-pub fn admin(exec: &Executor<'_>, cmd: Admin, out: &mut Vec<u8>) {
+pub fn admin(ctx: &Ctx<'_>, cmd: Admin, out: &mut Vec<u8>) -> Started {
     let line = match cmd {
-        Admin::Dump { mg, classes } => return dump::start_crawler_dump(exec, mg, classes, out),
-        Admin::Crawl(classes) => crawler::crawl(exec, classes),
-        Admin::Tocrawl(n) => crawler::set_tocrawl(exec, n),
-        Admin::Sleep(us) => crawler::set_sleep(exec, us),
-        Admin::Enable(on) => crawler::enable(exec, on),
-        Admin::Reassign { src, dst } => crawler::reassign(exec, src, dst),
-        Admin::Watch(mask) => return watch::start(exec, mask, out),
+        Admin::Dump { mg, classes } => return dump::start_crawler_dump(ctx, mg, classes, out),
+        Admin::Crawl(classes) => crawler::crawl(ctx, classes),
+        Admin::Tocrawl(n) => crawler::set_tocrawl(ctx, n),
+        Admin::Sleep(us) => crawler::set_sleep(ctx, us),
+        Admin::Enable(on) => crawler::enable(ctx, on),
+        Admin::Reassign { src, dst } => crawler::reassign(ctx, src, dst),
+        Admin::Watch(mask) => return watch::start(ctx, mask, out),
         Admin::Extstore { set, noreply } => {
-            let line = extstore::command(exec, set);
+            let line = extstore::command(ctx, set);
             if !noreply {
                 push_line(out, line);
             }
-            return;
+            return None;
         }
         Admin::Journal { since_unix } => {
-            return crate::journal::answer(&exec.shared.journal, since_unix, strata_store::clock::unix_time(), out)
+            crate::journal::answer(&ctx.shared.journal, since_unix, strata_store::clock::unix_time(), out);
+            return None;
         }
         Admin::Reply(line) => line,
     };
-    push_line(out, line);
+    refused(out, line)
 }
 
 /// `stats detail ...` and `stats cachedump ...` over the text protocol;
-/// false for any other group.
-pub fn stats(exec: &Executor<'_>, args: &Tokens<'_>, out: &mut Vec<u8>) -> bool {
+/// None for any other group.
+pub fn stats(ctx: &Ctx<'_>, args: &Tokens<'_>, out: &mut Vec<u8>) -> Option<Started> {
     let group = args.get(1);
     if group.is_empty() {
-        return false;
+        return None;
     }
     // memcached matches a group by prefix (`stats d` is `stats detail`;
     // `stats c` is `stats cachedump`, tried before `conns`).
     if b"detail".starts_with(group) {
-        detail::command(exec, args, out);
-        return true;
+        detail::command(ctx, args, out);
+        return Some(None);
     }
     if b"cachedump".starts_with(group) {
-        dump::start_cachedump(exec, args, out);
-        return true;
+        return Some(dump::start_cachedump(ctx, args, out));
     }
-    false
+    None
+}
+
+/// Reply `line`; nothing is started.
+pub(crate) fn refused(out: &mut Vec<u8>, line: &str) -> Started {
+    push_line(out, line);
+    None
 }
 
 pub(crate) fn push_line(out: &mut Vec<u8>, line: &str) {

@@ -6,17 +6,18 @@
 //! like the full cache of `size`).
 //!
 //! ```text
-//!  index: HashMap<key hash, Entry { seg, slot, freq 0..=3 }>
+//!  index: HashMap<key hash, Entry { seg, slot, freq 0..=MAX_FREQ }>
 //!  segs[id]: items Vec<(key hash, bytes)>, used bytes      (capacity seg_bytes)
 //!  open:  one Small, one Main segment, appended to
 //!  small, main: sealed segment ids in seal order (the two FIFO queues)
 //! ```
 //!
 //! As in a shard: a new item goes to the open Small segment; a read sets
-//! freq + 1 (at most 3); with every segment taken, the victim is the oldest
-//! sealed Small segment while Small holds over 10% of the sealed ones, else
+//! freq + 1 (at most `MAX_FREQ`); with every segment taken, the victim is the
+//! oldest sealed Small segment while Small holds over `SMALL_SHARE_PERCENT`
+//! of the sealed ones, else
 //! the oldest Main one; walking it, items read since written (freq > 0) are
-//! rewritten into the open Main segment with freq - 1, up to 75% of a
+//! rewritten into the open Main segment with freq - 1, up to `KEEP_PERCENT` of a
 //! segment, the rest leave. An entry whose (seg, slot) no longer matches is
 //! a dead copy (the item was rewritten or replaced), skipped. The number of
 //! segments is a real shard's at that memory size (`segments_per_shard`),
@@ -25,9 +26,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
-const SMALL_SHARE_PERCENT: usize = 10;
-const KEEP_PERCENT: usize = 75;
-const MAX_FREQ: u8 = 3;
+// The store's own policy constants, so the model follows any retuning.
+use strata_store::seg::{KEEP_PERCENT, MAX_FREQ, SMALL_SHARE_PERCENT};
 
 /// The keys are hashes already: use them as they are.
 #[derive(Default)]

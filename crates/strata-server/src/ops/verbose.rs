@@ -24,7 +24,7 @@
 //!
 //! Each request's lines go to stderr in one `write` so lines of different
 //! workers do not interleave. The noreply reply is captured through a
-//! thread-local the executor's `reply` fills only while this module traces
+//! thread-local the front ends' `reply` fills only while this module traces
 //! the request (it has no file descriptor of its own to print with).
 
 use std::cell::RefCell;
@@ -32,8 +32,6 @@ use std::io::Write;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use crate::conn::{binary_step, text_step, Protocol, Step};
-use crate::exec::Executor;
 use crate::settings::ProtocolChoice;
 
 /// memcached's `MAX_VERBOSITY_LEVEL`: the most `verbosity N` sets.
@@ -68,7 +66,7 @@ thread_local! {
     static SILENCED: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) };
 }
 
-/// The executor's hook for a reply line `noreply` silenced (a no-op unless
+/// The front ends' hook for a reply line `noreply` silenced (a no-op unless
 /// this thread is tracing a request).
 #[inline]
 pub fn silenced(line: &[u8]) {
@@ -87,32 +85,6 @@ pub fn silenced_u64(value: u64) {
             strata_proto::number::push_u64(buf, value);
         }
     });
-}
-
-/// `Conn::process`'s step while tracing (kept out of line so the untraced
-/// path stays as it was): run the request, then print it.
-#[cold]
-#[inline(never)]
-pub(crate) fn traced_step(
-    protocol: Protocol,
-    fd: Option<RawFd>,
-    buf: &[u8],
-    exec: &Executor<'_>,
-    out: &mut Vec<u8>,
-    unauthenticated: &mut bool,
-) -> Step {
-    let reply_from = out.len();
-    begin();
-    let step = match protocol {
-        Protocol::Binary => binary_step(buf, exec, out, unauthenticated),
-        _ => text_step(buf, exec, out, unauthenticated),
-    };
-    // A parked request is traced when it runs again.
-    let done = protocol == Protocol::Text && matches!(step, Step::Done { .. }) && !exec.is_parked();
-    // After `verbosity 1` memcached prints the command, not its reply.
-    let reply = out.get(reply_from..).filter(|_| exec.shared.ops.verbose.tracing());
-    end_text(fd, buf, reply, done);
-    step
 }
 
 /// Start tracing one request on this thread.

@@ -17,8 +17,8 @@ use strata_proto::admin::watch as streams;
 use strata_proto::number::push_u64;
 
 use super::logger::Sink;
-use super::push_line;
-use crate::exec::Executor;
+use super::{refused, Started};
+use crate::ctx::Ctx;
 use crate::shared::Shared;
 
 /// One attached watcher.
@@ -42,25 +42,25 @@ impl Watcher {
 }
 
 /// `watch ...`, checked in memcached's order.
-pub fn start(exec: &Executor<'_>, mask: Option<u32>, out: &mut Vec<u8>) {
-    if !exec.shared.settings.watch_enabled {
-        return push_line(out, "CLIENT_ERROR watch commands not allowed");
+pub fn start(ctx: &Ctx<'_>, mask: Option<u32>, out: &mut Vec<u8>) -> Started {
+    if !ctx.shared.settings.watch_enabled {
+        return refused(out, "CLIENT_ERROR watch commands not allowed");
     }
-    if exec.has_stacked_replies(out) {
-        return push_line(out, "ERROR cannot pipeline other commands before watch");
+    if ctx.has_stacked_replies(out) {
+        return refused(out, "ERROR cannot pipeline other commands before watch");
     }
     let Some(mask) = mask else {
-        return push_line(out, "ERROR");
+        return refused(out, "ERROR");
     };
-    if exec.is_datagram() {
-        return push_line(out, "WATCHER_FAILED failed to add log watcher");
+    if ctx.is_datagram() {
+        return refused(out, "WATCHER_FAILED failed to add log watcher");
     }
-    let Some(sink) = exec.shared.ops.log.attach(mask) else {
-        return push_line(out, "WATCHER_TOO_MANY log watcher limit reached");
+    let Some(sink) = ctx.shared.ops.log.attach(mask) else {
+        return refused(out, "WATCHER_TOO_MANY log watcher limit reached");
     };
     out.extend_from_slice(b"OK\r\n");
-    let watcher = Watcher { sink, shared: exec.shared.clone() };
-    exec.start_dump(Box::new(super::dump::Dump::watch(watcher)));
+    let watcher = Watcher { sink, shared: ctx.shared.clone() };
+    Some(Box::new(super::dump::Dump::watch(watcher)))
 }
 
 /// What deleted an item (memcached's `LOG_TYPE_DELETE`, `LOG_TYPE_META_DELETE`).
@@ -72,16 +72,16 @@ pub enum DeleteCmd {
 
 /// A watcher wants `stream`: the request path's check.
 #[inline]
-pub fn wants(exec: &Executor<'_>, stream: u32) -> bool {
-    exec.shared.ops.log.wants(stream)
+pub fn wants(ctx: &Ctx<'_>, stream: u32) -> bool {
+    ctx.shared.ops.log.wants(stream)
 }
 
 /// `type=deleted key=<k> cmd=<delete|md> clsid=<c> size=<value bytes>`.
 /// `item` is (flags, value length) of the deleted item.
 #[cold]
-pub fn deleted(exec: &Executor<'_>, key: &[u8], item: (u32, usize), cmd: DeleteCmd) {
-    let class = class_of(exec, key, item);
-    exec.shared.ops.log.log(&exec.shared.worker_stats, exec.stats, streams::DELETIONS, |line| {
+pub fn deleted(ctx: &Ctx<'_>, key: &[u8], item: (u32, usize), cmd: DeleteCmd) {
+    let class = class_of(ctx, key, item);
+    ctx.shared.ops.log.log(&ctx.shared.worker_stats, ctx.stats, streams::DELETIONS, |line| {
         line.extend_from_slice(b"type=deleted key=");
         super::dump::uriencode(key, line);
         line.extend_from_slice(match cmd {
@@ -95,18 +95,18 @@ pub fn deleted(exec: &Executor<'_>, key: &[u8], item: (u32, usize), cmd: DeleteC
 }
 
 /// The memcached size class of an item (as the dumps compute it).
-fn class_of(exec: &Executor<'_>, key: &[u8], (flags, value_len): (u32, usize)) -> u64 {
-    let cas = !exec.shared.settings.cas_disabled;
+fn class_of(ctx: &Ctx<'_>, key: &[u8], (flags, value_len): (u32, usize)) -> u64 {
+    let cas = !ctx.shared.settings.cas_disabled;
     let size = strata_store::memcached_item_size(key.len(), flags, value_len, cas);
-    u64::from(exec.shared.ops.log.classes.class_of(size))
+    u64::from(ctx.shared.ops.log.classes.class_of(size))
 }
 
 /// The flags and value length of the item under `key`, read without
 /// touching it (for a hook that must describe an item about to go).
-pub fn peek(exec: &Executor<'_>, key: &[u8]) -> Option<(u32, usize)> {
+pub fn peek(ctx: &Ctx<'_>, key: &[u8]) -> Option<(u32, usize)> {
     let mut found = None;
-    let opts = strata_store::GetOptions { no_bump: true, uncounted: true, ..Default::default() };
-    exec.shared.engine.get(key, opts, exec.shared.clock.now(), &mut |item, _| {
+    let opts = strata_store::GetOptions { no_bump: true, uncounted: true, no_token: true, ..Default::default() };
+    ctx.shared.engine.get(key, opts, ctx.shared.clock.now(), &mut |item, _| {
         found = Some((item.meta.flags, item.value.len()));
         strata_store::GetAction::default()
     });
@@ -119,11 +119,11 @@ pub fn peek(exec: &Executor<'_>, key: &[u8]) -> Option<(u32, usize)> {
 /// key=<k> status=found|not_found clsid=<c> cfd=<conn> size=<value bytes>`.
 /// Returns what was found, for a store's line to follow.
 #[inline]
-pub fn fetched(exec: &Executor<'_>, key: &[u8]) -> Option<Found> {
-    if !wants(exec, streams::FETCHERS | streams::MUTATIONS) {
+pub fn fetched(ctx: &Ctx<'_>, key: &[u8]) -> Option<Found> {
+    if !wants(ctx, streams::FETCHERS | streams::MUTATIONS) {
         return None;
     }
-    fetched_cold(exec, key)
+    fetched_cold(ctx, key)
 }
 
 /// An item as a hook saw it.
@@ -139,37 +139,37 @@ pub struct Found {
 /// bytes, exptime), RAM or flash alike; no second read. The caller checks
 /// `wants(FETCHERS)` first.
 #[cold]
-pub fn fetched_as(exec: &Executor<'_>, key: &[u8], seen: Option<(u32, usize, u32)>) {
-    let now = exec.shared.clock.now();
+pub fn fetched_as(ctx: &Ctx<'_>, key: &[u8], seen: Option<(u32, usize, u32)>) {
+    let now = ctx.shared.clock.now();
     let found = seen.map(|(flags, value_len, exptime)| Found {
         flags,
         value_len,
         ttl_secs: if exptime == 0 { 0 } else { exptime.saturating_sub(now) },
     });
-    log_fetch(exec, key, found);
+    log_fetch(ctx, key, found);
 }
 
 #[cold]
-fn fetched_cold(exec: &Executor<'_>, key: &[u8]) -> Option<Found> {
-    let found = peek_found(exec, key);
-    log_fetch(exec, key, found);
+fn fetched_cold(ctx: &Ctx<'_>, key: &[u8]) -> Option<Found> {
+    let found = peek_found(ctx, key);
+    log_fetch(ctx, key, found);
     found
 }
 
 #[cold]
-fn log_fetch(exec: &Executor<'_>, key: &[u8], found: Option<Found>) {
-    if wants(exec, streams::FETCHERS) {
+fn log_fetch(ctx: &Ctx<'_>, key: &[u8], found: Option<Found>) {
+    if wants(ctx, streams::FETCHERS) {
         let (class, size) = match found {
-            Some(f) => (class_of(exec, key, (f.flags, f.value_len)), f.value_len),
+            Some(f) => (class_of(ctx, key, (f.flags, f.value_len)), f.value_len),
             None => (0, 0),
         };
-        exec.shared.ops.log.log(&exec.shared.worker_stats, exec.stats, streams::FETCHERS, |line| {
+        ctx.shared.ops.log.log(&ctx.shared.worker_stats, ctx.stats, streams::FETCHERS, |line| {
             line.extend_from_slice(b"type=item_get key=");
             super::dump::uriencode(key, line);
             line.extend_from_slice(if found.is_some() { b" status=found clsid=" } else { b" status=not_found clsid=" });
             push_u64(line, class);
             line.extend_from_slice(b" cfd=");
-            push_u64(line, exec.conn_id);
+            push_u64(line, ctx.conn_id);
             line.extend_from_slice(b" size=");
             push_u64(line, size as u64);
         });
@@ -207,22 +207,22 @@ impl StoreCmd {
 /// with the old item's TTL). `before` is what [`fetched`] saw.
 #[allow(clippy::too_many_arguments)]
 #[inline]
-pub fn stored(exec: &Executor<'_>, key: &[u8], cmd: StoreCmd, result: strata_store::StoreResult, flags: u32, value_len: usize, ttl_secs: u32, before: Option<Found>) {
-    if wants(exec, streams::MUTATIONS) {
-        stored_cold(exec, key, cmd, result, flags, value_len, ttl_secs, before);
+pub fn stored(ctx: &Ctx<'_>, key: &[u8], cmd: StoreCmd, result: strata_store::StoreResult, flags: u32, value_len: usize, ttl_secs: u32, before: Option<Found>) {
+    if wants(ctx, streams::MUTATIONS) {
+        stored_cold(ctx, key, cmd, result, flags, value_len, ttl_secs, before);
     }
 }
 
 #[allow(clippy::too_many_arguments)]
 #[cold]
-fn stored_cold(exec: &Executor<'_>, key: &[u8], cmd: StoreCmd, result: strata_store::StoreResult, flags: u32, value_len: usize, ttl_secs: u32, before: Option<Found>) {
+fn stored_cold(ctx: &Ctx<'_>, key: &[u8], cmd: StoreCmd, result: strata_store::StoreResult, flags: u32, value_len: usize, ttl_secs: u32, before: Option<Found>) {
     use strata_store::StoreResult as R;
     let joined = matches!(cmd, StoreCmd::Append | StoreCmd::Prepend) && matches!(result, R::Stored { .. });
     let (flags, value_len, ttl_secs) = match before {
         Some(old) if joined => (old.flags, old.value_len + value_len, old.ttl_secs),
         _ => (flags, value_len, ttl_secs),
     };
-    let class = class_of(exec, key, (flags, value_len));
+    let class = class_of(ctx, key, (flags, value_len));
     let status: &[u8] = match result {
         R::Stored { .. } => b"stored",
         R::NotStored => b"not_stored",
@@ -239,7 +239,7 @@ fn stored_cold(exec: &Executor<'_>, key: &[u8], cmd: StoreCmd, result: strata_st
         StoreCmd::Prepend => b"prepend",
         StoreCmd::Cas => b"cas",
     };
-    exec.shared.ops.log.log(&exec.shared.worker_stats, exec.stats, streams::MUTATIONS, |line| {
+    ctx.shared.ops.log.log(&ctx.shared.worker_stats, ctx.stats, streams::MUTATIONS, |line| {
         line.extend_from_slice(b"type=item_store key=");
         super::dump::uriencode(key, line);
         line.extend_from_slice(b" status=");
@@ -251,22 +251,22 @@ fn stored_cold(exec: &Executor<'_>, key: &[u8], cmd: StoreCmd, result: strata_st
         line.extend_from_slice(b" clsid=");
         push_u64(line, class);
         line.extend_from_slice(b" cfd=");
-        push_u64(line, exec.conn_id);
+        push_u64(line, ctx.conn_id);
         line.extend_from_slice(b" size=");
         push_u64(line, value_len as u64);
     });
 }
 
 /// Seconds left of a store request's exptime (0: none).
-pub fn ttl_left(exec: &Executor<'_>, exptime: u32) -> u32 {
-    if exptime == 0 { 0 } else { exptime.saturating_sub(exec.shared.clock.now()) }
+pub fn ttl_left(ctx: &Ctx<'_>, exptime: u32) -> u32 {
+    if exptime == 0 { 0 } else { exptime.saturating_sub(ctx.shared.clock.now()) }
 }
 
-fn peek_found(exec: &Executor<'_>, key: &[u8]) -> Option<Found> {
-    let now = exec.shared.clock.now();
+fn peek_found(ctx: &Ctx<'_>, key: &[u8]) -> Option<Found> {
+    let now = ctx.shared.clock.now();
     let mut found = None;
-    let opts = strata_store::GetOptions { no_bump: true, uncounted: true, ..Default::default() };
-    exec.shared.engine.get(key, opts, now, &mut |item, _| {
+    let opts = strata_store::GetOptions { no_bump: true, uncounted: true, no_token: true, ..Default::default() };
+    ctx.shared.engine.get(key, opts, now, &mut |item, _| {
         let ttl_secs = if item.meta.exptime == 0 { 0 } else { item.meta.exptime.saturating_sub(now) };
         found = Some(Found { flags: item.meta.flags, value_len: item.value.len(), ttl_secs });
         strata_store::GetAction::default()

@@ -76,6 +76,9 @@ pub(crate) use self::flash::FlashScan;
 pub use self::file::LOCK_WAIT as MEMORY_FILE_LOCK_WAIT;
 pub use self::file::SharedWords;
 pub(crate) use self::globals::{lock, Globals, Line};
+/// The eviction policy's constants, for models of it (`stats mrc`'s simulator).
+pub use self::shard::{KEEP_PERCENT, SMALL_SHARE_PERCENT};
+pub use self::table::MAX_FREQ;
 use self::item::{Header, FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
 use self::shard::{Class, Gone, Shard, Spec};
 use self::table::Loc;

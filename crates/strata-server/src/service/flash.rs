@@ -1,11 +1,11 @@
-//! The executor's side of a flash read (see `flash_io.rs` for the whole
+//! The service's side of a flash read (see `flash_io.rs` for the whole
 //! path): two hooks every command that reads an item goes through, so no
 //! command has a flash path of its own.
 //!
-//! - [`Executor::flash_first`]: before a command that needs the current
+//! - [`Service::flash_first`]: before a command that needs the current
 //!   item (gat with a vivify, touch, add, replace, cas, append, prepend,
 //!   incr, decr, delete, meta writes): a key on flash parks the request.
-//! - [`Executor::read_item`]: a read; RAM first, and only when RAM misses,
+//! - [`Service::read_item`]: a read; RAM first, and only when RAM misses,
 //!   the flash check (a RAM hit costs nothing more).
 //!
 //! A parked request produces no reply and counts nothing: the command
@@ -18,20 +18,20 @@ use std::cell::{Cell, RefCell};
 
 use strata_store::{FlashFinish, FlashRead, GetAction, GetOptions, ItemView};
 
-use super::Executor;
+use super::{hooks, Service};
 use crate::flash_io::FlashWait;
 
 /// A request is waiting for a flash read: stop, reply nothing.
-pub(crate) struct Parked;
+pub struct Parked;
 
 /// What a read found.
-pub(crate) enum Read {
+pub enum Read {
     Hit,
     Miss,
     Parked,
 }
 
-/// Per-executor flash state.
+/// Per-connection flash state.
 #[derive(Default)]
 pub(crate) struct FlashState {
     pub on: bool,
@@ -49,7 +49,7 @@ impl FlashState {
     }
 }
 
-impl<'a> Executor<'a> {
+impl<'a> Service<'a> {
     /// Hand a finished read back before its request runs again.
     pub fn resume_flash(&self, wait: Box<FlashWait>) {
         self.flash.resume_from.set(wait.key_index);
@@ -140,10 +140,9 @@ impl<'a> Executor<'a> {
     ) -> Read {
         let engine = &self.shared.engine;
         if opts.touch.is_some() || opts.vivify.is_some() {
-            self.shared.journal.record(key);
-        }
-        if self.shared.catchup.is_active() {
-            self.shared.catchup.check(&**engine, key, now);
+            hooks::journal(self, key);
+        } else {
+            hooks::catch_up(self, key);
         }
         let hit = |hit: bool| if hit { Read::Hit } else { Read::Miss };
         if !self.flash.on {

@@ -7,7 +7,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use strata_proto::Tokens;
 
-use super::{reply, Executor};
+use super::{push_line, Started};
+use crate::ctx::Ctx;
 
 /// Collected `(name, value)` pairs, shared by the text and binary protocols.
 pub(crate) type Stats = Vec<(String, String)>;
@@ -25,36 +26,36 @@ pub(crate) enum Group {
 }
 
 /// The stats of `group` (empty for the general stats).
-pub(crate) fn collect(exec: &Executor<'_>, group: &[u8]) -> Group {
+pub(crate) fn collect(ctx: &Ctx<'_>, group: &[u8]) -> Group {
     let mut t = Stats::new();
     match group {
-        b"" => general(exec, &mut t),
+        b"" => general(ctx, &mut t),
         b"reset" => {
-            for w in &exec.shared.worker_stats {
+            for w in &ctx.shared.worker_stats {
                 w.reset();
             }
-            exec.shared.engine.reset_stats();
-            exec.shared.ops.detail.clear();
-            crate::ops::latency::reset(exec.shared);
-            crate::ops::mrc::reset(exec.shared);
+            ctx.shared.engine.reset_stats();
+            ctx.shared.ops.detail.clear();
+            crate::ops::latency::reset(ctx.shared);
+            crate::ops::mrc::reset(ctx.shared);
             return Group::Reset;
         }
         b"detail" => return Group::DetailUsage,
-        b"settings" => settings(exec, &mut t),
-        b"items" => crate::ops::slab_view::items(exec, &mut t),
-        b"slabs" => crate::ops::slab_view::slabs(exec, &mut t),
-        b"sizes" => crate::ops::slab_view::sizes(exec, &mut t),
-        b"conns" => crate::ops::conns::conns(exec, &mut t),
-        b"latency" => crate::ops::latency::stats(exec.shared, &mut t),
-        b"hotkeys" => crate::ops::hotkeys::stats(exec.shared, &mut t),
+        b"settings" => settings(ctx, &mut t),
+        b"items" => crate::ops::slab_view::items(ctx, &mut t),
+        b"slabs" => crate::ops::slab_view::slabs(ctx, &mut t),
+        b"sizes" => crate::ops::slab_view::sizes(ctx, &mut t),
+        b"conns" => crate::ops::conns::conns(ctx, &mut t),
+        b"latency" => crate::ops::latency::stats(ctx.shared, &mut t),
+        b"hotkeys" => crate::ops::hotkeys::stats(ctx.shared, &mut t),
         b"journal" => {
-            let shared = exec.shared;
+            let shared = ctx.shared;
             crate::journal::warm::journal_lines(&shared.journal, &mut |name, value| t.push((name.to_string(), value)));
             crate::journal::warm::warm_lines(shared.warm.as_ref(), &shared.catchup, &mut |name, value| t.push((name.to_string(), value)));
         }
 
-        b"mrc" => crate::ops::mrc::stats(exec.shared, &mut t),
-        b"extstore" => crate::ops::extstore::pages(exec, &mut |name, value| t.push((name, value))),
+        b"mrc" => crate::ops::mrc::stats(ctx.shared, &mut t),
+        b"extstore" => crate::ops::extstore::pages(ctx, &mut |name, value| t.push((name, value))),
         _ => return Group::Unknown,
     }
     Group::Values(t)
@@ -71,11 +72,12 @@ fn rusage() -> (f64, f64) {
     (user, system)
 }
 
-pub(super) fn stats(exec: &Executor<'_>, args: Tokens<'_>, out: &mut Vec<u8>) {
-    if crate::ops::stats(exec, &args, out) {
-        return;
+/// `stats [group]` over the text protocol (`stats cachedump` starts a dump).
+pub fn stats(ctx: &Ctx<'_>, args: Tokens<'_>, out: &mut Vec<u8>) -> Started {
+    if let Some(started) = super::stats(ctx, &args, out) {
+        return started;
     }
-    match collect(exec, args.get(1)) {
+    match collect(ctx, args.get(1)) {
         Group::Values(values) => {
             let mut text = String::new();
             for (name, value) in values {
@@ -84,10 +86,11 @@ pub(super) fn stats(exec: &Executor<'_>, args: Tokens<'_>, out: &mut Vec<u8>) {
             out.extend_from_slice(text.as_bytes());
             out.extend_from_slice(b"END\r\n");
         }
-        Group::Reset => reply(out, "RESET", false),
-        Group::DetailUsage => reply(out, "CLIENT_ERROR usage: stats detail on|off|dump", false),
-        Group::Unknown => reply(out, "ERROR", false),
+        Group::Reset => push_line(out, "RESET"),
+        Group::DetailUsage => push_line(out, "CLIENT_ERROR usage: stats detail on|off|dump"),
+        Group::Unknown => push_line(out, "ERROR"),
     }
+    None
 }
 
 /// memcached 1.6.45's general stats (`server_stats` then the item totals),
@@ -99,8 +102,8 @@ pub(super) fn stats(exec: &Executor<'_>, args: Tokens<'_>, out: &mut Vec<u8>) {
 /// rebalancing, response-object and read-buffer pools, the segmented LRU's
 /// moves) are 0, which is what they count here; docs/COMPATIBILITY.md lists
 /// them. Strata's own fields come last, only when their feature is on.
-fn general(exec: &Executor<'_>, t: &mut Stats) {
-    let shared = exec.shared;
+fn general(ctx: &Ctx<'_>, t: &mut Stats) {
+    let shared = ctx.shared;
     let st = &shared.settings;
     let s = shared.stats();
     let e = shared.engine.stats();
@@ -200,7 +203,7 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
         stat(t, "slab_reassign_running", 0);
         stat(t, "slabs_moved", 0);
     }
-    let crawler = crate::ops::crawler::totals(exec);
+    let crawler = crate::ops::crawler::totals(ctx);
     if crawler.enabled {
         stat(t, "lru_crawler_running", u8::from(crawler.running));
         stat(t, "lru_crawler_starts", crawler.starts);
@@ -209,7 +212,7 @@ fn general(exec: &Executor<'_>, t: &mut Stats) {
         stat(t, "lru_maintainer_juggles", 0);
     }
     stat(t, "malloc_fails", 0);
-    let log = exec.shared.ops.log.totals();
+    let log = ctx.shared.ops.log.totals();
     stat(t, "log_worker_dropped", log.worker_dropped);
     stat(t, "log_worker_written", log.worker_written);
     stat(t, "log_watcher_skipped", log.watcher_skipped);
@@ -280,17 +283,17 @@ fn reserved_fds(curr_connections: u64) -> u64 {
 /// build with extstore, without TLS, the proxy or seccomp), then
 /// Strata's own. Knobs a segment store has no use for report what was asked
 /// (crate::tunables).
-fn settings(exec: &Executor<'_>, t: &mut Stats) {
-    let st = &exec.shared.settings;
+fn settings(ctx: &Ctx<'_>, t: &mut Stats) {
+    let st = &ctx.shared.settings;
     let tu = &st.tunables;
     let yes_no = |on: bool| if on { "yes" } else { "no" };
-    stat(t, "maxbytes", exec.shared.memory_limit_bytes.load(Ordering::Relaxed));
+    stat(t, "maxbytes", ctx.shared.memory_limit_bytes.load(Ordering::Relaxed));
     stat(t, "maxconns", st.max_connections);
     stat(t, "tcpport", if st.tcp_enabled { st.tcp_port } else { 0 });
     stat(t, "udpport", st.udp_port);
     let inter = st.tcp_listen.iter().map(|a| a.ip().to_string()).collect::<Vec<_>>().join(",");
     stat(t, "inter", if inter.is_empty() || st.unix_socket.is_some() { "NULL".to_string() } else { inter });
-    stat(t, "verbosity", exec.shared.ops.verbose.level());
+    stat(t, "verbosity", ctx.shared.ops.verbose.level());
     // memcached's flush_all epoch; the engine keeps its own and does not
     // expose it (docs/COMPATIBILITY.md).
     stat(t, "oldest", 0);
@@ -305,7 +308,7 @@ fn settings(exec: &Executor<'_>, t: &mut Stats) {
     // memcached gives each UDP port one thread when it listens on several addresses.
     stat(t, "num_threads_per_udp", if st.tcp_listen.len() > 1 { 1 } else { st.threads });
     stat(t, "stat_key_prefix", char::from(st.detail_delimiter));
-    let [crawler_on, crawler_sleep, crawler_tocrawl, detail_on] = crate::ops::crawler::settings_values(exec);
+    let [crawler_on, crawler_sleep, crawler_tocrawl, detail_on] = crate::ops::crawler::settings_values(ctx);
     stat(t, detail_on.0, detail_on.1);
     stat(t, "reqs_per_event", st.reqs_per_event);
     stat(t, "cas_enabled", yes_no(!st.cas_disabled));
@@ -349,8 +352,8 @@ fn settings(exec: &Executor<'_>, t: &mut Stats) {
     stat(t, "read_buf_mem_limit", tu.read_buf_mem_limit_bytes);
     stat(t, "track_sizes", yes_no(st.track_sizes));
     stat(t, "inline_ascii_response", "no");
-    crate::ops::extstore::settings_lines(exec, &mut |name, value| stat(t, name, value));
-    if let Some(tls) = &exec.shared.tls {
+    crate::ops::extstore::settings_lines(ctx, &mut |name, value| stat(t, name, value));
+    if let Some(tls) = &ctx.shared.tls {
         crate::tls::stats::settings_lines(tls, &mut |name, value| stat(t, name, value));
     }
     stat(t, "num_napi_ids", tu.napi_ids);
@@ -358,7 +361,7 @@ fn settings(exec: &Executor<'_>, t: &mut Stats) {
     stat(t, "memory_file", memory_file.unwrap_or_else(|| "(null)".to_string()));
     stat(t, "client_flags_size", 4);
     // Strata's own, after memcached's.
-    let engine = match exec.shared.io_engine {
+    let engine = match ctx.shared.io_engine {
         crate::settings::IoEngine::Uring => "uring",
         _ => "epoll",
     };
