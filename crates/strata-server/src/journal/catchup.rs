@@ -14,8 +14,8 @@
 //!  restored_cas_max: the CAS counter when the node listened
 //! ```
 //!
-//! Before any request touches a key (the journal's hook in exec/, and
-//! `read_item` in exec/flash.rs), a suspect key's item is deleted if it was
+//! Before any request touches a key (the journal's hook in service/hooks.rs, and
+//! `read_item` in service/flash.rs), a suspect key's item is deleted if it was
 //! restored (its CAS is at or below `restored_cas_max`: an item stored since
 //! has a higher one), so it is a miss, never a stale hit. A peer that
 //! cannot answer a poll makes every restored item suspect. When the period
