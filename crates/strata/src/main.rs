@@ -26,7 +26,7 @@ fn main() -> ExitCode {
     }
     let settings = opts.settings;
     // memcached-debug's `debugtime`, for memcached's own test suite
-    // (crates/strata/tests/debug_clock.rs): never in production.
+    // (crates/strata/tests/e2e/debug_clock.rs): never in production.
     if std::env::var_os("STRATA_DEBUGTIME").is_some_and(|v| v == "1") {
         strata_proto::enable_debugtime();
     }

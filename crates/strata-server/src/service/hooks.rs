@@ -11,7 +11,7 @@
 //! so; everything else is the same for text, meta and binary. Each row was
 //! checked against Debian's memcached 1.6.18 (`stats`, `stats detail dump`,
 //! `watch fetchers mutations`), the `deletions` stream (1.6.45 only) against
-//! its `proto_text.c` / `proto_bin.c`; `tests/parity.rs` runs every row.
+//! its `proto_text.c` / `proto_bin.c`; `tests/server/parity.rs` runs every row.
 //!
 //! | row | hook                          | text            | meta          | binary                 |
 //! |-----|-------------------------------|-----------------|---------------|------------------------|

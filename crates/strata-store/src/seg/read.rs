@@ -17,7 +17,7 @@
 //! directory entry before its buffer is read, the item bytes before they
 //! are decoded for good or handed to `visit`. So a value handed to `visit`
 //! is a copy of one state of the shard: never torn, never another key's,
-//! never one deleted before the read began (`tests/read_concurrent.rs`).
+//! never one deleted before the read began (`tests/store/read_concurrent.rs`).
 //! Memory read before validation is always mapped: slot arrays are
 //! unmapped through the epoch (`Table::resize`), buffers only with the
 //! store (`buffer.rs`), directory chunks only with the view (`view.rs`).

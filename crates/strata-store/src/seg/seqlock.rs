@@ -20,7 +20,7 @@
 //! value (the classic seqlock argument; Boehm, "Can seqlocks get along
 //! with programming language memory models?", 2012). The loom model in
 //! `tests/loom_read.rs` explores it with relaxed atomics standing for the
-//! data, and `tests/read_concurrent.rs` checks it on the real store.
+//! data, and `tests/store/read_concurrent.rs` checks it on the real store.
 //!
 //! The reader writes nothing: a read costs two loads of a line that stays
 //! shared in every reader's cache until a writer takes the shard.
