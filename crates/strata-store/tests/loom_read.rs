@@ -6,9 +6,9 @@
 //! outcomes it models) of a writer and a reader; a reader that validates
 //! must never have seen a torn state or a buffer's next owner's bytes.
 //!
-//!     RUSTFLAGS="--cfg loom" cargo test --release -p strata-store --test loom_read
-
-#![cfg(loom)]
+//!     cargo test --release --workspace --features strata-store/loom --test loom_read
+//!
+//! (`required-features` keeps it out of every other build.)
 
 use loom::sync::atomic::{fence, AtomicU64, Ordering};
 use loom::sync::{Arc, Mutex};

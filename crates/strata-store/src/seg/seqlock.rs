@@ -25,9 +25,9 @@
 //! The reader writes nothing: a read costs two loads of a line that stays
 //! shared in every reader's cache until a writer takes the shard.
 
-#[cfg(loom)]
+#[cfg(feature = "loom")]
 use loom::sync::atomic::{fence, AtomicU64, Ordering};
-#[cfg(not(loom))]
+#[cfg(not(feature = "loom"))]
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 #[derive(Default)]

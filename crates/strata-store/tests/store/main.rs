@@ -1,8 +1,8 @@
 //! The store's tests, in one test binary: the model tests against
 //! `MapStore`, concurrent readers against every writer, flash, restart and
 //! stress, one module per file. One binary because each test binary is
-//! linked (with LTO) on its own. (`loom_read.rs` stays apart: it is built
-//! with `--cfg loom`.)
+//! linked (with LTO) on its own. (`loom_read.rs` stays apart: it needs the
+//! `loom` feature.)
 //!
 //!     cargo test --release -p strata-store --test store          all of them
 //!     cargo test --release -p strata-store --test store model::  one file
