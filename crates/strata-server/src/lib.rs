@@ -16,6 +16,7 @@ pub mod journal;
 pub mod lifecycle;
 
 pub mod memory;
+pub mod new_conn;
 pub mod ops;
 pub mod port_file;
 pub mod server;
