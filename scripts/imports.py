@@ -38,6 +38,7 @@ PATH = re.compile(r"crate::((?:[a-z_][a-z0-9_]*::)*[A-Za-z_][A-Za-z0-9_]*)")
 USE_GROUP = re.compile(r"use\s+crate::([a-z0-9_:]*?)::?\{([^;]*)\};", re.S)
 
 
+SUPER_GROUP = re.compile(r"\b((?:super::)+)\{")
 SUPER = re.compile(r"\b((?:super::)+)((?:[a-z_][a-z0-9_]*::)*[A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -48,6 +49,12 @@ def targets(text, mods, me, is_mod_rs):
     here = me.split("::") if me else []
     if not is_mod_rs:
         here = here[:-1]
+    # `use super::{a, b::C}`: the group under the resolved parent, for
+    # USE_GROUP below to split.
+    text = SUPER_GROUP.sub(
+        lambda m: "crate::" + "::".join(here[: len(here) - m.group(1).count("super::") + 1]).strip(":") + "::{",
+        text,
+    )
     text = SUPER.sub(
         lambda m: "crate::" + "::".join(here[: len(here) - m.group(1).count("super::") + 1]
                                         + [m.group(2)]).lstrip(":"),

@@ -8,10 +8,12 @@
 //!                   ^ wpos
 //! ```
 //!
-//! [`Conn::process`] runs every complete request in `rbuf` (up to a budget,
-//! memcached's `-R`), appending replies to `out`, so a pipeline of requests
-//! becomes one write. A storage command is executed only when its whole data
-//! block has arrived; a refused block is swallowed byte-exactly
+//! `input` is a [`ReadBuf`] (`read_buf.rs`, shared with the TLS session
+//! that decrypts into it). [`Conn::process`] runs every complete request
+//! in it (up to a budget, memcached's `-R`), appending replies to `out`,
+//! so a pipeline of requests becomes one write. A storage command is
+//! executed only when its whole data block has arrived; a refused block
+//! is swallowed byte-exactly
 //! ([`Conn::swallow`]) so the stream stays in step. It stops early when
 //! `out` holds more than the pending-output limit: a client that does not
 //! read its replies stops being read from.
@@ -24,6 +26,7 @@ pub use crate::ctx::Protocol;
 use crate::ctx::negotiate;
 use crate::front::{self, reply as push_line, Admission, Flow};
 use crate::ops::dump::Pumped;
+use crate::read_buf::ReadBuf;
 use crate::service::Service;
 
 /// Why processing stopped.
@@ -45,87 +48,6 @@ pub enum Progress {
     /// The request at the front waits for a flash read (`flash_io.rs`):
     /// submit it if new; the connection runs again once it is back.
     FlashWait,
-}
-
-/// The read buffer. Its memory stays initialized and allocated between
-/// reads, so a read costs no memset and no allocation.
-#[derive(Default)]
-pub struct ReadBuf {
-    data: Vec<u8>,
-    start: usize,
-    end: usize,
-}
-
-impl ReadBuf {
-    /// Bytes received and not yet consumed.
-    pub fn filled(&self) -> &[u8] {
-        &self.data[self.start..self.end]
-    }
-
-    pub fn len(&self) -> usize {
-        self.end - self.start
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.start == self.end
-    }
-
-    fn consume(&mut self, n: usize) {
-        self.start += n;
-        debug_assert!(self.start <= self.end);
-        if self.start == self.end {
-            self.start = 0;
-            self.end = 0;
-        }
-    }
-
-    /// Free space for at least `min` more bytes, moving unconsumed bytes to
-    /// the front first.
-    pub fn spare(&mut self, min: usize) -> &mut [u8] {
-        if self.start > 0 && self.data.len() - self.end < min {
-            self.data.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
-        }
-        if self.data.len() - self.end < min {
-            self.data.resize(self.end + min, 0);
-        }
-        &mut self.data[self.end..]
-    }
-
-    /// Hand the storage back when nothing is buffered, so an idle
-    /// connection holds no read buffer (the worker pools them).
-    pub fn release(&mut self) -> Option<Vec<u8>> {
-        if self.is_empty() && !self.data.is_empty() {
-            Some(std::mem::take(&mut self.data))
-        } else {
-            None
-        }
-    }
-
-    /// Take `storage` as the buffer if this one has none.
-    pub fn adopt(&mut self, storage: Vec<u8>) {
-        if self.data.is_empty() {
-            self.data = storage;
-            self.start = 0;
-            self.end = 0;
-        }
-    }
-
-    pub fn has_storage(&self) -> bool {
-        !self.data.is_empty()
-    }
-
-    /// Mark `n` bytes of [`ReadBuf::spare`] as received.
-    pub fn commit(&mut self, n: usize) {
-        self.end += n;
-        debug_assert!(self.end <= self.data.len());
-    }
-
-    pub fn extend_from_slice(&mut self, bytes: &[u8]) {
-        self.spare(bytes.len())[..bytes.len()].copy_from_slice(bytes);
-        self.commit(bytes.len());
-    }
 }
 
 /// The outcome of one request.

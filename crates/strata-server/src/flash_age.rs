@@ -1,6 +1,6 @@
 //! The idle writer's thread (`strata-flash-age`, only with `-o ext_path`):
 //! about once a second it hands the engine a pass of writing items idle
-//! longer than `ext_item_age` to flash (`Engine::flash_write_idle`, which
+//! longer than `ext_item_age` to flash (`FlashTier::flash_write_idle`, which
 //! returns at once while `ext_item_age` is unlimited, the default), so no
 //! worker ever does that work. It sleeps on a condition variable the
 //! shutdown wakes, and ends with the server.
@@ -17,7 +17,7 @@ const PASS_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Start the thread when the engine has a flash tier; None otherwise.
 pub fn start(shared: &Arc<Shared>) -> std::io::Result<Option<std::thread::JoinHandle<()>>> {
-    if !shared.engine.flash_enabled() {
+    if shared.engine.flash().is_none() {
         return Ok(None);
     }
     let stop = Arc::new((Mutex::new(false), Condvar::new()));
@@ -28,12 +28,13 @@ pub fn start(shared: &Arc<Shared>) -> std::io::Result<Option<std::thread::JoinHa
     }));
     let shared = shared.clone();
     let thread = std::thread::Builder::new().name("strata-flash-age".into()).spawn(move || {
+        let Some(tier) = shared.engine.flash() else { return };
         let mut state = FlashIdle::default();
         loop {
             if shared.is_shutting_down() {
                 return;
             }
-            shared.engine.flash_write_idle(shared.clock.now(), &mut state);
+            tier.flash_write_idle(shared.clock.now(), &mut state);
             let (lock, cvar) = &*stop;
             let stopped = lock.lock().unwrap_or_else(|e| e.into_inner());
             let (stopped, _) = cvar.wait_timeout_while(stopped, PASS_INTERVAL, |s| !*s).unwrap_or_else(|e| e.into_inner());

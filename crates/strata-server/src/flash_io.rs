@@ -3,7 +3,7 @@
 //! worker, and the connection then resumes at the same request.
 //!
 //! ```text
-//!  Conn::process ── step ── service: engine.flash_check(K) = Some(read)
+//!  Conn::process ── step ── service: tier.flash_check(K) = Some(read)
 //!        │                  (or a plain get missed in RAM, then the check)
 //!        │                  output of this key truncated, nothing counted
 //!        ▼
@@ -20,14 +20,15 @@
 //!  FlashWait { Done(Some(buf) | None) } ── Conn::process runs the same
 //!  request again with the wait handed to the service ("resume"): keys
 //!  before `key_index` (a multi-get) are skipped, their replies are already
-//!  out; the key at `key_index` is answered by engine.finish_flash_read
+//!  out; the key at `key_index` is answered by tier.finish_flash_read
 //!  (a plain read, through the same visitor as a RAM hit), or finished into
 //!  RAM and the command runs as usual without another check.
 //! ```
 //!
-//! So replies stay in request order, and the worker serves its other
-//! connections while a read is in flight. Every read handed out is either
-//! finished or abandoned (`Engine::abandon_flash_read`: the connection
+//! (`tier` is the engine's `FlashTier`, from `Engine::flash`; none of this
+//! runs without one.) So replies stay in request order, and the worker
+//! serves its other connections while a read is in flight. Every read handed out is either
+//! finished or abandoned (`FlashTier::abandon_flash_read`: the connection
 //! closed), so `extstore_io_queue` stays true.
 
 use std::sync::mpsc::{channel, Receiver, Sender};

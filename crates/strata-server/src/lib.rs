@@ -16,8 +16,10 @@ pub mod journal;
 pub mod lifecycle;
 
 pub mod memory;
+pub mod new_conn;
 pub mod ops;
 pub mod port_file;
+pub mod read_buf;
 pub mod server;
 pub mod service;
 pub mod settings;

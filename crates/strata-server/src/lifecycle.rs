@@ -113,7 +113,7 @@ pub fn closed(shared: &Arc<Shared>, stats: &WorkerStats, id: u64, info: &ConnInf
         crate::ops::verbose::conn_closed(fd);
     }
     shared.curr_connections.fetch_sub(1, Ordering::Relaxed);
-    if let Some(wait) = conn.flash.take() {
-        shared.engine.abandon_flash_read(&wait.read);
+    if let (Some(wait), Some(tier)) = (conn.flash.take(), shared.engine.flash()) {
+        tier.abandon_flash_read(&wait.read);
     }
 }

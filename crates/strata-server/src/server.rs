@@ -24,12 +24,13 @@ use mio::{Events, Poll, Token, Waker};
 use strata_store::{Clock, Engine};
 
 use crate::auth::Credentials;
+use crate::new_conn::NewConn;
 use crate::settings::{IoEngine, Settings};
 use crate::shared::Shared;
 use crate::stats::WorkerStats;
 use crate::sys::uring::{EventFd, Ring};
 use crate::sys::{self, Listener, Stream};
-use crate::worker::{NewConn, Worker};
+use crate::worker::Worker;
 use crate::worker_uring::UringWorker;
 
 const ACCEPTOR_WAKE: Token = Token(usize::MAX);

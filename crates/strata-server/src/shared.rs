@@ -31,8 +31,11 @@ pub struct Shared {
     pub sasl_auth: Option<Credentials>,
     /// Crawler, dumps and per-prefix stats (`ops/`).
     pub ops: crate::ops::OpsState,
-    /// The engine has a flash tier (`-o ext_path`): requests go through
-    /// the flash hooks (`service/flash.rs`).
+    /// `engine.flash().is_some()` (the engine has a flash tier, `-o
+    /// ext_path`), read once: the answer never changes, and a service
+    /// made for a connection's turn tests this field and asks the engine
+    /// for its tier only when it is set, so a server without one makes no
+    /// engine call for it (`service/flash.rs`).
     pub flash_on: bool,
     /// The epoll engine's flash I/O threads, started by the first epoll
     /// worker that needs them (`flash_io.rs`).
@@ -77,7 +80,7 @@ impl Shared {
                 Arc::new(w)
             })
             .collect();
-        let flash_on = engine.flash_enabled();
+        let flash_on = engine.flash().is_some();
         Shared {
             memory_limit_bytes: AtomicU64::new(settings.memory_limit_bytes),
             ops: crate::ops::OpsState::new(&settings),

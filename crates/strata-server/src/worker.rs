@@ -15,6 +15,7 @@ use mio::{Events, Poll, Token, Waker};
 
 use crate::conn::{Conn, Progress};
 use crate::lifecycle;
+use crate::new_conn::NewConn;
 use crate::service::Service;
 use crate::shared::{ConnInfo, Shared};
 use crate::stats::WorkerStats;
@@ -29,17 +30,6 @@ const READ_CHUNK: usize = 16 * 1024;
 /// Stop reading once this much unprocessed input is buffered (beyond a
 /// data block the next request is waiting for).
 const MAX_BUFFERED_INPUT: usize = 1 << 20;
-
-/// A connection handed from the acceptor to a worker.
-pub struct NewConn {
-    pub stream: Stream,
-    pub peer: String,
-    pub listen: String,
-    /// The listener's TLS mode (`ListenTls::Off`: plain).
-    pub tls: crate::tls::ListenTls,
-    /// A connection taken over from a previous process (`handover/`).
-    pub resume: Option<Box<crate::handover::Resume>>,
-}
 
 struct Client {
     /// memcached's `conn_close` reason for `watch connevents`.

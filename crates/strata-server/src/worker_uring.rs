@@ -32,7 +32,7 @@ use crate::stats::WorkerStats;
 use crate::sys::uring::{Completion, EventFd, Kind, Ring};
 use crate::sys::Stream;
 use crate::udp::UdpPorts;
-use crate::worker::NewConn;
+use crate::new_conn::NewConn;
 
 const RING_ENTRIES: u32 = 4096;
 const MAX_BUFFERED_INPUT: usize = 1 << 20;

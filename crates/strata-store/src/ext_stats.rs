@@ -1,9 +1,10 @@
 //! The flash tier's counters, with memcached 1.6.45's stat names: the lines
 //! `storage_stats` and the `get_*_extstore` lines of `server_stats` add to
 //! `stats`, and the per-page lines of `stats extstore`
-//! (`process_extstore_stats`). [`Engine::ext_stats`](crate::Engine::ext_stats)
-//! returns them summed (None without a flash tier, so the server prints no
-//! extstore line, as memcached without `ext_path`).
+//! (`process_extstore_stats`). [`FlashTier::ext_stats`](crate::FlashTier::ext_stats)
+//! returns them summed; an engine without a flash tier has none to give
+//! (`Engine::flash` is None), so the server prints no extstore line, as
+//! memcached without `ext_path`.
 //!
 //! Meanings in Strata (a "page" is a flash segment of `ext_page_size`):
 //! - `objects_*` / `bytes_*`: items (key, value, a 32-byte flash header,

@@ -21,7 +21,9 @@
 //! ```
 //!
 //! Rules for the server:
-//! - Call [`Engine::flash_check`](crate::Engine::flash_check) before any
+//! - Only when [`Engine::flash`](crate::Engine::flash) is Some (every call
+//!   below is a [`FlashTier`](crate::FlashTier) method): call
+//!   [`FlashTier::flash_check`](crate::FlashTier::flash_check) before any
 //!   command that needs the current item (get family with `touch`/`vivify`,
 //!   gat, touch, add, replace, cas, append, prepend, incr, decr, delete, every
 //!   meta command), or, for a plain `get`/`gets`/`mg` without T/N, only after
@@ -32,7 +34,7 @@
 //!   absent (reads) or drops it first (writes), exactly as if it had been
 //!   evicted a moment earlier, which a cache may always do.
 //! - Every `FlashRead` handed out must be finished or abandoned
-//!   ([`Engine::abandon_flash_read`](crate::Engine::abandon_flash_read)), so
+//!   ([`FlashTier::abandon_flash_read`](crate::FlashTier::abandon_flash_read)), so
 //!   `extstore_io_queue` and `get_aborted_extstore` stay true.
 //! - `into_ram = false` only for reads; with `opts.touch` or `opts.vivify`
 //!   the engine takes the `InRam` path anyway.

@@ -1,12 +1,14 @@
 //! strata-store: the cache engine. It knows keys, values, client flags, expiry
 //! and CAS; it never sees protocol types.
 //!
-//! The server talks to the engine only through the [`Engine`] trait below. Its
-//! operations mirror memcached 1.6's `do_store_item`, `do_add_delta`,
-//! `item_get`/`item_touch` and `flush_all`, so the protocol layer is a thin
-//! translation and every semantic decision (CAS rules, append keeping the old
-//! flags and TTL, decr clamping at zero, in-place incr padding) lives here,
-//! where the model tests can check it.
+//! The server talks to the engine only through the [`Engine`] trait below
+//! (and, to an engine with a flash tier, through the [`FlashTier`] that
+//! [`Engine::flash`] hands out: `flash_tier.rs`). Its operations mirror
+//! memcached 1.6's `do_store_item`, `do_add_delta`, `item_get`/`item_touch`
+//! and `flush_all`, so the protocol layer is a thin translation and every
+//! semantic decision (CAS rules, append keeping the old flags and TTL, decr
+//! clamping at zero, in-place incr padding) lives here, where the model
+//! tests can check it.
 //!
 //! Time: every call takes `now`, a [`RelTime`] in seconds on the server's
 //! relative clock (see [`clock`]). An item with `exptime != 0 && exptime <= now`
@@ -25,6 +27,7 @@ pub mod clock;
 pub mod ext_config;
 pub mod ext_stats;
 pub mod flash_read;
+pub mod flash_tier;
 pub mod map;
 mod prefetch;
 pub mod seg;
@@ -36,6 +39,7 @@ pub use clock::{Clock, RelTime};
 pub use ext_config::{ExtBucket, ExtConfig, ExtPath, ExtTunable, ExtTunables};
 pub use ext_stats::{ExtPageStats, ExtStats};
 pub use flash_read::{FlashBuf, FlashFinish, FlashRead, FLASH_ALIGN_BYTES};
+pub use flash_tier::FlashTier;
 pub use map::MapStore;
 pub use seg::{hash_key, FlashIdle, SegStore, SharedWords, MEMORY_FILE_LOCK_WAIT};
 pub use walk::{Visit, WalkCursor, WALK_BATCH};
@@ -518,55 +522,12 @@ pub trait Engine: Send + Sync {
         Ok(())
     }
 
-    // The flash tier (`-o ext_path`); see `flash_read` for the whole path
-    // of a flash read. An engine without one answers none / false.
-
-    /// A flash tier is attached: the server must call [`Engine::flash_check`]
-    /// as `flash_read` says. A worker can read this once at start.
-    fn flash_enabled(&self) -> bool {
-        false
-    }
-
-    /// Where `key`'s item is on flash, when it is there (and not in RAM).
-    /// No I/O; counts `get_extstore` and `extstore_io_queue`.
-    fn flash_check(&self, _key: &[u8], _now: RelTime) -> Option<FlashRead> {
-        None
-    }
-
-    /// Hand back the bytes of a [`FlashRead`] (`None`: the read failed).
-    /// Checks them and either shows a plain read's item to `visit` (with
-    /// `created` false; the returned [`GetAction`] is applied), or brings
-    /// the item into RAM (`into_ram`, `opts.touch` or `opts.vivify`, or the
-    /// `ext_recache_rate`-th flash hit), or finds no valid copy. `opts` as
-    /// for [`Engine::get`] (`no_bump`, `uncounted`; `touch` and `vivify` are
-    /// applied by running the command again).
-    fn finish_flash_read(
-        &self,
-        _read: &FlashRead,
-        _data: Option<&[u8]>,
-        _opts: GetOptions,
-        _into_ram: bool,
-        _now: RelTime,
-        _visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
-    ) -> FlashFinish {
-        FlashFinish::Absent
-    }
-
-    /// A handed-out read will not be finished (its connection closed).
-    fn abandon_flash_read(&self, _read: &FlashRead) {}
-
-    /// `ext_item_age`: one pass of writing items idle longer than that to
-    /// flash, with no memory pressure (memcached's storage write thread).
-    /// The server calls it about once a second from a thread of its own,
-    /// never a worker, while [`Engine::flash_enabled`]; `state` is that
-    /// thread's. Takes shard locks a small batch at a time. Returns the
-    /// items written.
-    fn flash_write_idle(&self, _now: RelTime, _state: &mut FlashIdle) -> u64 {
-        0
-    }
-
-    /// The flash tier's counters (`stats`, `stats extstore`); None without one.
-    fn ext_stats(&self) -> Option<ExtStats> {
+    /// The flash tier (`-o ext_path`), if the engine has one: the
+    /// flash-only operations (`flash_tier.rs`; `flash_read.rs` has the
+    /// whole path of a flash read). The same answer for the engine's whole
+    /// life, so a caller may keep it; None (the default) means no flash
+    /// path runs at all.
+    fn flash(&self) -> Option<&dyn FlashTier> {
         None
     }
 }

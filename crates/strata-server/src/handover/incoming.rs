@@ -21,7 +21,7 @@ use super::{Resume, CONN, JOURNAL, LISTENERS, MAX_CARRIED_INPUT_BYTES, REFUSED, 
 use crate::conn::Conn;
 use crate::sys::fdpass::{self, MAX_FDS};
 use crate::sys::{Listener, Stream};
-use crate::worker::NewConn;
+use crate::new_conn::NewConn;
 
 /// How long the old process has for each step (draining, writing back the
 /// memory file, exiting).

@@ -123,7 +123,7 @@ impl CatchUp {
     /// The end: delete every suspect restored item left, then go quiet.
     fn finish(&self, engine: &dyn Engine, now: RelTime) {
         let mut doomed: Vec<(Vec<u8>, u64)> = Vec::new();
-        let mut cursor = if engine.flash_enabled() { WalkCursor::with_flash() } else { WalkCursor::default() };
+        let mut cursor = if engine.flash().is_some() { WalkCursor::with_flash() } else { WalkCursor::default() };
         while !engine.walk(&mut cursor, 4096, now, &mut |item, visit| {
             if visit == Visit::Live && self.restored(item.meta.cas) && self.is_suspect(super::tag(item.key)) {
                 doomed.push((item.key.to_vec(), item.meta.cas));

@@ -164,7 +164,7 @@ fn drop_tagged(engine: &dyn Engine, tags: &HashSet<u32>, now: strata_store::RelT
     let mut keys: Vec<Vec<u8>> = Vec::new();
     // Items on a flash tier were restored too: the walk reads them (blocking
     // reads are fine here, nothing is served yet).
-    let mut cursor = if engine.flash_enabled() { WalkCursor::with_flash() } else { WalkCursor::default() };
+    let mut cursor = if engine.flash().is_some() { WalkCursor::with_flash() } else { WalkCursor::default() };
     while !engine.walk(&mut cursor, 4096, now, &mut |item, visit| {
         if visit == Visit::Live && tags.contains(&super::tag(item.key)) {
             keys.push(item.key.to_vec());

@@ -20,6 +20,23 @@
 //! governor's 100 ms readings, cap / 256 a reading is about 4% of the cap a
 //! second, after 3 calm seconds), so a neighbour that comes and goes is not
 //! chased up and down.
+//!
+//! A [`Reading`] is this module's input; `source.rs` fills it from the
+//! cgroup or host files. This module reads no file and imports nothing of
+//! the crate.
+
+/// One look at memory: what is allowed, what is used, how often the limit bit.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Reading {
+    pub cap_bytes: u64,
+    pub used_bytes: u64,
+    /// Times the cgroup hit its limit (v1 failcnt, v2 high + max + oom
+    /// events), cumulative: a rise between two readings is pressure.
+    pub limit_events: u64,
+    /// PSI `some avg10` (percent of the last 10 s some task stalled on
+    /// memory), where the kernel has PSI.
+    pub psi_some_avg10: Option<f64>,
+}
 
 /// Smallest limit the governor sets (memcached's smallest `cache_memlimit`).
 pub const FLOOR_BYTES: u64 = 8 << 20;
@@ -73,7 +90,7 @@ impl Policy {
     }
 
     /// A new limit and why, or None to keep it.
-    pub fn step(&mut self, r: &super::source::Reading, held_bytes: u64) -> Option<(u64, Reason)> {
+    pub fn step(&mut self, r: &Reading, held_bytes: u64) -> Option<(u64, Reason)> {
         let headroom = headroom_bytes(r.cap_bytes);
         let free = r.cap_bytes.saturating_sub(r.used_bytes);
         let events = self.last_events.is_some_and(|last| r.limit_events > last);
@@ -117,7 +134,6 @@ impl Policy {
 
 #[cfg(test)]
 mod tests {
-    use super::super::source::Reading;
     use super::*;
 
     const MIB: u64 = 1 << 20;

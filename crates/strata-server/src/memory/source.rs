@@ -20,28 +20,19 @@
 //! left out of "used" because the kernel drops them before it reclaims
 //! anything else (the working set the kubelet uses for the same decision).
 //! Every parser here is a pure function of the files' text, unit-tested
-//! with both versions' formats; [`Source::read`] only reads the files.
+//! with both versions' formats; [`Source::read`] only reads the files,
+//! into the policy's [`Reading`] (`policy.rs`, which this module follows:
+//! PSI is read only while free memory is under the policy's headroom).
 
 use std::path::{Path, PathBuf};
+
+use super::policy::{headroom_bytes, Reading};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
     CgroupV1(PathBuf),
     CgroupV2(PathBuf),
     Host,
-}
-
-/// One look at memory: what is allowed, what is used, how often the limit bit.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Reading {
-    pub cap_bytes: u64,
-    pub used_bytes: u64,
-    /// Times the cgroup hit its limit (v1 failcnt, v2 high + max + oom
-    /// events), cumulative: a rise between two readings is pressure.
-    pub limit_events: u64,
-    /// PSI `some avg10` (percent of the last 10 s some task stalled on
-    /// memory), where the kernel has PSI.
-    pub psi_some_avg10: Option<f64>,
 }
 
 impl Source {
@@ -116,7 +107,7 @@ impl Source {
             // and what the whole host uses is what leaves room.
             return Source::Host.read();
         }
-        if r.cap_bytes.saturating_sub(r.used_bytes) < super::policy::headroom_bytes(r.cap_bytes) {
+        if r.cap_bytes.saturating_sub(r.used_bytes) < headroom_bytes(r.cap_bytes) {
             let own = match self {
                 Source::CgroupV2(dir) => std::fs::read_to_string(dir.join("memory.pressure")).ok(),
                 _ => None,

@@ -31,22 +31,27 @@
 //!   It holds at most ~50 KiB of output and a cursor, and takes at most
 //!   about a quarter of its worker's time; it stops at memcached's 2 MiB
 //!   and is not counted as the crawler.
+//!
+//! Each dump's lines are formatted by `dump_lines.rs`. This module owns
+//! the connection's dump slot ([`Dump`], [`pump`]) and so depends on the
+//! three things that fill it (`dump_feed.rs`, `watch.rs`, its own walk);
+//! none of them depends on it.
 
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
-use strata_proto::admin::Classes;
-use strata_proto::base64;
-use strata_proto::number::{push_i64, push_u64};
-use strata_proto::Tokens;
-use strata_store::{ItemMeta, Visit, WalkCursor, WALK_BATCH};
+use std::sync::Arc;
 
-use super::dump_feed::Fed;
+use strata_proto::admin::Classes;
+use strata_proto::Tokens;
+use strata_store::{Visit, WalkCursor, WALK_BATCH};
+
+use super::dump_feed::{Fed, Feed};
+use super::dump_lines::{Kind, Printer};
+use super::watch::Watcher;
 use super::{refused, Started};
-use strata_store::SlabClasses;
 use crate::ctx::Ctx;
 use crate::shared::Shared;
-use std::sync::Arc;
 
 /// Refill when fewer pending output bytes than this remain.
 const REFILL_BELOW_BYTES: usize = 16 << 10;
@@ -56,8 +61,6 @@ const REFILL_BELOW_BYTES: usize = 16 << 10;
 const FILL_TO_BYTES: usize = 32 << 10;
 /// Walk steps per refill, at most (a class filter may skip most items).
 const STEPS_PER_REFILL: usize = 8;
-/// memcached's cachedump reply limit (`memlimit`, 2 MiB with its END).
-const CACHEDUMP_MAX_BYTES: usize = 2 << 20;
 /// After a refill that took `t` of CPU, the dump rests `t` times this
 /// before the next: it takes at most a quarter of its worker's time, so a
 /// dump of millions of keys leaves the worker's other connections (and a
@@ -66,30 +69,15 @@ const IDLE_PER_BUSY: u32 = 3;
 /// How often a resting or refilled dump is looked at again.
 const DUMP_TICK: Duration = Duration::from_millis(1);
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    /// `key=... exp=... la=... cas=... fetch=... cls=... size=... flags=... ` lines, then END.
-    Meta,
-    /// `mg <key>` (or `mg <base64> b`) lines, then EN.
-    Mg,
-    /// `ITEM <key> [<bytes> b; <exp> s]` lines, then END.
-    Cache { limit: u32 },
-}
-
 /// What refills a streaming connection's output: a key dump's walk, or a
 /// watcher's log lines (`ops/watch.rs`: a dump that never ends).
 pub enum Dump {
     /// `stats cachedump`, walked by its worker.
     Walk(Walk),
     /// `lru_crawler metadump|mgdump`, walked by a thread of its own.
-    Feed(super::dump_feed::Feed),
-    Watch(super::watch::Watcher),
-}
-
-impl Dump {
-    pub(crate) fn watch(watcher: super::watch::Watcher) -> Dump {
-        Dump::Watch(watcher)
-    }
+    Feed(Feed),
+    /// `watch`: a dump that never ends (`ops/watch.rs`).
+    Watch(Watcher),
 }
 
 /// A `stats cachedump` in progress on one connection.
@@ -128,7 +116,7 @@ pub fn start_crawler_dump(ctx: &Ctx<'_>, mg: bool, classes: Classes, out: &mut V
         return refused(out, "BUSY currently processing crawler request");
     };
     let printer = Printer::new(ctx, if mg { Kind::Mg } else { Kind::Meta }, classes);
-    let Some(feed) = super::dump_feed::Feed::spawn(ctx.shared.clone(), printer, Some(busy)) else {
+    let Some(feed) = Feed::spawn(ctx.shared.clone(), printer, Some(busy)) else {
         // memcached's answer when its crawler cannot start.
         return refused(out, "ERROR an unknown error happened");
     };
@@ -178,7 +166,7 @@ impl Walk {
                 }
                 false
             });
-            if done || printer.full {
+            if done || printer.full() {
                 printer.terminate(out);
                 return true;
             }
@@ -192,123 +180,6 @@ impl Walk {
         let sleep_us = u64::from(shared.ops.crawler.sleep_us()) * looked as u64 / 1000;
         self.resume_at = Some(started + busy + (busy * IDLE_PER_BUSY).max(Duration::from_micros(sleep_us)));
         false
-    }
-}
-
-/// Formats one dump's lines.
-pub(super) struct Printer {
-    kind: Kind,
-    classes: Classes,
-    sizes: SlabClasses,
-    origin_unix: i64,
-    cas_enabled: bool,
-    /// Cachedump: lines and bytes so far, and whether its limit was hit.
-    shown: u32,
-    bytes: usize,
-    full: bool,
-}
-
-impl Printer {
-    fn new(ctx: &Ctx<'_>, kind: Kind, classes: Classes) -> Printer {
-        Printer {
-            kind,
-            classes,
-            sizes: ctx.shared.settings.slab_classes(),
-            origin_unix: ctx.shared.clock.process_started_unix(),
-            cas_enabled: !ctx.shared.settings.cas_disabled,
-            shown: 0,
-            bytes: 0,
-            full: false,
-        }
-    }
-
-    /// The dump's last line.
-    pub(super) fn terminate(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(match self.kind {
-            Kind::Mg => b"EN\r\n",
-            Kind::Meta | Kind::Cache { .. } => b"END\r\n",
-        });
-    }
-
-    pub(super) fn line(&mut self, key: &[u8], value_len: usize, meta: &ItemMeta, out: &mut Vec<u8>) {
-        if self.full {
-            return;
-        }
-        let size = strata_store::memcached_item_size(key.len(), meta.flags, value_len, self.cas_enabled);
-        let class = usize::from(self.sizes.class_of(size));
-        if !self.classes.contains(class) {
-            return;
-        }
-        match self.kind {
-            Kind::Meta => {
-                out.extend_from_slice(b"key=");
-                uriencode(key, out);
-                out.extend_from_slice(b" exp=");
-                if meta.exptime == 0 {
-                    out.extend_from_slice(b"-1");
-                } else {
-                    push_i64(out, i64::from(meta.exptime) + self.origin_unix);
-                }
-                out.extend_from_slice(b" la=");
-                push_i64(out, i64::from(meta.last_access) + self.origin_unix);
-                out.extend_from_slice(b" cas=");
-                push_u64(out, meta.cas);
-                out.extend_from_slice(if meta.fetched { b" fetch=yes cls=" } else { b" fetch=no cls=" });
-                push_u64(out, class as u64);
-                out.extend_from_slice(b" size=");
-                push_u64(out, size as u64);
-                out.extend_from_slice(b" flags=");
-                push_u64(out, u64::from(meta.flags));
-                // memcached 1.6.45: a trailing space and a bare newline.
-                out.extend_from_slice(b" \n");
-            }
-            Kind::Mg => {
-                out.extend_from_slice(b"mg ");
-                if meta.key_binary {
-                    base64::encode(key, out);
-                    out.extend_from_slice(b" b\r\n");
-                } else {
-                    out.extend_from_slice(key);
-                    out.extend_from_slice(b"\r\n");
-                }
-            }
-            Kind::Cache { limit } => {
-                // memcached never prints binary keys here.
-                if meta.key_binary {
-                    return;
-                }
-                let start = out.len();
-                out.extend_from_slice(b"ITEM ");
-                out.extend_from_slice(key);
-                out.extend_from_slice(b" [");
-                push_u64(out, value_len as u64);
-                out.extend_from_slice(b" b; ");
-                push_i64(out, if meta.exptime == 0 { 0 } else { i64::from(meta.exptime) + self.origin_unix });
-                out.extend_from_slice(b" s]\r\n");
-                let len = out.len() - start;
-                if self.bytes + len + 6 > CACHEDUMP_MAX_BYTES {
-                    out.truncate(start);
-                    self.full = true;
-                    return;
-                }
-                self.bytes += len;
-                self.shown += 1;
-                self.full = limit != 0 && self.shown >= limit;
-            }
-        }
-    }
-}
-
-/// memcached's `uriencode`: every byte but ASCII letters, digits and
-/// `-._~` becomes `%XX`.
-pub(crate) fn uriencode(key: &[u8], out: &mut Vec<u8>) {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    for &b in key {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b);
-        } else {
-            out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
-        }
     }
 }
 
@@ -408,17 +279,4 @@ fn pump_running(
         return None;
     }
     Some(Pumped::Dumping)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn uriencodes_as_memcached() {
-        let mut out = Vec::new();
-        uriencode(b"a%20b c/d-e.f_g~h", &mut out);
-        assert_eq!(out, b"a%2520b%20c%2Fd-e.f_g~h");
-    }
-
 }

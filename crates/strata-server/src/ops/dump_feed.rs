@@ -56,7 +56,7 @@ use std::time::Duration;
 use strata_store::{ItemMeta, ItemView, Visit, WalkCursor};
 
 use super::crawler::Busy;
-use super::dump::Printer;
+use super::dump_lines::Printer;
 use crate::shared::Shared;
 use crate::sys::socket_writer::SocketWriter;
 

@@ -117,7 +117,7 @@ pub fn own_lines(e: &ExtStats, stat: &mut dyn FnMut(&'static str, String)) {
 /// page (`N:version`, `N:bytes`, `N:bucket`, `N:free_bucket`); nothing
 /// without a flash tier.
 pub fn pages(ctx: &Ctx<'_>, stat: &mut dyn FnMut(String, String)) {
-    let Some(e) = ctx.shared.engine.ext_stats() else { return };
+    let Some(e) = ctx.shared.engine.flash().map(|tier| tier.ext_stats()) else { return };
     for (i, p) in e.pages.iter().enumerate() {
         stat(format!("{i}:version"), p.version.to_string());
         stat(format!("{i}:bytes"), p.bytes_used.to_string());

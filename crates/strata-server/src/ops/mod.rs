@@ -1,8 +1,10 @@
 //! Operator features that sit beside the request path: the slab view of
 //! the segment store (`slab_view.rs`: `stats items|slabs|sizes`), `stats
-//! conns` (`conns.rs`), key dumps (`dump.rs`), the LRU crawler and the
-//! `lru`/`slabs` commands (`crawler.rs`), per-prefix statistics
-//! (`detail.rs`), `watch` (`watch.rs`, over `logger.rs`), `-vv` and
+//! conns` (`conns.rs`), key dumps (`dump.rs`, driving `dump_feed.rs`'s
+//! threads or a walk of its own, both printing through `dump_lines.rs`),
+//! the LRU crawler and the `lru`/`slabs` commands (`crawler.rs`),
+//! per-prefix statistics (`detail.rs`), `watch` (`watch.rs`, over
+//! `logger.rs`), `-vv` and
 //! `verbosity` (`verbose.rs`), the flash tier's `extstore` tunables
 //! (`extstore.rs`), the Prometheus `/metrics` endpoint (`metrics.rs`
 //! renders, `metrics_http.rs` serves), `stats latency` (`latency.rs`) and
@@ -22,6 +24,7 @@ pub mod dump;
 pub mod extstore;
 
 pub mod dump_feed;
+mod dump_lines;
 pub(crate) mod slab_view;
 pub mod logger;
 pub mod metrics;
@@ -74,7 +77,7 @@ pub fn admin(ctx: &Ctx<'_>, cmd: Admin, out: &mut Vec<u8>) -> Started {
         Admin::Sleep(us) => crawler::set_sleep(ctx, us),
         Admin::Enable(on) => crawler::enable(ctx, on),
         Admin::Reassign { src, dst } => crawler::reassign(ctx, src, dst),
-        Admin::Watch(mask) => return watch::start(ctx, mask, out),
+        Admin::Watch(mask) => return watch::start(ctx, mask, out).map(|w| Box::new(dump::Dump::Watch(w))),
         Admin::Extstore { set, noreply } => {
             let line = extstore::command(ctx, set);
             if !noreply {

@@ -146,7 +146,7 @@ fn general(ctx: &Ctx<'_>, t: &mut Stats) {
     ] {
         stat(t, name, value);
     }
-    let ext = shared.engine.ext_stats();
+    let ext = shared.engine.flash().map(|tier| tier.ext_stats());
     let mut put = |name: &str, value: String| stat(t, name, value);
     if let Some(x) = &ext {
         crate::ops::extstore::get_lines(x, &mut put);

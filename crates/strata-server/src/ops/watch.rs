@@ -3,9 +3,12 @@
 //! disconnects; it runs no further command.
 //!
 //! A watcher is a never-ending key dump: the command hands its connection
-//! a [`Watcher`] through the dump slot (`ops/dump.rs`), whose pump, every
-//! 1 ms tick, collects the workers' log buffers and moves the watcher's
-//! lines into the connection's output (`ops/logger.rs` has the buffers).
+//! a [`Watcher`] through the dump slot (`ops::admin` wraps it in
+//! `ops/dump.rs`'s `Dump::Watch`; this module does not know the slot),
+//! whose pump, every 1 ms tick, collects the workers' log buffers and
+//! moves the watcher's lines into the connection's output (`ops/logger.rs`
+//! has the buffers). Its lines' keys are uriencoded as the dumps' are
+//! (`ops/dump_lines.rs`).
 //! Dropping the watcher (the connection closed) detaches it.
 //!
 //! The hooks the request path calls ([`deleted`], ...) cost one relaxed
@@ -16,8 +19,9 @@ use std::sync::Arc;
 use strata_proto::admin::watch as streams;
 use strata_proto::number::push_u64;
 
+use super::dump_lines::uriencode;
 use super::logger::Sink;
-use super::{refused, Started};
+use super::push_line;
 use crate::ctx::Ctx;
 use crate::shared::Shared;
 
@@ -41,8 +45,14 @@ impl Watcher {
     }
 }
 
-/// `watch ...`, checked in memcached's order.
-pub fn start(ctx: &Ctx<'_>, mask: Option<u32>, out: &mut Vec<u8>) -> Started {
+/// `watch ...`, checked in memcached's order: the watcher on `OK`, or
+/// None with the refusal written. The caller hands the watcher to the
+/// connection as a dump (`ops::admin`, `Dump::Watch`).
+pub fn start(ctx: &Ctx<'_>, mask: Option<u32>, out: &mut Vec<u8>) -> Option<Watcher> {
+    let refused = |out: &mut Vec<u8>, line: &str| {
+        push_line(out, line);
+        None
+    };
     if !ctx.shared.settings.watch_enabled {
         return refused(out, "CLIENT_ERROR watch commands not allowed");
     }
@@ -59,8 +69,7 @@ pub fn start(ctx: &Ctx<'_>, mask: Option<u32>, out: &mut Vec<u8>) -> Started {
         return refused(out, "WATCHER_TOO_MANY log watcher limit reached");
     };
     out.extend_from_slice(b"OK\r\n");
-    let watcher = Watcher { sink, shared: ctx.shared.clone() };
-    Some(Box::new(super::dump::Dump::watch(watcher)))
+    Some(Watcher { sink, shared: ctx.shared.clone() })
 }
 
 /// What deleted an item (memcached's `LOG_TYPE_DELETE`, `LOG_TYPE_META_DELETE`).
@@ -83,7 +92,7 @@ pub fn deleted(ctx: &Ctx<'_>, key: &[u8], item: (u32, usize), cmd: DeleteCmd) {
     let class = class_of(ctx, key, item);
     ctx.shared.ops.log.log(&ctx.shared.worker_stats, ctx.stats, streams::DELETIONS, |line| {
         line.extend_from_slice(b"type=deleted key=");
-        super::dump::uriencode(key, line);
+        uriencode(key, line);
         line.extend_from_slice(match cmd {
             DeleteCmd::Delete => b" cmd=delete clsid=",
             DeleteCmd::Md => b" cmd=md clsid=",
@@ -165,7 +174,7 @@ fn log_fetch(ctx: &Ctx<'_>, key: &[u8], found: Option<Found>) {
         };
         ctx.shared.ops.log.log(&ctx.shared.worker_stats, ctx.stats, streams::FETCHERS, |line| {
             line.extend_from_slice(b"type=item_get key=");
-            super::dump::uriencode(key, line);
+            uriencode(key, line);
             line.extend_from_slice(if found.is_some() { b" status=found clsid=" } else { b" status=not_found clsid=" });
             push_u64(line, class);
             line.extend_from_slice(b" cfd=");
@@ -241,7 +250,7 @@ fn stored_cold(ctx: &Ctx<'_>, key: &[u8], cmd: StoreCmd, result: strata_store::S
     };
     ctx.shared.ops.log.log(&ctx.shared.worker_stats, ctx.stats, streams::MUTATIONS, |line| {
         line.extend_from_slice(b"type=item_store key=");
-        super::dump::uriencode(key, line);
+        uriencode(key, line);
         line.extend_from_slice(b" status=");
         line.extend_from_slice(status);
         line.extend_from_slice(b" cmd=");
@@ -337,7 +346,7 @@ impl strata_store::EvictionLog for EvictionWatch {
         let class = u64::from(shared.ops.log.classes.class_of(size));
         shared.ops.log.log_other(streams::EVICTIONS, |line| {
             line.extend_from_slice(b"type=eviction key=");
-            super::dump::uriencode(item.key, line);
+            uriencode(item.key, line);
             line.extend_from_slice(if item.fetched { b" fetch=yes ttl=" } else { b" fetch=no ttl=" });
             if item.exptime == 0 {
                 line.extend_from_slice(b"-1");

@@ -12,11 +12,17 @@
 //! returns as soon as a hook says [`Parked`], and `Conn::process` leaves
 //! the request in the input to run again once the read is back. On that
 //! run the hooks find the finished read ("resume") for the key it was for.
-//! With no flash tier each hook costs one predictable branch.
+//!
+//! The engine's flash tier (`Engine::flash`, a `FlashTier`) is asked for
+//! once, when the service is made for a connection's turn (and only when
+//! `Shared::flash_on` says there is one), and kept in [`FlashState`]: with
+//! no flash tier (None) each hook costs one predictable branch on it, as
+//! the `bool` it replaces did, and with one the hooks call the tier
+//! without asking again.
 
 use std::cell::{Cell, RefCell};
 
-use strata_store::{FlashFinish, FlashRead, GetAction, GetOptions, ItemView};
+use strata_store::{FlashFinish, FlashRead, FlashTier, GetAction, GetOptions, ItemView};
 
 use super::{hooks, Service};
 use crate::flash_io::FlashWait;
@@ -33,8 +39,9 @@ pub enum Read {
 
 /// Per-connection flash state.
 #[derive(Default)]
-pub(crate) struct FlashState {
-    pub on: bool,
+pub(crate) struct FlashState<'a> {
+    /// The engine's flash tier; None: no flash path runs.
+    tier: Option<&'a dyn FlashTier>,
     /// The finished read of the request being run again.
     resume: RefCell<Option<Box<FlashWait>>>,
     /// Keys of the request before this one were answered before it parked.
@@ -43,9 +50,9 @@ pub(crate) struct FlashState {
     park: RefCell<Option<Box<FlashWait>>>,
 }
 
-impl FlashState {
-    pub fn new(on: bool) -> FlashState {
-        FlashState { on, ..FlashState::default() }
+impl<'a> FlashState<'a> {
+    pub fn new(tier: Option<&'a dyn FlashTier>) -> FlashState<'a> {
+        FlashState { tier, ..FlashState::default() }
     }
 }
 
@@ -73,7 +80,9 @@ impl<'a> Service<'a> {
     pub fn end_request(&self) {
         self.flash.resume_from.set(0);
         if let Some(wait) = self.flash.resume.borrow_mut().take() {
-            self.shared.engine.abandon_flash_read(&wait.read);
+            if let Some(tier) = self.flash.tier {
+                tier.abandon_flash_read(&wait.read);
+            }
         }
     }
 
@@ -86,7 +95,7 @@ impl<'a> Service<'a> {
     /// (hooks that already ran for it on the first run, such as a `watch`
     /// line, are not repeated).
     pub(crate) fn resuming(&self, index: usize) -> bool {
-        self.flash.on && self.flash.resume.borrow().as_ref().is_some_and(|w| w.key_index == index)
+        self.flash.tier.is_some() && self.flash.resume.borrow().as_ref().is_some_and(|w| w.key_index == index)
     }
 
     fn park(&self, read: FlashRead, key_index: usize) {
@@ -109,16 +118,16 @@ impl<'a> Service<'a> {
     /// finished read brings the item into RAM (or finds it gone) and the
     /// command runs without another check.
     pub(crate) fn flash_first(&self, key: &[u8], index: usize) -> Result<(), Parked> {
-        if !self.flash.on {
+        let Some(tier) = self.flash.tier else {
             return Ok(());
-        }
+        };
         let now = self.now();
         if let Some(wait) = self.take_resume(index) {
             let opts = GetOptions::default();
-            self.shared.engine.finish_flash_read(&wait.read, wait.data(), opts, true, now, &mut |_, _| GetAction::default());
+            tier.finish_flash_read(&wait.read, wait.data(), opts, true, now, &mut |_, _| GetAction::default());
             return Ok(());
         }
-        match self.shared.engine.flash_check(key, now) {
+        match tier.flash_check(key, now) {
             Some(read) => {
                 self.park(read, index);
                 Err(Parked)
@@ -145,11 +154,11 @@ impl<'a> Service<'a> {
             hooks::catch_up(self, key);
         }
         let hit = |hit: bool| if hit { Read::Hit } else { Read::Miss };
-        if !self.flash.on {
+        let Some(tier) = self.flash.tier else {
             return hit(engine.get(key, opts, now, visit));
-        }
+        };
         if let Some(wait) = self.take_resume(index) {
-            return match engine.finish_flash_read(&wait.read, wait.data(), opts, false, now, visit) {
+            return match tier.finish_flash_read(&wait.read, wait.data(), opts, false, now, visit) {
                 FlashFinish::Visited => Read::Hit,
                 FlashFinish::InRam | FlashFinish::Absent => hit(engine.get(key, opts, now, visit)),
             };
@@ -163,7 +172,7 @@ impl<'a> Service<'a> {
         if engine.get(key, opts, now, visit) {
             return Read::Hit;
         }
-        match engine.flash_check(key, now) {
+        match tier.flash_check(key, now) {
             Some(read) => {
                 self.park(read, index);
                 Read::Parked

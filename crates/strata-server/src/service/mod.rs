@@ -43,7 +43,7 @@ use crate::stats::WorkerStats;
 pub struct Service<'a> {
     pub ctx: Ctx<'a>,
     /// A request parked on a flash read, or resumed after one (`flash.rs`).
-    flash: flash::FlashState,
+    flash: flash::FlashState<'a>,
     /// A key dump or watch the last command started, for its connection.
     started: Cell<Started>,
 }
@@ -64,7 +64,10 @@ impl<'a> Service<'a> {
 
     /// A service over `ctx` (a connection's, a UDP socket's).
     pub fn over(ctx: Ctx<'a>) -> Service<'a> {
-        let flash = flash::FlashState::new(ctx.shared.flash_on);
+        // One field test without a flash tier (the common case); the
+        // engine is asked for it only when there is one.
+        let tier = if ctx.shared.flash_on { ctx.shared.engine.flash() } else { None };
+        let flash = flash::FlashState::new(tier);
         Service { ctx, flash, started: Cell::new(None) }
     }
 

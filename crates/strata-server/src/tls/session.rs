@@ -20,7 +20,7 @@ use std::sync::Arc;
 use rustls::{ServerConfig, ServerConnection};
 
 use super::config::TlsStats;
-use crate::conn::ReadBuf;
+use crate::read_buf::ReadBuf;
 
 /// Why a TLS connection must close (already counted in `stats`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

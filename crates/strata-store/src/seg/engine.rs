@@ -1,6 +1,8 @@
 //! `SegStore` as an [`Engine`]: each operation hashes its key, locks its
 //! shard, and runs on the shard's index and segments (`mod.rs` has the
-//! helpers they share: `live`, `put`, `modify`, `meta`).
+//! helpers they share: `live`, `put`, `modify`, `meta`). With a flash
+//! tier attached it is a [`FlashTier`] too, whose operations live in
+//! `flash/` and are only forwarded here.
 
 use std::sync::atomic::Ordering;
 
@@ -10,8 +12,8 @@ use super::table::{slot_freq, MAX_FREQ};
 use super::{hash_key, sample, Change, FlashIdle, SegStore};
 use crate::{
     counter_bytes, memcached_chunked, memcached_item_size, parse_counter, DeleteRequest, DeleteResult, DeltaMode,
-    DeltaRequest, DeltaResult, Engine, EngineStats, GetAction, GetOptions, ItemView, RelTime, StoreMode, StoreRequest,
-    StoreResult, Visit, WalkCursor,
+    DeltaRequest, DeltaResult, Engine, EngineStats, ExtStats, FlashFinish, FlashRead, FlashTier, GetAction, GetOptions,
+    ItemView, RelTime, StoreMode, StoreRequest, StoreResult, Visit, WalkCursor,
 };
 
 impl Engine for SegStore {
@@ -455,35 +457,43 @@ impl Engine for SegStore {
         file.close(self.file_state(), &mut buffers)
     }
 
-    fn flash_enabled(&self) -> bool {
-        self.g.flash.is_some()
+    fn flash(&self) -> Option<&dyn FlashTier> {
+        self.g.flash.is_some().then_some(self as &dyn FlashTier)
     }
+}
 
-    fn flash_check(&self, key: &[u8], now: RelTime) -> Option<crate::FlashRead> {
-        self.flash_check_impl(key, now)
+/// The flash tier's operations, for the server (through [`Engine::flash`],
+/// which hands this out only with a tier attached). Each forwards to the
+/// `SegStore` method of the same name (`flash/mod.rs`, `flash/age.rs`),
+/// which a caller holding the concrete store (the tests) may call itself.
+impl FlashTier for SegStore {
+    fn flash_check(&self, key: &[u8], now: RelTime) -> Option<FlashRead> {
+        SegStore::flash_check(self, key, now)
     }
 
     fn finish_flash_read(
         &self,
-        read: &crate::FlashRead,
+        read: &FlashRead,
         data: Option<&[u8]>,
         opts: GetOptions,
         into_ram: bool,
         now: RelTime,
         visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
-    ) -> crate::FlashFinish {
-        self.finish_flash_read_impl(read, data, opts, into_ram, now, visit)
+    ) -> FlashFinish {
+        SegStore::finish_flash_read(self, read, data, opts, into_ram, now, visit)
+    }
+
+    fn abandon_flash_read(&self, read: &FlashRead) {
+        SegStore::abandon_flash_read(self, read)
     }
 
     fn flash_write_idle(&self, now: RelTime, state: &mut FlashIdle) -> u64 {
-        self.flash_write_idle_impl(now, state)
+        SegStore::flash_write_idle(self, now, state)
     }
 
-    fn abandon_flash_read(&self, read: &crate::FlashRead) {
-        self.abandon_flash_read_impl(read)
-    }
-
-    fn ext_stats(&self) -> Option<crate::ExtStats> {
-        self.ext_stats_impl()
+    fn ext_stats(&self) -> ExtStats {
+        // Reached through `Engine::flash`, so a tier is attached; called
+        // on a store without one, the tier it does not have is empty.
+        SegStore::ext_stats(self).unwrap_or_default()
     }
 }

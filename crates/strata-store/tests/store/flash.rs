@@ -240,7 +240,7 @@ fn a_bad_ext_path_is_an_error_at_start() {
     let small = ext(&dir.file("small"), 64 << 10);
     let err = s.attach_flash(small).expect_err("one page");
     assert!(err.to_string().contains("fewer than 2 pages"), "{err}");
-    assert!(!s.flash_enabled());
+    assert!(s.flash().is_none());
 }
 
 #[test]

@@ -6,7 +6,7 @@
 //! offer to flash (`Shard::demote_to_flash`, no age rule).
 //!
 //! ```text
-//!  server thread strata-flash-age, once a second: Engine::flash_write_idle
+//!  server thread strata-flash-age, once a second: FlashTier::flash_write_idle
 //!    shard by shard, segment by segment, items in append order (a segment
 //!    may hold items older than itself: kept by eviction, or brought back
 //!    from flash, with their access times), under the shard's lock
@@ -74,8 +74,9 @@ struct SegWalk {
 
 impl SegStore {
     /// One pass of the idle writer over the whole cache (see the module
-    /// docs). Returns the items it wrote.
-    pub(crate) fn flash_write_idle_impl(&self, now: RelTime, state: &mut FlashIdle) -> u64 {
+    /// docs, and [`FlashTier::flash_write_idle`](crate::FlashTier::flash_write_idle)).
+    /// Returns the items it wrote (0 without a tier).
+    pub fn flash_write_idle(&self, now: RelTime, state: &mut FlashIdle) -> u64 {
         let Some(tier) = &self.g.flash else { return 0 };
         let t = &tier.tunables;
         let r = std::sync::atomic::Ordering::Relaxed;

@@ -154,7 +154,9 @@ impl SegStore {
         }
     }
 
-    pub(super) fn flash_check_impl(&self, key: &[u8], now: RelTime) -> Option<FlashRead> {
+    /// [`FlashTier::flash_check`](crate::FlashTier::flash_check); None
+    /// without a tier.
+    pub fn flash_check(&self, key: &[u8], now: RelTime) -> Option<FlashRead> {
         let tier = self.g.flash.as_ref()?;
         let hash = hash_key(key);
         let mut guard = self.lock(hash);
@@ -195,7 +197,8 @@ impl SegStore {
         }
     }
 
-    pub(super) fn finish_flash_read_impl(
+    /// [`FlashTier::finish_flash_read`](crate::FlashTier::finish_flash_read).
+    pub fn finish_flash_read(
         &self,
         read: &FlashRead,
         data: Option<&[u8]>,
@@ -359,14 +362,17 @@ impl SegStore {
         FlashFinish::Visited
     }
 
-    pub(super) fn abandon_flash_read_impl(&self, _read: &FlashRead) {
+    /// [`FlashTier::abandon_flash_read`](crate::FlashTier::abandon_flash_read).
+    pub fn abandon_flash_read(&self, _read: &FlashRead) {
         if let Some(tier) = &self.g.flash {
             let _ = tier.c.io_queue.fetch_update(relaxed(), relaxed(), |n| Some(n.saturating_sub(1)));
             tier.c.get_aborted.fetch_add(1, relaxed());
         }
     }
 
-    pub(super) fn ext_stats_impl(&self) -> Option<ExtStats> {
+    /// The tier's counters ([`FlashTier::ext_stats`](crate::FlashTier::ext_stats));
+    /// None without a tier.
+    pub fn ext_stats(&self) -> Option<ExtStats> {
         let tier = self.g.flash.as_ref()?;
         let mut stats = tier.stats();
         for shard in self.shards.iter() {
