@@ -40,6 +40,17 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     }
+    // Caught from here on, handled once the server runs: a SIGTERM while the
+    // memory file loads or the listeners open (a service manager's stop
+    // right after its start) stops the server cleanly instead of killing it
+    // with its memory file unmarked.
+    let signals = match process::catch_signals() {
+        Ok(signals) => signals,
+        Err(e) => {
+            eprintln!("strata: could not install signal handlers: {e}");
+            return ExitCode::from(1);
+        }
+    };
     // Listeners, event loops, wakers, the memory file: memcached reserves 20
     // plus a few per thread.
     process::raise_open_files(settings.max_connections, 32 + 4 * settings.threads);
@@ -129,8 +140,8 @@ fn main() -> ExitCode {
             eprintln!("strata: metrics on http://{addr}/metrics");
         }
     }
-    if let Err(e) = process::stop_on_signals(server.shared.clone()) {
-        eprintln!("strata: could not install signal handlers: {e}");
+    if let Err(e) = process::stop_on_signals(signals, server.shared.clone()) {
+        eprintln!("strata: could not start the signal thread: {e}");
         return ExitCode::from(1);
     }
     let shared = server.shared.clone();

@@ -58,11 +58,18 @@ pub fn daemonize() -> io::Result<()> {
     Ok(())
 }
 
+/// Replace the default actions of SIGTERM, SIGINT, SIGUSR1 and SIGHUP
+/// (which end the process) before the server starts: signals that arrive
+/// from here on wait for `stop_on_signals`.
+pub fn catch_signals() -> io::Result<Signals> {
+    Signals::new([SIGTERM, SIGINT, SIGUSR1, SIGHUP])
+}
+
 /// SIGTERM, SIGINT and SIGUSR1 stop the server cleanly; SIGHUP reloads the
 /// `-Y` and SASL credential files, and with `-Z` the TLS certificate, key
-/// and CA (a failed reload keeps the old ones and logs why).
-pub fn stop_on_signals(shared: Arc<Shared>) -> io::Result<()> {
-    let mut signals = Signals::new([SIGTERM, SIGINT, SIGUSR1, SIGHUP])?;
+/// and CA (a failed reload keeps the old ones and logs why). A signal caught
+/// before the server ran is handled now.
+pub fn stop_on_signals(mut signals: Signals, shared: Arc<Shared>) -> io::Result<()> {
     std::thread::Builder::new().name("strata-signals".into()).spawn(move || {
         for signal in signals.forever() {
             if signal == SIGHUP {

@@ -269,6 +269,39 @@ fn sigterm_answers_and_exits_zero() {
     assert_eq!(wait_exit(&mut child, Duration::from_secs(10)), Some(0));
 }
 
+/// A SIGTERM that comes while the server is still starting (here: right
+/// after it opened its memory file, before it listens) stops it cleanly
+/// once it runs, as a service manager's stop right after its start must:
+/// exit 0 and the memory file marked, so the next start is warm.
+#[test]
+fn sigterm_during_start_stops_cleanly() {
+    use std::io::{BufRead, BufReader};
+    let dir = std::env::temp_dir().join(format!("strata-cli-term-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("cache");
+    let start = |file: &std::path::Path| {
+        let mut child = Command::new(BIN)
+            .args(["-p", "-1", "-t", "1", "-m", "8", "-e", file.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let opened = lines.by_ref().map_while(Result::ok).find(|l| l.contains("memory file")).expect("memory file line");
+        (child, opened, lines)
+    };
+    // (`_log` stays open: the server logs to it while it stops.)
+    let (mut child, _, _log) = start(&file);
+    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(10)), Some(0), "a SIGTERM while starting is a clean stop");
+    let (mut again, opened, _rest) = start(&file);
+    assert!(opened.contains("after a graceful stop"), "{opened}");
+    let _ = again.kill();
+    let _ = again.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn unix_socket_with_mask() {
     let dir = std::env::temp_dir().join(format!("strata-cli-{}", std::process::id()));
