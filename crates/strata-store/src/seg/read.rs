@@ -88,7 +88,9 @@ impl SegStore {
         let done = match result {
             None => None,
             Some(Lookup::Miss) => Some(false),
-            Some(Lookup::Hit(slot, loc, seg, h)) => self.serve(key, hash, &buf, slot, loc, seg, h, opts, now, visit),
+            Some(Lookup::Hit(slot, loc, seg, h)) => {
+                self.serve(key, hash, &buf[..h.total_len()], slot, loc, seg, h, opts, now, visit)
+            }
             Some(Lookup::Retry) => unreachable!("retries are filtered"),
         };
         SCRATCH.with(|s| s.set(buf));
@@ -113,7 +115,7 @@ impl SegStore {
             if (slot >> TAG_SHIFT) & TAG_MASK == tag {
                 let loc = slot_loc(slot);
                 match self.read_item(view, s, loc, buf) {
-                    Some((seg, h)) if h.key(buf) == key => {
+                    Some((seg, h)) if h.key(&buf[..h.total_len()]) == key => {
                         return if view.seq.read_valid(s) { Lookup::Hit(slot, loc, seg, h) } else { Lookup::Retry };
                     }
                     Some(_) => {}
@@ -129,8 +131,9 @@ impl SegStore {
         }
     }
 
-    /// Copy the item at `loc` into `buf` and decode its header; None if a
-    /// writer ran meanwhile (or the segment is unknown to the view).
+    /// Copy the item at `loc` into `buf[..total_len]` and decode its
+    /// header; None if a writer ran meanwhile (or the segment is unknown to
+    /// the view).
     fn read_item(&self, view: &ReadView, s: u64, loc: Loc, buf: &mut Vec<u8>) -> Option<(SegRef, Header)> {
         let seg = view.segment(loc.seg)?;
         if !view.seq.read_valid(s) {
@@ -142,22 +145,27 @@ impl SegStore {
         }
         let avail = seg.len - at;
         let first = avail.min(FIRST_COPY);
-        buf.clear();
-        buf.resize(first, 0);
+        // The scratch only grows (zeroed once, at its high-water mark): the
+        // item is its first `total` bytes, each copied over on every read.
+        if buf.len() < first {
+            buf.resize(first, 0);
+        }
         // SAFETY: `at + first <= seg.len`, and (ptr, len) was a buffer of
         // this shard at `s` (validated above): memory mapped until the
         // store drops (buffer.rs), whatever happened to the buffer since.
-        unsafe { copy_racy(seg.ptr.add(at), buf) };
-        let h = Header::try_decode_within(buf, self.g.file.is_some(), avail)?;
+        unsafe { copy_racy(seg.ptr.add(at), &mut buf[..first]) };
+        let h = Header::try_decode_within(&buf[..first], self.g.file.is_some(), avail)?;
         let total = h.total_len();
         if total > first {
             // Validate before copying a length read from racy bytes.
             if !view.seq.read_valid(s) {
                 return None;
             }
-            buf.resize(total, 0);
+            if buf.len() < total {
+                buf.resize(total, 0);
+            }
             // SAFETY: `at + total <= seg.len` (try_decode_within's limit), as above.
-            unsafe { copy_racy(seg.ptr.add(at + first), &mut buf[first..]) };
+            unsafe { copy_racy(seg.ptr.add(at + first), &mut buf[first..total]) };
         }
         Some((seg, h))
     }
