@@ -8,13 +8,13 @@
 #   round N: p99 alone X µs, during the dump Y µs, ratio Y/X; M lines dumped (loadavg)
 # ("lines dumped": what the reader got in the round, all dumps together),
 # then a table of every round and the median p99s over the rounds.
-# docs/BENCHMARKS.md has runs.
+# docs/bench/operator.md has runs.
 # The server and the dump's reader run on the last CPU, the load generator
 # on CPU 0, as every benchmark here pins (PIN=0 leaves the server
 # unpinned; its threads then also run on the load generator's CPU, where a
 # worker woken behind the generator, which spins between its open-loop
 # sends, can wait a scheduler tick, 4 ms: the load's artifact, not the
-# dump's; `perf sched timehist` shows it, docs/BENCHMARKS.md).
+# dump's; `perf sched timehist` shows it, docs/bench/operator.md).
 # NO_DUMP=1: the second run of each round has no dump either, to see how far
 # two runs of the same load differ on this machine. READER=idle (default) runs the dump's
 # reader under SCHED_IDLE, READER=nice at nice 19: the reader stands in for

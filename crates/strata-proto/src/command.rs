@@ -405,7 +405,7 @@ fn meta_get(t: Tokens<'_>) -> Command<'_> {
     if let Err(msg) = meta_limits(&t) {
         return error(msg);
     }
-    // An over-long opaque is refused by the executor: memcached finds it
+    // An over-long opaque is refused by the meta front end: memcached finds it
     // only after the read (and any T/N before it) took effect.
     match parse_meta(&t, 2) {
         Ok(req) => Command::MetaGet(req),

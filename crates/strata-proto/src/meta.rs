@@ -68,7 +68,7 @@ impl<'a> MetaKey<'a> {
 }
 
 /// The parsed meta flags. Token-carrying flags keep their raw numbers; the
-/// executor converts TTLs with the server clock.
+/// server's front end converts TTLs with its clock.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct MetaFlags {
     pub base64: bool,

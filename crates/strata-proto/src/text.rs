@@ -95,7 +95,7 @@ impl<'a> Tokens<'a> {
         let mut start = 0;
         let mut rest = None;
         // A byte loop: tokens are short, and a memchr call per token cost
-        // more than it saved (docs/BENCHMARKS.md, issue 17).
+        // more than it saved (docs/bench/wire.md, issue 17).
         let mut i = 0;
         while i < line.len() {
             if line[i] == b' ' {

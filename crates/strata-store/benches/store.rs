@@ -1,7 +1,7 @@
 //! The segment store alone, in process: a 90% get / 10% set mix on uniform
 //! keys (20-byte keys, 32-byte values, all preloaded), on one thread and on
 //! two. Criterion reports operations per second for each; the scaling figure
-//! in docs/BENCHMARKS.md is the ratio of the two. Two sizes:
+//! in docs/bench/store.md is the ratio of the two. Two sizes:
 //!
 //! - `cached`: 10,000 keys, `-m 16`: store and index fit in the L3 cache, so
 //!   the ratio measures the store's own concurrency (locks, shared lines);

@@ -2,7 +2,7 @@
 //!
 //! A multi-get of 48 keys over a working set larger than the core's L2
 //! spends most of its time waiting, once per key, for an index slot and then
-//! for the item it points at (docs/BENCHMARKS.md: `Header::try_decode`, the
+//! for the item it points at (docs/bench/wire.md: `Header::try_decode`, the
 //! first read of an item, was 31% of the server's time in `mget48`). Asking
 //! for all the keys' lines first lets those misses overlap.
 //!

@@ -16,7 +16,7 @@
 //! only CPU time no worker wants, and a worker woken by a request takes
 //! the CPU from them at once; but a thread that can be left without CPU
 //! for milliseconds must never hold a shard lock, so the walking (the only
-//! part under a lock, about 17 µs per 256 items, docs/BENCHMARKS.md, held
+//! part under a lock, about 17 µs per 256 items, docs/bench/operator.md, held
 //! 64 items at a time) runs at the workers' own priority and holds a shard
 //! lock about as long as a worker's multi-get does. The walker waits for
 //! an empty stage, so it runs only as fast as the idle printer frees them:
@@ -65,7 +65,7 @@ use crate::sys::socket_writer::SocketWriter;
 /// without full preemption (`PREEMPT_NONE`, the common server default): on
 /// loopback a send even runs the receiver's side, so a worker woken on the
 /// printer's CPU waits for it to end; 64 KiB sends cost the gets' p99
-/// about twice what 16 KiB ones do (docs/BENCHMARKS.md).
+/// about twice what 16 KiB ones do (docs/bench/operator.md).
 const CHUNK_BYTES: usize = 16 << 10;
 /// A waiting dump thread looks at `cancelled` and shutdown this often
 /// even when nobody wakes it.

@@ -31,7 +31,7 @@
 //! when it first evicts, so the ghost covers about 2.4 times the shard's
 //! items in evictions: keys that return after up to roughly that many
 //! one-time keys passed through. It is allocated on the shard's first
-//! eviction (a cache that never fills has none; `docs/BENCHMARKS.md`'s
+//! eviction (a cache that never fills has none; `docs/bench/store.md`'s
 //! density run never allocates it) and re-sized, empty, when the shard's
 //! item count has since halved or doubled, so it stays between 1.5 and 6
 //! bytes per item held. Like the index, it is outside `-m`. `stats`
@@ -40,7 +40,7 @@
 //!
 //! Measured with `scripts/bench/hitratio.py --warmup 3000000` (-m 64,
 //! replayed in process by `examples/hitreplay.rs`; every figure in
-//! docs/BENCHMARKS.md): zipf 0.1157 -> 0.1166, zipf + 20% scan 0.3211 ->
+//! docs/bench/store.md): zipf 0.1157 -> 0.1166, zipf + 20% scan 0.3211 ->
 //! 0.3063. Tags of 8 bits let scan keys in by false matches (0.3129);
 //! 16-bit tags at the same bytes cover fewer evictions (0.3075); sending
 //! returning keys straight to a `Main` segment (frequency 0) promotes the

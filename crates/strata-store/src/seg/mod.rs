@@ -34,7 +34,7 @@
 //! has a victim being walked store by store (shard/evict.rs), half a
 //! segment of it on average holding no items: `M / 256` in all, where 32
 //! shards of 32 segments each idled `M / 64` and cost the hit ratio half a
-//! percent (docs/BENCHMARKS.md). Segments stop at 256 KiB so that a store
+//! percent (docs/bench/store.md). Segments stop at 256 KiB so that a store
 //! which must finish a victim's walk waits for at most 256 KiB of items;
 //! items over a quarter of a segment get a segment of their own
 //! (exactly sized, counted against `-m`).
