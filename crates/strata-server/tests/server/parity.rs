@@ -10,13 +10,12 @@
 //! expectation cannot hide.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
 
 use strata_server::Settings;
 
-use crate::common;
+use crate::common::{self, Memcached};
 
 /// Counters compared, as `stats` names them.
 const COUNTERS: &[&str] = &[
@@ -24,42 +23,13 @@ const COUNTERS: &[&str] = &[
     "incr_hits", "incr_misses", "touch_hits", "touch_misses", "cas_hits", "cas_badval",
 ];
 
-struct Memcached(Child, SocketAddr);
-
-impl Drop for Memcached {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Debian's memcached on a free loopback port, or None when not installed.
+/// Debian's memcached, or None when not installed.
 fn memcached() -> Option<Memcached> {
-    Command::new("memcached").arg("-h").stdout(Stdio::null()).status().ok()?;
-    let root = Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false);
-    for _ in 0..20 {
-        let port = TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
-        let mut cmd = Command::new("memcached");
-        cmd.args(["-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1", "-t", "1"]);
-        if root {
-            cmd.args(["-u", "root"]);
-        }
-        let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().ok()?;
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let mut server = Memcached(child, addr);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if TcpStream::connect(addr).is_ok() {
-                return Some(server);
-            }
-            if let Ok(Some(_)) = server.0.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+    let server = common::memcached(&["-t", "1"]);
+    if server.is_none() {
+        eprintln!("parity: memcached not started; checking Strata against the expectations alone");
     }
-    eprintln!("parity: memcached not started; checking Strata against the expectations alone");
-    None
+    server
 }
 
 struct Client {

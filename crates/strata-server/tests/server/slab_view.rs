@@ -6,51 +6,15 @@
 //! and hits). Skipped, with a note, where memcached is not installed.
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
+use std::time::Duration;
 
 use strata_server::settings::SlabSettings;
 use strata_server::{Server, Settings};
 use strata_store::SegStore;
 
-struct Memcached(Child, SocketAddr);
-
-impl Drop for Memcached {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn is_root() -> bool {
-    Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false)
-}
-
-fn memcached(args: &[&str]) -> Option<Memcached> {
-    for _ in 0..20 {
-        let port = TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
-        let mut cmd = Command::new("memcached");
-        cmd.args(["-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1"]).args(args);
-        if is_root() {
-            cmd.args(["-u", "root"]);
-        }
-        let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().ok()?;
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let mut server = Memcached(child, addr);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if TcpStream::connect(addr).is_ok() {
-                return Some(server);
-            }
-            if let Ok(Some(_)) = server.0.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-    None
-}
+use crate::common::memcached;
 
 fn strata(settings: Settings) -> (Server, SocketAddr) {
     let settings = Settings { tcp_listen: vec!["127.0.0.1:0".parse().unwrap()], threads: 2, ..settings };
