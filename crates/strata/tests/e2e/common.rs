@@ -2,6 +2,7 @@
 //! (Each test file uses a part of it.)
 #![allow(dead_code)]
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
@@ -66,6 +67,39 @@ impl Conn {
         req.extend_from_slice(b"\r\n");
         self.stream.write_all(&req).unwrap();
         self.line()
+    }
+
+    /// Many keys' values, by pipelined multi-key `get`s of 100 keys.
+    pub fn get_many(&mut self, keys: &[String]) -> HashMap<String, Vec<u8>> {
+        self.multi_get("get", keys).into_iter().map(|(key, (value, _, _))| (key, value)).collect()
+    }
+
+    /// Many keys' (value, flags, CAS), by pipelined multi-key `gets`.
+    pub fn gets_many(&mut self, keys: &[String]) -> HashMap<String, (Vec<u8>, u32, u64)> {
+        self.multi_get("gets", keys)
+    }
+
+    /// `cmd` (`get`: CAS read as 0, or `gets`) over `keys`, 100 at a time.
+    fn multi_get(&mut self, cmd: &str, keys: &[String]) -> HashMap<String, (Vec<u8>, u32, u64)> {
+        let mut found = HashMap::new();
+        for batch in keys.chunks(100) {
+            self.stream.write_all(format!("{cmd} {}\r\n", batch.join(" ")).as_bytes()).expect("send");
+            loop {
+                let line = self.line();
+                if line == "END\r\n" {
+                    break;
+                }
+                let f: Vec<&str> = line.split_whitespace().collect();
+                assert_eq!(f[0], "VALUE", "{line}");
+                let len: usize = f[3].parse().expect("length");
+                let mut data = vec![0u8; len + 2];
+                self.reader.read_exact(&mut data).expect("value");
+                data.truncate(len);
+                let cas = f.get(4).map_or(0, |c| c.parse().expect("cas"));
+                found.insert(f[1].to_string(), (data, f[2].parse().expect("flags"), cas));
+            }
+        }
+        found
     }
 
     pub fn get(&mut self, key: &str) -> Option<Vec<u8>> {

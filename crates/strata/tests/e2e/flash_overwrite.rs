@@ -9,7 +9,7 @@
 use crate::common;
 
 use std::collections::HashMap;
-use std::io::{BufRead, Read, Write};
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -130,31 +130,10 @@ fn writer(w: usize, addr: std::net::SocketAddr, loaded: Arc<AtomicBool>) -> Ledg
     }
 }
 
-fn gets_many(conn: &mut Conn, keys: &[String]) -> HashMap<String, Vec<u8>> {
-    let mut found = HashMap::new();
-    for batch in keys.chunks(100) {
-        conn.stream.write_all(format!("get {}\r\n", batch.join(" ")).as_bytes()).expect("send");
-        loop {
-            let line = conn.line();
-            if line == "END\r\n" {
-                break;
-            }
-            let f: Vec<&str> = line.split_whitespace().collect();
-            assert_eq!(f[0], "VALUE", "{line}");
-            let len: usize = f[3].parse().expect("length");
-            let mut data = vec![0u8; len + 2];
-            conn.reader.read_exact(&mut data).expect("value");
-            data.truncate(len);
-            found.insert(f[1].to_string(), data);
-        }
-    }
-    found
-}
-
 /// (expected at their last acknowledged version, served so, stale or corrupt).
 fn check(ledgers: &[Ledger], conn: &mut Conn) -> (usize, usize, usize) {
     let keys: Vec<String> = (0..KEYS).map(|i| format!("key:{i}")).collect();
-    let back = gets_many(conn, &keys);
+    let back = conn.get_many(&keys);
     let (mut expected, mut served, mut wrong) = (0, 0, 0);
     for i in 0..KEYS {
         let ledger = &ledgers[i % WRITERS];

@@ -9,8 +9,7 @@
 
 use crate::common;
 
-use std::collections::HashMap;
-use std::io::{BufRead, Read, Write};
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -118,7 +117,7 @@ impl Ledger {
     /// (acknowledged items expected, served).
     fn check(&self, conn: &mut Conn) -> (usize, usize) {
         let keys: Vec<String> = (0..KEYS).map(|i| format!("key:{i}")).collect();
-        let back = gets_many(conn, &keys);
+        let back = conn.get_many(&keys);
         let (mut expected, mut served) = (0, 0);
         for i in 0..KEYS {
             let got = back.get(&keys[i]);
@@ -146,27 +145,6 @@ impl Ledger {
         }
         (expected, served)
     }
-}
-
-fn gets_many(conn: &mut Conn, keys: &[String]) -> HashMap<String, Vec<u8>> {
-    let mut found = HashMap::new();
-    for batch in keys.chunks(100) {
-        conn.stream.write_all(format!("get {}\r\n", batch.join(" ")).as_bytes()).unwrap();
-        loop {
-            let line = conn.line();
-            if line == "END\r\n" {
-                break;
-            }
-            let f: Vec<&str> = line.split_whitespace().collect();
-            assert_eq!(f[0], "VALUE", "{line}");
-            let len: usize = f[3].parse().unwrap();
-            let mut data = vec![0u8; len + 2];
-            conn.reader.read_exact(&mut data).unwrap();
-            data.truncate(len);
-            found.insert(f[1].to_string(), data);
-        }
-    }
-    found
 }
 
 /// Load every key, then delete every tenth (from 1) and replace every
@@ -210,7 +188,7 @@ fn served_again(ledger: &Ledger, files: &Files, after: &str) {
     let (expected, served) = ledger.check(&mut conn);
     assert!(expected > KEYS / 2, "{expected} items expected");
     let large: Vec<String> = (0..KEYS).filter(|&i| is_large(i)).map(|i| format!("key:{i}")).collect();
-    let large_served = gets_many(&mut conn, &large).len();
+    let large_served = conn.get_many(&large).len();
     eprintln!(
         "after {after}: {served} of {expected} acknowledged items served ({large_served} of {} large), {} gets from flash",
         large.len(),

@@ -5,8 +5,7 @@
 
 use crate::common;
 
-use std::collections::HashMap;
-use std::io::{BufRead, Read, Write};
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -63,28 +62,6 @@ fn value(i: usize, version: usize) -> Vec<u8> {
     v
 }
 
-/// Many keys' (value, flags, cas), by pipelined multi-key `gets`.
-fn gets_many(conn: &mut Conn, keys: &[String]) -> HashMap<String, (Vec<u8>, u32, u64)> {
-    let mut found = HashMap::new();
-    for batch in keys.chunks(100) {
-        conn.stream.write_all(format!("gets {}\r\n", batch.join(" ")).as_bytes()).unwrap();
-        loop {
-            let line = conn.line();
-            if line == "END\r\n" {
-                break;
-            }
-            let f: Vec<&str> = line.split_whitespace().collect();
-            assert_eq!(f[0], "VALUE", "{line}");
-            let len: usize = f[3].parse().unwrap();
-            let mut data = vec![0u8; len + 2];
-            conn.reader.read_exact(&mut data).unwrap();
-            data.truncate(len);
-            found.insert(f[1].to_string(), (data, f[2].parse().unwrap(), f[4].parse().unwrap()));
-        }
-    }
-    found
-}
-
 fn load(conn: &mut Conn, n: usize) {
     let mut req = Vec::new();
     for i in 0..n {
@@ -114,7 +91,7 @@ fn graceful_restart(n: usize, stop: impl Fn(&Server)) {
     let mut conn = Conn::to(&server);
     load(&mut conn, n);
     let keys: Vec<String> = (0..n).map(|i| format!("key:{i}")).collect();
-    let before = gets_many(&mut conn, &keys);
+    let before = conn.gets_many(&keys);
     assert_eq!(before.len(), n);
     stop(&server);
     assert_eq!(exit_code(server), Some(0));
@@ -122,7 +99,7 @@ fn graceful_restart(n: usize, stop: impl Fn(&Server)) {
 
     let server = Server::strata(&args);
     let mut conn = Conn::to(&server);
-    let after = gets_many(&mut conn, &keys);
+    let after = conn.gets_many(&keys);
     for (i, key) in keys.iter().enumerate() {
         if i % 10 == 0 {
             assert!(!after.contains_key(key), "{key} outlived its 4 s TTL");
@@ -232,7 +209,7 @@ fn kill_9_during_writes_loses_no_acknowledged_value() {
     let server = Server::strata(&args);
     let mut conn = Conn::to(&server);
     let keys: Vec<String> = (0..KEYS).map(|i| format!("key:{i}")).collect();
-    let back = gets_many(&mut conn, &keys);
+    let back = conn.gets_many(&keys);
     let mut acked_back = 0;
     for i in 0..KEYS {
         let got = back.get(&keys[i]).map(|(v, _, _)| v.clone());
@@ -261,7 +238,7 @@ fn damaged_or_incompatible_files_never_serve_a_wrong_value() {
     let mut conn = Conn::to(&server);
     load(&mut conn, 5000);
     let keys: Vec<String> = (0..5000).map(|i| format!("key:{i}")).collect();
-    let before = gets_many(&mut conn, &keys);
+    let before = conn.gets_many(&keys);
     signal(&server, "-TERM");
     assert_eq!(exit_code(server), Some(0));
 
@@ -278,7 +255,7 @@ fn damaged_or_incompatible_files_never_serve_a_wrong_value() {
     }
     let server = Server::strata(&args);
     let mut conn = Conn::to(&server);
-    let after = gets_many(&mut conn, &keys);
+    let after = conn.gets_many(&keys);
     for (key, got) in &after {
         assert_eq!(Some(got), before.get(key), "{key}");
     }
