@@ -92,11 +92,21 @@ impl Codec {
         self.get_lines.as_ref().map(|lines| &lines[k as usize * stride..(k as usize + 1) * stride])
     }
 
+    /// Key `k`'s bytes in its prebuilt get line.
+    fn line_key(&self, k: u32) -> Option<&[u8]> {
+        self.get_line(k).map(|line| &line[4..4 + self.keys.key_size])
+    }
+
     /// Append the request for `op` to `out`.
     pub fn encode(&mut self, op: &Op, opaque: u32, out: &mut Vec<u8>) {
         if let Op::Get { keys } = op {
             if let Some(line) = keys.first().filter(|_| keys.len() == 1).and_then(|&k| self.get_line(k)) {
                 out.extend_from_slice(line);
+                return;
+            }
+            if self.get_lines.is_some() {
+                // A multi-get's keys copied from the prebuilt lines.
+                text::encode_get(out, keys.iter().filter_map(|&k| self.line_key(k)), false);
                 return;
             }
         }
@@ -156,7 +166,13 @@ impl Codec {
         };
         let index = match key {
             None => keys.get(p.cursor).copied(),
-            Some(k) => self.keys.key_index(k).filter(|i| keys[p.cursor.min(keys.len())..].contains(i)),
+            // The key asked for next, compared as bytes (replies come in
+            // request order), else parsed and looked for further on.
+            Some(k) => keys
+                .get(p.cursor)
+                .copied()
+                .filter(|&i| self.line_key(i) == Some(k))
+                .or_else(|| self.keys.key_index(k).filter(|i| keys[p.cursor.min(keys.len())..].contains(i))),
         };
         let Some(index) = index else {
             tally.error(ErrorKind::UnexpectedReply);
@@ -187,7 +203,7 @@ impl Codec {
     fn decode_text_hit(&self, p: &Pending, buf: &[u8], tally: &mut Tally) -> Option<usize> {
         let Op::Get { keys } = &p.op else { return None };
         let (&[k], 0) = (&keys[..], p.hits) else { return None };
-        let key = &self.get_line(k)?[4..4 + self.keys.key_size];
+        let key = self.line_key(k)?;
         let rest = buf.strip_prefix(b"VALUE ")?.strip_prefix(key)?.strip_prefix(b" ")?;
         let (flags, rest) = leading_decimal(rest, b' ')?;
         let (len, rest) = leading_decimal(rest, b'\r')?;

@@ -47,10 +47,15 @@ fn splitmix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+/// The filler's block for (key, generation, len): its first
+/// `min(len, BLOCK)` bytes rounded up to whole 8-byte chunks (a value
+/// shorter than the block never reads the rest; the chunks are a sequence,
+/// so a shorter prefix is the same bytes).
 fn filler_block(key: u32, generation: u32, len: u32) -> [u8; BLOCK] {
     let mut seed = splitmix((u64::from(key) << 32) ^ u64::from(generation) ^ (u64::from(len) << 17));
     let mut block = [0u8; BLOCK];
-    for chunk in block.chunks_mut(8) {
+    let used = (len as usize).min(BLOCK).div_ceil(8) * 8;
+    for chunk in block[..used].chunks_mut(8) {
         seed = splitmix(seed);
         chunk.copy_from_slice(&letters(seed).to_le_bytes());
     }

@@ -13,6 +13,7 @@ use strata_proto::command::BAD_CHUNK;
 use strata_proto::number::push_u64;
 use strata_proto::{Command, DebugTime, GetKind, StoreCommand, StoreVerb, KEY_MAX_LENGTH};
 use strata_store::{
+    RelTime,
     DeleteRequest, DeleteResult, DeltaMode, DeltaRequest, DeltaResult, GetAction, GetOptions, StoreMode,
     StoreRequest, StoreResult,
 };
@@ -81,66 +82,98 @@ pub fn execute(svc: &Service<'_>, cmd: &Command<'_>, out: &mut Vec<u8>) -> Flow 
     Flow::Continue
 }
 
-fn get<'k>(svc: &Service<'_>, kind: GetKind, keys: impl Iterator<Item = &'k [u8]> + Clone, out: &mut Vec<u8>) {
+fn get<'k>(svc: &Service<'_>, kind: GetKind, keys: impl Iterator<Item = &'k [u8]>, out: &mut Vec<u8>) {
     let mark = out.len();
     let touch = match kind {
         GetKind::Gat(e) | GetKind::Gats(e) => Some(svc.expiry(e)),
         _ => None,
     };
     let read_as = if touch.is_some() { ReadAs::Touch } else { ReadAs::Get };
+    let get = GetCommand { kind, touch, read_as, mark };
     // Run again after a flash read: the keys before it were answered.
     let resume_from = svc.resume_from();
-    let mut ahead = keys.clone().skip(resume_from);
-    for (i, key) in keys.enumerate() {
-        if i < resume_from {
-            continue;
+    let mut keys = keys.skip(resume_from);
+    let mut window: [&[u8]; PREFETCH_WINDOW] = [&[]; PREFETCH_WINDOW];
+    let mut i = resume_from;
+    loop {
+        // The line is scanned once: a window of keys is split out, handed
+        // to the store's prefetch (a multi-get only), then served.
+        let n = window.iter_mut().zip(&mut keys).map(|(slot, key)| *slot = key).count();
+        if n == 0 {
+            break;
         }
-        if (i - resume_from) % PREFETCH_WINDOW == 0 {
-            prefetch_window(svc.shared.engine.as_ref(), &mut ahead);
+        if n > 1 {
+            svc.shared.engine.prefetch(&window[..n]);
         }
-        if i > 0 {
-            // memcached starts a reply object per key; END rides with the
-            // last key's (a separate datagram over UDP if that key missed).
-            svc.mark(out);
-        }
-        if key.len() > KEY_MAX_LENGTH {
-            // memcached's conn_release_items: every reply on the
-            // connection not yet transmitted is dropped, not only this
-            // command's.
-            let unsent = svc.unsent_from().min(mark);
-            out.truncate(unsent);
-            svc.truncate_marks(unsent);
-            // 1.6.45 copies the error line, its CRLF included, and
-            // sends it with another CRLF.
-            reply(out, GET_KEY_TOO_LONG, false);
-            return;
-        }
-        let opts = GetOptions { touch, no_token: true, ..GetOptions::default() };
-        let key_mark = out.len();
-        let read = svc.read(Origin::Text, read_as, key, i, opts, &mut |item, _created| {
-            out.extend_from_slice(b"VALUE ");
-            out.extend_from_slice(key);
-            out.push(b' ');
-            push_u64(out, u64::from(item.meta.flags));
-            out.push(b' ');
-            push_u64(out, item.value.len() as u64);
-            if kind.returns_cas() {
-                out.push(b' ');
-                push_u64(out, item.meta.cas);
+        for &key in &window[..n] {
+            if !get_one(svc, get, key, i, out) {
+                return;
             }
-            out.extend_from_slice(b"\r\n");
-            out.extend_from_slice(item.value);
-            out.extend_from_slice(b"\r\n");
-            GetAction::default()
-        });
-        if let Read::Parked = read {
-            out.truncate(key_mark);
-            return;
+            i += 1;
         }
     }
     out.extend_from_slice(b"END\r\n");
     // memcached transmits everything queued after a multi-get.
     svc.set_unsent_from(out.len());
+}
+
+/// What every key of one get command shares.
+#[derive(Clone, Copy)]
+struct GetCommand {
+    kind: GetKind,
+    touch: Option<RelTime>,
+    read_as: ReadAs,
+    /// Where the command's replies start in the output.
+    mark: usize,
+}
+
+/// Key `i` of a get: false when the command ends here (a key too long, or
+/// a flash read parked it).
+#[inline]
+fn get_one(svc: &Service<'_>, get: GetCommand, key: &[u8], i: usize, out: &mut Vec<u8>) -> bool {
+    if i > 0 {
+        // memcached starts a reply object per key; END rides with the
+        // last key's (a separate datagram over UDP if that key missed).
+        svc.mark(out);
+    }
+    if key.len() > KEY_MAX_LENGTH {
+        // memcached's conn_release_items: every reply on the
+        // connection not yet transmitted is dropped, not only this
+        // command's.
+        let unsent = svc.unsent_from().min(get.mark);
+        out.truncate(unsent);
+        svc.truncate_marks(unsent);
+        // 1.6.45 copies the error line, its CRLF included, and
+        // sends it with another CRLF.
+        reply(out, GET_KEY_TOO_LONG, false);
+        return false;
+    }
+    let opts = GetOptions { touch: get.touch, no_token: true, ..GetOptions::default() };
+    let key_mark = out.len();
+    let read = svc.read(Origin::Text, get.read_as, key, i, opts, &mut |item, _created| {
+        // One capacity check for the item: the line's three numbers take
+        // at most 10 + 20 + 20 digits.
+        out.reserve(key.len() + item.value.len() + 64);
+        out.extend_from_slice(b"VALUE ");
+        out.extend_from_slice(key);
+        out.push(b' ');
+        push_u64(out, u64::from(item.meta.flags));
+        out.push(b' ');
+        push_u64(out, item.value.len() as u64);
+        if get.kind.returns_cas() {
+            out.push(b' ');
+            push_u64(out, item.meta.cas);
+        }
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(item.value);
+        out.extend_from_slice(b"\r\n");
+        GetAction::default()
+    });
+    if let Read::Parked = read {
+        out.truncate(key_mark);
+        return false;
+    }
+    true
 }
 
 /// Decide from a storage header whether its data block is taken.
@@ -255,19 +288,3 @@ fn memlimit(svc: &Service<'_>, megabytes: u32, noreply: bool, out: &mut Vec<u8>)
 /// (`Engine::prefetch`; `strata-store/src/seg/prefetch.rs`).
 const PREFETCH_WINDOW: usize = 16;
 
-/// Hand the next window of a multi-get's keys to `Engine::prefetch`
-/// (nothing for a single-key get: there is nothing to overlap).
-fn prefetch_window<'k>(engine: &dyn strata_store::Engine, ahead: &mut impl Iterator<Item = &'k [u8]>) {
-    // A window of one key (every single-key get) costs two iterator steps,
-    // not the window's setup.
-    let (Some(first), Some(second)) = (ahead.next(), ahead.next()) else { return };
-    let mut window: [&[u8]; PREFETCH_WINDOW] = [&[]; PREFETCH_WINDOW];
-    window[0] = first;
-    window[1] = second;
-    let mut n = 2;
-    for key in ahead.take(PREFETCH_WINDOW - 2) {
-        window[n] = key;
-        n += 1;
-    }
-    engine.prefetch(&window[..n]);
-}
