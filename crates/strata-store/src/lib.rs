@@ -44,6 +44,12 @@ pub use map::MapStore;
 pub use seg::{hash_key, FlashIdle, SegStore, SharedWords, MEMORY_FILE_LOCK_WAIT};
 pub use walk::{Visit, WalkCursor, WALK_BATCH};
 
+/// What [`Engine::read_batch`] holds for the reads of one batch; dropped
+/// on the thread that made it (it is not `Send`).
+pub struct ReadBatch {
+    _pin: Option<seg::batch::BatchPin>,
+}
+
 /// Item metadata as the protocol layer sees it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ItemMeta {
@@ -438,6 +444,13 @@ pub trait Engine: Send + Sync {
     /// overlap their cache misses instead of waiting for each in turn. It
     /// changes nothing a read returns or counts.
     fn prefetch(&self, _keys: &[&[u8]]) {}
+
+    /// Reads that follow belong together (a multi-get): a store whose
+    /// reads each pin something (`SegStore`: the epoch) may pin once while
+    /// the returned value lives. It changes nothing a read returns.
+    fn read_batch(&self) -> ReadBatch {
+        ReadBatch { _pin: None }
+    }
 
     fn store(&self, req: &StoreRequest<'_>, now: RelTime) -> StoreResult;
 

@@ -95,6 +95,8 @@ fn get<'k>(svc: &Service<'_>, kind: GetKind, keys: impl Iterator<Item = &'k [u8]
     let mut keys = keys.skip(resume_from);
     let mut window: [&[u8]; PREFETCH_WINDOW] = [&[]; PREFETCH_WINDOW];
     let mut i = resume_from;
+    // Held while the keys are read (one epoch pin for all of them).
+    let mut batch = None;
     loop {
         // The line is scanned once: a window of keys is split out, handed
         // to the store's prefetch (a multi-get only), then served.
@@ -103,6 +105,7 @@ fn get<'k>(svc: &Service<'_>, kind: GetKind, keys: impl Iterator<Item = &'k [u8]
             break;
         }
         if n > 1 {
+            batch.get_or_insert_with(|| svc.shared.engine.read_batch());
             svc.shared.engine.prefetch(&window[..n]);
         }
         for &key in &window[..n] {

@@ -21,6 +21,10 @@ impl Engine for SegStore {
         self.prefetch_keys(keys);
     }
 
+    fn read_batch(&self) -> crate::ReadBatch {
+        crate::ReadBatch { _pin: Some(super::batch::BatchPin::new()) }
+    }
+
     fn get(&self, key: &[u8], opts: GetOptions, now: RelTime, visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction) -> bool {
         let hash = hash_key(key);
         if !opts.uncounted {

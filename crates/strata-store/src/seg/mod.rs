@@ -44,6 +44,7 @@
 //! `read.rs` (gets and prefetches without the lock), and here the store
 //! itself and the helpers its operations share.
 
+pub(crate) mod batch;
 mod buffer;
 mod engine;
 mod file;

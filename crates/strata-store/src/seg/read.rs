@@ -2,7 +2,7 @@
 //! cache line (issue 30).
 //!
 //! ```text
-//!  pin the epoch (a line of this thread's own)
+//!  pin the epoch (a line of this thread's own; once per batch: batch.rs)
 //!  s = seq (even, else: the locked get)            seqlock.rs
 //!  slot array (address, length) ── valid(s)? ──►   probe: racy 8-byte slot reads
 //!  tag match ─► directory entry ── valid(s)? ──►   copy the item's first 64 bytes,
@@ -79,7 +79,7 @@ impl SegStore {
         visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
     ) -> Option<bool> {
         let view = &self.views[self.shard_of(hash)];
-        let _pin = crossbeam_epoch::pin();
+        let _pin = super::batch::pin();
         let mut buf = SCRATCH.with(Cell::take);
         let result = (0..ATTEMPTS).find_map(|_| match self.lookup(view, key, hash, &mut buf) {
             Lookup::Retry => None,
@@ -233,7 +233,7 @@ impl SegStore {
     pub(super) fn prefetch_keys(&self, keys: &[&[u8]]) {
         let keys = &keys[..keys.len().min(MAX_WINDOW)];
         let mut hashes = [0u64; MAX_WINDOW];
-        let _pin = crossbeam_epoch::pin();
+        let _pin = super::batch::pin();
         for (key, hash) in keys.iter().zip(hashes.iter_mut()) {
             *hash = super::hash_key(key);
             let view = &self.views[self.shard_of(*hash)];

@@ -118,12 +118,24 @@ fn writer(s: &Shared, id: u64) {
 
 fn reader(s: &Shared, id: u64) -> Result<(), String> {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (id + 7));
+    // Reader 1 reads as a multi-get does: 16 keys at a time, prefetched,
+    // under one epoch pin (`Engine::read_batch`).
+    let batched = id == 1;
+    let mut batch = None;
+    let mut window = Vec::new();
     // Bounded even if the writers were to stall.
-    for _ in 0..4 * WRITER_OPS {
+    for i in 0..4 * WRITER_OPS {
         if s.stop.load(Ordering::Relaxed) {
             break;
         }
-        let k = rng.below(KEYS);
+        if batched && i % 16 == 0 {
+            window = (0..16).map(|_| rng.below(KEYS)).collect();
+            // The previous batch is dropped after this one is made.
+            batch = Some(s.store.read_batch());
+            let keys: Vec<Vec<u8>> = window.iter().map(|&k| key(k)).collect();
+            s.store.prefetch(&keys.iter().map(Vec::as_slice).collect::<Vec<_>>());
+        }
+        let k = if batched { window[(i % 16) as usize] } else { rng.below(KEYS) };
         let floor = s.done[k as usize].load(Ordering::Acquire);
         let now = s.now.load(Ordering::Relaxed);
         let mut seen = None;
@@ -147,6 +159,7 @@ fn reader(s: &Shared, id: u64) -> Result<(), String> {
         }
         s.hits.fetch_add(1, Ordering::Relaxed);
     }
+    drop(batch);
     Ok(())
 }
 
