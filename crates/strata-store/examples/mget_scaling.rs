@@ -15,7 +15,13 @@
 //! as CPU and switches). Run it pinned (`taskset -c 0,1`) and under
 //! `perf stat -e syscalls:sys_enter_futex` to count the futex calls.
 //!
-//!     cargo run --release -p strata-store --example mget_scaling -- [--keys N] [--secs S] [--threads 1,2,8] [--no-prefetch]
+//! `--writers N` adds N threads that set random keys of the same key space
+//! for the whole run (a set-heavy load beside the readers), and each line
+//! then also gives the sets per second and, per key read, the lock-free
+//! read's attempts repeated because a writer ran in the shard
+//! (`get_retries`) and the gets it handed to the shard lock (`get_locked`).
+//!
+//!     cargo run --release -p strata-store --example mget_scaling -- [--keys N] [--secs S] [--threads 1,2,8] [--writers N] [--no-prefetch]
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
@@ -94,6 +100,20 @@ fn mgets(store: &SegStore, keys: u64, seed: u64, prefetch: bool, stop: &AtomicBo
     Done { mgets: done, hits, user_us: end.0 - start.0, sys_us: end.1 - start.1, switches: end.2 - start.2 }
 }
 
+/// Sets of random keys until `stop`; how many.
+fn sets(store: &SegStore, keys: u64, seed: u64, stop: &AtomicBool) -> u64 {
+    let mut x = seed | 1;
+    let mut done = 0;
+    while !stop.load(Ordering::Relaxed) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        set(store, x % keys);
+        done += 1;
+    }
+    done
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let value = |name: &str, default: u64| {
@@ -102,6 +122,7 @@ fn main() {
     let keys = value("--keys", 100_000);
     let secs = value("--secs", 2);
     let prefetch = !args.iter().any(|a| a == "--no-prefetch");
+    let writers = value("--writers", 0);
     let thread_counts: Vec<u64> = match args.iter().position(|a| a == "--threads").and_then(|i| args.get(i + 1)) {
         Some(list) => list.split(',').map(|n| n.parse().expect("--threads: a list like 1,2,8")).collect(),
         None => vec![1, 2],
@@ -114,7 +135,15 @@ fn main() {
     for (round, &threads) in thread_counts.iter().enumerate() {
         let stop = AtomicBool::new(false);
         let barrier = Barrier::new(threads as usize + 1);
+        let before = store.stats();
+        let mut set_count = 0;
         let results: Vec<Done> = std::thread::scope(|s| {
+            let setters: Vec<_> = (0..writers)
+                .map(|w| {
+                    let (store, stop) = (&store, &stop);
+                    s.spawn(move || sets(store, keys, 0x2545_f491_4f6c_dd1d * (w + 1), stop))
+                })
+                .collect();
             let handles: Vec<_> = (0..threads)
                 .map(|t| {
                     let (store, stop, barrier) = (&store, &stop, &barrier);
@@ -129,12 +158,15 @@ fn main() {
             std::thread::sleep(Duration::from_secs(secs));
             stop.store(true, Ordering::Relaxed);
             let r = handles.into_iter().map(|h| h.join().expect("thread")).collect();
+            set_count = setters.into_iter().map(|h| h.join().expect("writer")).sum::<u64>();
             eprintln!("({threads} thread(s): {:.2} s)", start.elapsed().as_secs_f64());
             r
         });
         let total: u64 = results.iter().map(|r| r.mgets).sum();
         let hits: u64 = results.iter().map(|r| r.hits).sum();
+        // Sets replace items, never remove one (64 MB holds every key).
         assert_eq!(hits, total * KEYS_PER_GET as u64, "every key was preloaded");
+        let after = store.stats();
         let rate = total as f64 / secs as f64;
         let keys_read = (total * KEYS_PER_GET as u64).max(1) as f64;
         let user_ns = results.iter().map(|r| r.user_us).sum::<u64>() as f64 * 1e3 / keys_read;
@@ -149,5 +181,13 @@ fn main() {
             user_ns + sys_ns,
             (user_ns + sys_ns) / first_cpu,
         );
+        if writers > 0 {
+            println!(
+                "          writers {writers}  {:10.0} sets/s  per key read: get_retries {:.5}, get_locked {:.5}",
+                set_count as f64 / secs as f64,
+                (after.get_retries - before.get_retries) as f64 / keys_read,
+                (after.get_locked - before.get_locked) as f64 / keys_read,
+            );
+        }
     }
 }

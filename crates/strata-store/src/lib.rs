@@ -316,6 +316,13 @@ pub struct EngineStats {
     /// `ghost_hits`).
     pub ghost_bytes: u64,
     pub ghost_hits: u64,
+    /// The lock-free read (SegStore's `seg/read.rs`): attempts repeated
+    /// because a writer ran in the shard meanwhile, and gets that finished
+    /// under the shard lock instead (writers kept running, or the read had
+    /// something to write: a first bump, an expiry, a token), `get_retries`
+    /// and `get_locked`; 0 for an engine that always locks (MapStore).
+    pub get_retries: u64,
+    pub get_locked: u64,
 }
 
 /// What starting from a memory file found (`stats`: `restart_*`).

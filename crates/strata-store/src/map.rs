@@ -530,6 +530,8 @@ impl Engine for MapStore {
             index_bytes: 0,
             ghost_bytes: 0,
             ghost_hits: 0,
+            get_retries: 0,
+            get_locked: 0,
         }
     }
 

@@ -415,6 +415,8 @@ const STRATA_GENERAL: &[Simple] = &[
     g("strata_index_bytes", "hash_bytes", "Bytes of the key index, every shard."),
     g("strata_ghost_bytes", "ghost_bytes", "Bytes of the ghost's fingerprints of keys evicted unread (scan resistance)."),
     c("strata_ghost_hits_total", "ghost_hits", "Keys set again while the ghost remembered them (promoted on their next eviction)."),
+    c("strata_get_retries_total", "get_retries", "Lock-free get attempts repeated because a writer ran in the shard meanwhile."),
+    c("strata_get_locked_total", "get_locked", "Gets the lock-free read handed to the shard lock (writers kept running, or a bump, expiry or token to write)."),
     g("strata_memory_cap_bytes", "memory_cap_bytes", "-m auto / memory_pressure_yield: bytes the memory cgroup or host allows."),
     g("strata_memory_used_bytes", "memory_used_bytes", "-m auto / memory_pressure_yield: bytes in use in the cgroup or host (working set)."),
     g("strata_memory_limit_max_bytes", "memory_limit_max_bytes", "-m auto / memory_pressure_yield: the most the item limit grows back to."),

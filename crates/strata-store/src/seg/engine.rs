@@ -374,6 +374,7 @@ impl Engine for SegStore {
             stats.ghost_hits += shard.ghost.hits;
         }
         stats.curr_items += self.flash_items();
+        (stats.get_retries, stats.get_locked) = self.hits.read_path();
         stats.restart = self.restart;
         stats.malloced_bytes = self.g.allocated.load(Ordering::Relaxed);
         stats

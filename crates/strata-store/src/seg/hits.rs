@@ -1,10 +1,13 @@
-//! Get hits per size class and queue, counted per thread: a get writes
-//! only its own thread's line, and `stats items`/`slabs`, `/metrics` and
-//! the MRC read the sum (`SegStore::class_stats`).
+//! What a get counts, per thread: hits per size class and queue, and how
+//! the lock-free read went (attempts retried because a writer ran
+//! meanwhile, reads finished under the shard lock). A get writes only its
+//! own thread's line; `stats items`/`slabs`, `/metrics`, the MRC and
+//! `stats` (`get_retries`, `get_locked`) read the sum
+//! (`SegStore::class_stats`, `SegStore::stats`).
 //!
 //! ```text
-//!  Hits.rows[thread slot]: Line([AtomicU64; 2 x 64])   hot, warm per class
-//!   = 1 KiB a slot, 16 slots
+//!  Hits.rows[thread slot]: Line([AtomicU64; 2 x 64 + 2])
+//!   hot, warm per class; retries; locked     = about 1 KiB a slot, 16 slots
 //! ```
 //!
 //! A thread takes slot `n % 16` from a process-wide count of the threads
@@ -20,9 +23,12 @@ use crate::classes::MAX_CLASSES;
 
 const SLOTS: usize = 16;
 const CLASSES: usize = MAX_CLASSES + 1;
+/// Where a row keeps the lock-free read's two counts.
+const RETRIES: usize = 2 * CLASSES;
+const LOCKED: usize = RETRIES + 1;
 
 pub struct Hits {
-    rows: Box<[Line<[AtomicU64; 2 * CLASSES]>]>,
+    rows: Box<[Line<[AtomicU64; 2 * CLASSES + 2]>]>,
 }
 
 static THREADS: AtomicUsize = AtomicUsize::new(0);
@@ -42,6 +48,27 @@ impl Hits {
         let slot = SLOT.with(|s| *s);
         let at = usize::from(cls).min(CLASSES - 1) * 2 + usize::from(queue == Queue::Warm);
         self.rows[slot].0[at].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `n` lock-free attempts of a get saw a writer and were repeated.
+    #[inline]
+    pub fn retried(&self, n: u64) {
+        let slot = SLOT.with(|s| *s);
+        self.rows[slot].0[RETRIES].fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// A get left its lock-free attempt for the locked one (writers kept
+    /// running, or the read has something to write: a bump, an expiry).
+    #[inline]
+    pub fn locked(&self) {
+        let slot = SLOT.with(|s| *s);
+        self.rows[slot].0[LOCKED].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Every thread's (retried attempts, locked gets).
+    pub fn read_path(&self) -> (u64, u64) {
+        let sum = |at: usize| self.rows.iter().map(|r| r.0[at].load(Ordering::Relaxed)).sum::<u64>();
+        (sum(RETRIES), sum(LOCKED))
     }
 
     /// Add every thread's counts into `out`'s rows.

@@ -81,8 +81,12 @@ impl SegStore {
         let view = &self.views[self.shard_of(hash)];
         let _pin = super::batch::pin();
         let mut buf = SCRATCH.with(Cell::take);
+        let mut retries = 0;
         let result = (0..ATTEMPTS).find_map(|_| match self.lookup(view, key, hash, &mut buf) {
-            Lookup::Retry => None,
+            Lookup::Retry => {
+                retries += 1;
+                None
+            }
             found => Some(found),
         });
         let done = match result {
@@ -94,6 +98,12 @@ impl SegStore {
             Some(Lookup::Retry) => unreachable!("retries are filtered"),
         };
         SCRATCH.with(|s| s.set(buf));
+        if retries != 0 {
+            self.hits.retried(retries);
+        }
+        if done.is_none() {
+            self.hits.locked();
+        }
         done
     }
 
@@ -278,3 +288,53 @@ impl SegStore {
 
 /// Keys prefetched per call (a window of a longer multi-get).
 pub const MAX_WINDOW: usize = 16;
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::{Engine, EngineConfig, StoreRequest};
+
+    const NOW: RelTime = 100;
+
+    fn read(store: &SegStore, key: &[u8]) -> Option<Vec<u8>> {
+        let mut got = None;
+        let opts = GetOptions { no_token: true, ..GetOptions::default() };
+        store.get(key, opts, NOW, &mut |item, _| {
+            got = Some(item.value.to_vec());
+            GetAction::default()
+        });
+        got
+    }
+
+    #[test]
+    fn a_writer_in_the_shard_makes_a_get_retry_then_lock() {
+        let store = SegStore::new(EngineConfig::default());
+        store.store(&StoreRequest::set(b"k", b"v"), NOW);
+        // Reads that bump (frequency, fetched bit) take the lock; after
+        // them the item is settled for this second.
+        for _ in 0..=MAX_FREQ {
+            assert_eq!(read(&store, b"k").as_deref(), Some(&b"v"[..]));
+        }
+        let (retries, locked) = store.hits.read_path();
+        assert_eq!(read(&store, b"k").as_deref(), Some(&b"v"[..]));
+        assert_eq!(store.hits.read_path(), (retries, locked), "a settled item is read without the lock");
+
+        let guard = store.lock(crate::hash_key(b"k"));
+        std::thread::scope(|s| {
+            let reader = s.spawn(|| read(&store, b"k"));
+            // Every attempt sees the shard's sequence odd, then the reader
+            // waits on the lock.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while store.hits.read_path().0 < retries + ATTEMPTS as u64 {
+                assert!(Instant::now() < deadline, "the reader never retried");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            drop(guard);
+            assert_eq!(reader.join().expect("reader").as_deref(), Some(&b"v"[..]));
+        });
+        assert_eq!(store.hits.read_path(), (retries + ATTEMPTS as u64, locked + 1));
+        assert_eq!(store.stats().get_locked, locked + 1, "stats shows the same sum");
+    }
+}
