@@ -225,7 +225,10 @@ impl Header {
     /// As [`Header::try_decode`], from the first bytes of an item whose
     /// header lies in `item` and which ends within `limit` bytes of its
     /// start (a read without the lock copies an item's first bytes, then
-    /// the rest: seg/read.rs).
+    /// the rest: seg/read.rs). Always inlined: returned through memory,
+    /// the header's narrow stores stalled the caller's wide copy of it
+    /// (no store-to-load forwarding; perf, docs/bench/wire.md).
+    #[inline(always)]
     pub fn try_decode_within(item: &[u8], checked: bool, limit: usize) -> Option<Header> {
         let bits = *item.first()?;
         let key_len = usize::from(*item.get(1)?);
