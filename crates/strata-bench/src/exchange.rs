@@ -104,11 +104,6 @@ impl Codec {
                 out.extend_from_slice(line);
                 return;
             }
-            if self.get_lines.is_some() {
-                // A multi-get's keys copied from the prebuilt lines.
-                text::encode_get(out, keys.iter().filter_map(|&k| self.line_key(k)), false);
-                return;
-            }
         }
         let ks = &self.keys;
         let scratch = &mut self.scratch;
@@ -166,13 +161,7 @@ impl Codec {
         };
         let index = match key {
             None => keys.get(p.cursor).copied(),
-            // The key asked for next, compared as bytes (replies come in
-            // request order), else parsed and looked for further on.
-            Some(k) => keys
-                .get(p.cursor)
-                .copied()
-                .filter(|&i| self.line_key(i) == Some(k))
-                .or_else(|| self.keys.key_index(k).filter(|i| keys[p.cursor.min(keys.len())..].contains(i))),
+            Some(k) => self.keys.key_index(k).filter(|i| keys[p.cursor.min(keys.len())..].contains(i)),
         };
         let Some(index) = index else {
             tally.error(ErrorKind::UnexpectedReply);

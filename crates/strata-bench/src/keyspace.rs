@@ -48,18 +48,27 @@ fn splitmix(mut x: u64) -> u64 {
 }
 
 /// The filler's block for (key, generation, len): its first
-/// `min(len, BLOCK)` bytes rounded up to whole 8-byte chunks (a value
-/// shorter than the block never reads the rest; the chunks are a sequence,
+/// `min(len, BLOCK)` bytes rounded up to whole 8-byte words (a value
+/// shorter than the block never reads the rest; the words are a sequence,
 /// so a shorter prefix is the same bytes).
 fn filler_block(key: u32, generation: u32, len: u32) -> [u8; BLOCK] {
-    let mut seed = splitmix((u64::from(key) << 32) ^ u64::from(generation) ^ (u64::from(len) << 17));
     let mut block = [0u8; BLOCK];
-    let used = (len as usize).min(BLOCK).div_ceil(8) * 8;
-    for chunk in block[..used].chunks_mut(8) {
-        seed = splitmix(seed);
-        chunk.copy_from_slice(&letters(seed).to_le_bytes());
+    for (chunk, word) in block.chunks_mut(8).zip(filler_words(key, generation, len)) {
+        chunk.copy_from_slice(&word.to_le_bytes());
     }
     block
+}
+
+/// The block as little-endian words.
+fn filler_words(key: u32, generation: u32, len: u32) -> [u64; BLOCK / 8] {
+    let mut seed = splitmix((u64::from(key) << 32) ^ u64::from(generation) ^ (u64::from(len) << 17));
+    let mut words = [0u64; BLOCK / 8];
+    let used = (len as usize).min(BLOCK).div_ceil(8);
+    for word in &mut words[..used] {
+        seed = splitmix(seed);
+        *word = letters(seed);
+    }
+    words
 }
 
 /// Eight letters from eight random bytes, each `b'a' + byte * 26 / 256`,
@@ -71,6 +80,23 @@ fn letters(random: u64) -> u64 {
     let even = (((random & LOW) * 26) >> 8) & LOW;
     let odd = (((random >> 8) & LOW) * 26) & !LOW;
     (even | odd) + 0x6161_6161_6161_6161
+}
+
+/// Eight ASCII digits (first digit in the low byte) as their number, or
+/// None if any byte is not a digit: three multiply-and-mask steps that
+/// join pairs, then quads, then the halves.
+fn eight_digits(word: u64) -> Option<u64> {
+    const ZEROS: u64 = u64::from_ne_bytes([b'0'; 8]);
+    const HIGH_NIBBLES: u64 = u64::from_ne_bytes([0xf0; 8]);
+    const SIXES: u64 = u64::from_ne_bytes([0x06; 8]);
+    // Each byte 0x30..=0x39: high nibble 3, and adding 6 keeps it 3.
+    if word & HIGH_NIBBLES != ZEROS || word.wrapping_add(SIXES) & HIGH_NIBBLES != ZEROS {
+        return None;
+    }
+    let v = word - ZEROS;
+    let v = (v * 10 + (v >> 8)) & 0x00ff_00ff_00ff_00ff;
+    let v = (v * 100 + (v >> 16)) & 0x0000_ffff_0000_ffff;
+    Some((v * 10_000 + (v >> 32)) & 0xffff_ffff)
 }
 
 fn hex_digit(n: u32) -> u8 {
@@ -114,12 +140,18 @@ impl Keyspace {
             return None;
         }
         let digits = key.strip_prefix(PREFIX).unwrap_or(key);
+        // The leading digits one at a time, then eight at a time.
+        let (head, words) = digits.split_at(digits.len() % 8);
         let mut index = 0u64;
-        for &d in digits {
-            if !d.is_ascii_digit() || index >= u64::from(self.key_count) * 10 {
+        for &d in head {
+            if !d.is_ascii_digit() {
                 return None;
             }
             index = index * 10 + u64::from(d - b'0');
+        }
+        for word in words.chunks_exact(8) {
+            let eight = eight_digits(u64::from_le_bytes(word.try_into().expect("8 bytes")))?;
+            index = index.checked_mul(100_000_000)?.checked_add(eight)?;
         }
         u32::try_from(index).ok().filter(|&i| i < self.key_count && !digits.is_empty())
     }
@@ -166,14 +198,21 @@ impl Keyspace {
         } else {
             (0, 0)
         };
-        let block = filler_block(index, generation, data.len() as u32);
+        // Word by word against the filler's words, in registers (comparing
+        // with a block just written to memory stalled on reading it back).
+        // `head` is 0 or 8, so the data's words line up with the block's.
+        let words = filler_words(index, generation, data.len() as u32);
         let mut at = head;
-        while at < data.len() {
-            let take = (data.len() - at).min(BLOCK - at % BLOCK);
-            if data[at..at + take] != block[at % BLOCK..at % BLOCK + take] {
+        for chunk in data[head..].chunks(8) {
+            let want = words[at % BLOCK / 8];
+            let equal = match <[u8; 8]>::try_from(chunk) {
+                Ok(word) => u64::from_le_bytes(word) == want,
+                Err(_) => chunk.iter().zip(want.to_le_bytes()).all(|(&a, b)| a == b),
+            };
+            if !equal {
                 return Err(Mismatch::Bytes);
             }
-            at += take;
+            at += 8;
         }
         Ok(())
     }
@@ -209,6 +248,21 @@ mod tests {
         assert_eq!(k.key_index(b"sb:99999999999999999"), None);
         assert_eq!(k.key_index(b"sb:00000000000099999"), Some(99_999));
         assert_eq!(k.key_index(b"sb:00000000000100000"), None);
+        // Each position of both eight-digit words, with the bytes either
+        // side of the digits ('/' and ':').
+        for at in 3..20 {
+            for bad in [b'/', b':', b' ', 0xb0] {
+                let mut key = *b"sb:00000000000012345";
+                key[at] = bad;
+                assert_eq!(k.key_index(&key), None, "{}", String::from_utf8_lossy(&key));
+            }
+        }
+        for i in [0, 7, 12_345, 99_999, 10_000_000, 12_345_678] {
+            let wide = Keyspace { key_count: u32::MAX, ..ks(20) };
+            out.clear();
+            wide.write_key(i, &mut out);
+            assert_eq!(wide.key_index(&out), Some(i));
+        }
     }
 
     #[test]
