@@ -129,6 +129,9 @@ impl DerefMut for Buffer {
     }
 }
 
+/// The copy size [`copy_racy`] inlines.
+pub const RACY_LINE: usize = 64;
+
 /// Copy `out.len()` bytes from `src` while a writer may be changing them:
 /// an optimistic read (`seg/read.rs`), whose caller uses the copy only
 /// once the shard's sequence shows no writer ran meanwhile (`seqlock.rs`),
@@ -149,7 +152,15 @@ pub unsafe fn copy_racy(src: *const u8, out: &mut [u8]) {
     // SAFETY: `src..src + out.len()` is mapped (caller) and cannot overlap
     // `out`, a thread's own scratch; the bytes may be torn, which the
     // caller's validation detects before it trusts any of them.
-    unsafe { std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), out.len()) };
+    unsafe {
+        if out.len() == RACY_LINE {
+            // An item's first line (`seg/read.rs`), the common case: a
+            // copy of constant size is a few vector moves, not a call.
+            std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), RACY_LINE);
+        } else {
+            std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), out.len());
+        }
+    }
     std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
 }
 

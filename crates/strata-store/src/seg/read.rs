@@ -48,8 +48,9 @@ use crate::{GetAction, GetOptions, ItemMeta, ItemView, RelTime};
 
 /// Optimistic attempts before a get takes the lock.
 const ATTEMPTS: usize = 3;
-/// Bytes copied first: the header, the key and a short value.
-const FIRST_COPY: usize = 64;
+/// Bytes copied first: the header, the key and a short value (a copy
+/// `copy_racy` inlines).
+const FIRST_COPY: usize = super::buffer::RACY_LINE;
 
 thread_local! {
     /// This thread's copy of the item being read.
