@@ -13,8 +13,7 @@ use strata_proto::command::BAD_CHUNK;
 use strata_proto::number::push_u64;
 use strata_proto::{Command, DebugTime, GetKind, StoreCommand, StoreVerb, KEY_MAX_LENGTH};
 use strata_store::{
-    RelTime,
-    DeleteRequest, DeleteResult, DeltaMode, DeltaRequest, DeltaResult, GetAction, GetOptions, StoreMode,
+    DeleteRequest, DeleteResult, DeltaMode, DeltaRequest, DeltaResult, GetAction, GetOptions, RelTime, StoreMode,
     StoreRequest, StoreResult,
 };
 
