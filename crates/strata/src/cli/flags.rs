@@ -62,7 +62,7 @@ pub const FLAGS: &[Flag] = &[
     flag('Z', Some("enable-ssl"), Nothing, "-Z, --enable-ssl          enable TLS/SSL (rustls; see -o ssl_* below)"),
     flag('o', Some("extended"), Value, "-o, --extended            comma separated list of extended options (see below)"),
     flag('N', Some("napi-ids"), Value, "-N, --napi-ids            number of napi ids (accepted; Strata assigns threads round-robin)"),
-    flag(CONFIG, Some("config"), Value, "    --config=<file>       read flags from <file>, one or more a line, '#' comments, in the\n                          format of Debian's /etc/memcached.conf (Strata's own; see strata(1))"),
+    flag(CONFIG, Some("config"), Value, "    --config=<file>       read flags from <file>, in the format of Debian's /etc/memcached.conf:\n                          flags as here, one or more a line, '#' comments (Strata's own)"),
 ];
 
 /// `--config`'s key in the table: it has no short letter.
