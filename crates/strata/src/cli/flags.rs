@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use strata_server::settings::ProtocolChoice;
 
-use super::getopt::{Spec, Takes};
+use super::getopt::{Spec, Takes, LONG_ONLY};
 use super::{number, CliError, Draft};
 
 /// One flag: its getopt spec and its line of `-h`.
@@ -62,7 +62,11 @@ pub const FLAGS: &[Flag] = &[
     flag('Z', Some("enable-ssl"), Nothing, "-Z, --enable-ssl          enable TLS/SSL (rustls; see -o ssl_* below)"),
     flag('o', Some("extended"), Value, "-o, --extended            comma separated list of extended options (see below)"),
     flag('N', Some("napi-ids"), Value, "-N, --napi-ids            number of napi ids (accepted; Strata assigns threads round-robin)"),
+    flag(CONFIG, Some("config"), Value, "    --config=<file>       read flags from <file>, in the format of Debian's /etc/memcached.conf:\n                          flags as here, one or more a line, '#' comments (Strata's own)"),
 ];
+
+/// `--config`'s key in the table: it has no short letter.
+pub const CONFIG: char = LONG_ONLY;
 
 pub fn specs() -> Vec<Spec> {
     FLAGS.iter().map(|f| Spec { short: f.spec.short, long: f.spec.long, takes: f.spec.takes }).collect()
@@ -180,6 +184,7 @@ pub fn apply(d: &mut Draft, letter: char, value: Option<String>) -> Result<Act, 
                 super::extended::apply(d, &opt)?;
             }
         }
+        CONFIG => return super::conf::apply(d, &v),
         other => return Err(CliError::new(1, format!("Illegal argument \"{other}\""))),
     }
     Ok(Act::Continue)

@@ -17,6 +17,11 @@ pub enum Takes {
     Optional,
 }
 
+/// The `short` of a flag that has only a long name (Strata's `--config`):
+/// NUL, which no argument can hold (argv strings end at NUL) and which
+/// the short-flag lookup below skips.
+pub const LONG_ONLY: char = '\0';
+
 /// One flag of the table.
 pub struct Spec {
     pub short: char,
@@ -74,7 +79,7 @@ pub fn parse(specs: &[Spec], args: &[String]) -> Result<Found, CliError> {
         for (at, letter) in cluster.char_indices() {
             let spec = specs
                 .iter()
-                .find(|s| s.short == letter)
+                .find(|s| s.short == letter && s.short != LONG_ONLY)
                 .ok_or_else(|| invalid(format!("invalid option -- '{letter}'")))?;
             if spec.takes != Takes::Value {
                 found.push((letter, None));

@@ -29,10 +29,25 @@ pub fn apply(memory_limit: &str, s: &mut Settings) -> Result<(), CliError> {
         s.memory_governor = Some(config);
         return Ok(());
     }
-    s.memory_limit_bytes = parse_size(memory_limit, 1 << 20)
-        .ok_or_else(|| CliError::new(1, format!("Invalid memory limit '{memory_limit}': a number of megabytes or auto is needed")))?;
+    s.memory_limit_bytes = megabytes(memory_limit)?;
     if s.memory_pressure_yield {
         s.memory_governor = Some(memory::yield_config(s.memory_limit_bytes));
     }
     Ok(())
+}
+
+/// `-m`'s value in bytes: megabytes, or a size with a k, m or g suffix
+/// (`auto` is handled before).
+fn megabytes(memory_limit: &str) -> Result<u64, CliError> {
+    parse_size(memory_limit, 1 << 20)
+        .ok_or_else(|| CliError::new(1, format!("Invalid memory limit '{memory_limit}': a number of megabytes or auto is needed")))
+}
+
+/// `-m`'s value alone, as [`apply`] checks it (for a configuration file's
+/// line, conf.rs).
+pub fn check_text(memory_limit: &str) -> Result<(), CliError> {
+    if memory_limit.eq_ignore_ascii_case("auto") {
+        return Ok(());
+    }
+    megabytes(memory_limit).map(drop)
 }

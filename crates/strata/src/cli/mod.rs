@@ -11,6 +11,7 @@
 //! it refuses after reading them all, 71 (`EX_OSERR`) for a listen address
 //! it cannot resolve. Never a panic.
 
+mod conf;
 mod ext;
 mod extended;
 mod flags;

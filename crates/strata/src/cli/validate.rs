@@ -26,8 +26,7 @@ fn usage(message: impl Into<String>) -> CliError {
 pub fn finish(mut d: Draft) -> Result<Options, CliError> {
     let s = &mut d.settings;
     super::memory_auto::apply(&d.memory_limit, s)?;
-    let item_size_max = parse_size(&d.item_size_max, 1)
-        .ok_or_else(|| usage(format!("Invalid max item size '{}': a number with an optional k or m suffix", d.item_size_max)))?;
+    let item_size_max = item_size(&d.item_size_max)?;
 
     if s.tunables.napi_ids as usize > s.threads {
         return Err(usage(format!(
@@ -35,15 +34,11 @@ pub fn finish(mut d: Draft) -> Result<Options, CliError> {
             s.tunables.napi_ids, s.threads
         )));
     }
-    if item_size_max < 1024 {
-        return Err(usage("Item max size cannot be less than 1024 bytes."));
-    }
+    item_size_not_small(item_size_max)?;
     if item_size_max > s.memory_limit_bytes / 2 {
         return Err(usage("Cannot set item size limit higher than 1/2 of memory max."));
     }
-    if item_size_max > 1 << 30 {
-        return Err(usage("Cannot set item size limit higher than a gigabyte."));
-    }
+    item_size_not_large(item_size_max)?;
     let item_size_max = item_size_max as usize;
     s.item_size_max = item_size_max;
     if s.slabs.chunk_max_bytes == 0 || (item_size_max > 1 << 20 && !d.slab_chunk_max_changed) {
@@ -99,9 +94,7 @@ pub fn finish(mut d: Draft) -> Result<Options, CliError> {
         d.tcp_port = d.udp_port;
     }
     for port in [d.tcp_port, d.udp_port] {
-        if port > 65535 {
-            return Err(usage(format!("ERROR: Invalid port number {port}.")));
-        }
+        port_in_range(port)?;
     }
     if s.auth_file.is_some() && d.udp_port != 0 {
         return Err(usage("Cannot use UDP with ascii authentication enabled (-U 0 to disable)"));
@@ -144,6 +137,49 @@ pub fn finish(mut d: Draft) -> Result<Options, CliError> {
         lock_memory: d.lock_memory,
         core_dumps: d.core_dumps,
     })
+}
+
+/// The checks of [`finish`] that need one flag's value alone (`-m`, `-I`,
+/// `-p`, `-U`), with their messages and codes: a configuration file runs
+/// them on each line so that a bad value names its line (conf.rs). The
+/// checks across flags (`-I` above half of `-m`, SASL with `-B ascii`...)
+/// stay in `finish`, where no single line is to blame.
+pub fn check_value(letter: char, value: &str) -> Result<(), CliError> {
+    match letter {
+        'm' => super::memory_auto::check_text(value),
+        'I' => {
+            let size = item_size(value)?;
+            item_size_not_small(size)?;
+            item_size_not_large(size)
+        }
+        'p' | 'U' => super::number::<i64>(value).map_or(Ok(()), port_in_range),
+        _ => Ok(()),
+    }
+}
+
+fn item_size(text: &str) -> Result<u64, CliError> {
+    parse_size(text, 1).ok_or_else(|| usage(format!("Invalid max item size '{text}': a number with an optional k or m suffix")))
+}
+
+fn item_size_not_small(size: u64) -> Result<(), CliError> {
+    if size < 1024 {
+        return Err(usage("Item max size cannot be less than 1024 bytes."));
+    }
+    Ok(())
+}
+
+fn item_size_not_large(size: u64) -> Result<(), CliError> {
+    if size > 1 << 30 {
+        return Err(usage("Cannot set item size limit higher than a gigabyte."));
+    }
+    Ok(())
+}
+
+fn port_in_range(port: i64) -> Result<(), CliError> {
+    if port > 65535 {
+        return Err(usage(format!("ERROR: Invalid port number {port}.")));
+    }
+    Ok(())
 }
 
 /// A size with an optional k/m/g suffix (either case); a bare number is in

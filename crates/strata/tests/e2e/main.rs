@@ -12,6 +12,7 @@
 mod common;
 mod big_memory;
 mod cli;
+mod config_file;
 mod connections;
 mod debug_clock;
 mod dumps;
