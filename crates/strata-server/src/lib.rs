@@ -14,6 +14,7 @@ pub mod flash_io;
 pub mod handover;
 pub mod journal;
 pub mod lifecycle;
+pub mod log;
 
 pub mod memory;
 pub mod new_conn;

@@ -86,7 +86,7 @@ impl Server {
         mark_sockets(settings.tunables.sock_cookie_id, &listeners, &udp_sockets);
         if let (Some(path), None) = (&settings.port_file, &settings.unix_socket) {
             if let Err(e) = crate::port_file::write(path, &tcp_addrs, &udp_addrs) {
-                eprintln!("strata: failed to write the port file {}: {e}", path.display());
+                crate::log_line!("strata: failed to write the port file {}: {e}", path.display());
             }
         }
         let text_auth = settings.auth_file.as_deref().map(Credentials::load).transpose()?;
@@ -138,9 +138,9 @@ impl Server {
             let pin = move || {
                 if let Some(cpu) = cpu {
                     match crate::sys::affinity::pin_current_thread(cpu) {
-                        Ok(()) if verbose => eprintln!("strata: worker {index} pinned to CPU {cpu}"),
+                        Ok(()) if verbose => crate::log_line!("strata: worker {index} pinned to CPU {cpu}"),
                         Ok(()) => {}
-                        Err(e) => eprintln!("strata: could not pin worker {index} to CPU {cpu}: {e}"),
+                        Err(e) => crate::log_line!("strata: could not pin worker {index} to CPU {cpu}: {e}"),
                     }
                 }
             };
@@ -274,7 +274,7 @@ fn resolve_io_engine(choice: IoEngine) -> io::Result<IoEngine> {
         IoEngine::Auto => match Ring::probe() {
             Ok(()) => Ok(IoEngine::Uring),
             Err(e) => {
-                eprintln!("strata: io_uring unavailable ({e}); using epoll");
+                crate::log_line!("strata: io_uring unavailable ({e}); using epoll");
                 Ok(IoEngine::Epoll)
             }
         },
@@ -309,7 +309,7 @@ fn accept_loop(
         }
         if let Err(e) = poll.poll(&mut events, Some(Duration::from_millis(100))) {
             if e.kind() != io::ErrorKind::Interrupted {
-                eprintln!("strata: acceptor poll failed: {e}");
+                crate::log_line!("strata: acceptor poll failed: {e}");
                 break;
             }
         }
@@ -322,7 +322,7 @@ fn accept_loop(
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(e) => {
                         // EMFILE and friends: back off instead of spinning.
-                        eprintln!("strata: accept failed: {e}");
+                        crate::log_line!("strata: accept failed: {e}");
                         std::thread::sleep(Duration::from_millis(10));
                         break;
                     }

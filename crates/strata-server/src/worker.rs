@@ -122,7 +122,7 @@ impl Worker {
             let timeout = self.dumping.timeout(timeout);
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != io::ErrorKind::Interrupted {
-                    eprintln!("strata: worker poll failed: {e}");
+                    crate::log_line!("strata: worker poll failed: {e}");
                     return;
                 }
             }

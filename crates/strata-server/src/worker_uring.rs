@@ -120,7 +120,7 @@ impl UringWorker {
             let timeout = if self.yielded.is_empty() { Duration::from_millis(500) } else { Duration::ZERO };
             let timeout = self.dumping.timeout(timeout);
             if let Err(e) = self.ring.submit_and_wait(timeout) {
-                eprintln!("strata: worker io_uring failed: {e}");
+                crate::log_line!("strata: worker io_uring failed: {e}");
                 return;
             }
             self.ready.append(&mut self.yielded);

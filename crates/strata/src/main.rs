@@ -13,14 +13,14 @@ fn main() -> ExitCode {
         Ok(cli::Parsed::Run(opts)) => opts,
         Ok(cli::Parsed::Exit(code)) => return code,
         Err(e) => {
-            eprintln!("strata: {}", e.message);
-            eprintln!("Try 'strata -h' for the list of options.");
+            strata_server::log_line!("strata: {}", e.message);
+            strata_server::log_line!("Try 'strata -h' for the list of options.");
             return ExitCode::from(e.code);
         }
     };
     if opts.core_dumps {
         if let Err(e) = process::raise_core_limit() {
-            eprintln!("strata: {e}");
+            strata_server::log_line!("strata: {e}");
             return ExitCode::from(71);
         }
     }
@@ -31,12 +31,12 @@ fn main() -> ExitCode {
         strata_proto::enable_debugtime();
     }
     if let Err(e) = process::check_user(opts.user.as_deref()) {
-        eprintln!("strata: {e}");
+        strata_server::log_line!("strata: {e}");
         return ExitCode::from(1);
     }
     if opts.daemonize {
         if let Err(e) = process::daemonize() {
-            eprintln!("strata: failed to daemonize: {e}");
+            strata_server::log_line!("strata: failed to daemonize: {e}");
             return ExitCode::from(1);
         }
     }
@@ -47,7 +47,7 @@ fn main() -> ExitCode {
     let signals = match process::catch_signals() {
         Ok(signals) => signals,
         Err(e) => {
-            eprintln!("strata: could not install signal handlers: {e}");
+            strata_server::log_line!("strata: could not install signal handlers: {e}");
             return ExitCode::from(1);
         }
     };
@@ -57,7 +57,7 @@ fn main() -> ExitCode {
     if opts.lock_memory {
         // memcached warns and goes on when mlockall fails.
         if let Err(e) = process::lock_memory() {
-            eprintln!("warning: -k invalid, mlockall() failed: {e}");
+            strata_server::log_line!("warning: -k invalid, mlockall() failed: {e}");
         }
     }
     // -o handover: the running process stops and writes its memory file
@@ -65,14 +65,14 @@ fn main() -> ExitCode {
     if let Some(path) = &settings.handover {
         match strata_server::handover::take_over(path, &settings) {
             Ok(None) => {}
-            Ok(Some(t)) => eprintln!(
+            Ok(Some(t)) => strata_server::log_line!(
                 "strata: handover: took {} listeners and {} connections over from the previous process ({} ms)",
                 t.listeners,
                 t.conns,
                 t.waited.as_millis()
             ),
             Err(e) => {
-                eprintln!("strata: handover from {}: {e}", path.display());
+                strata_server::log_line!("strata: handover from {}: {e}", path.display());
                 return ExitCode::from(1);
             }
         }
@@ -82,11 +82,11 @@ fn main() -> ExitCode {
         None => SegStore::new(config),
         Some(path) => match SegStore::open_file(config, path, settings.restart_strict) {
             Ok((engine, line)) => {
-                eprintln!("strata: {line}");
+                strata_server::log_line!("strata: {line}");
                 engine
             }
             Err(e) => {
-                eprintln!("strata: memory file {}: {e}", path.display());
+                strata_server::log_line!("strata: memory file {}: {e}", path.display());
                 return ExitCode::from(1);
             }
         },
@@ -96,9 +96,9 @@ fn main() -> ExitCode {
         // (fewer than two pages, a page size it does not take): exit 2,
         // the file is what is wrong.
         match engine.attach_flash(settings.ext.clone()) {
-            Ok(line) => eprintln!("strata: {line}"),
+            Ok(line) => strata_server::log_line!("strata: {line}"),
             Err(e) => {
-                eprintln!("strata: {e}");
+                strata_server::log_line!("strata: {e}");
                 return ExitCode::from(2);
             }
         }
@@ -108,40 +108,40 @@ fn main() -> ExitCode {
         Ok(server) => server,
         // -Z's certificates and options (memcached's ssl_init: EX_USAGE).
         Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-            eprintln!("strata: {e}");
+            strata_server::log_line!("strata: {e}");
             return ExitCode::from(64);
         }
         Err(e) => {
-            eprintln!("strata: failed to listen: {e}");
+            strata_server::log_line!("strata: failed to listen: {e}");
             return ExitCode::from(1);
         }
     };
     if let Err(e) = process::drop_privileges(opts.user.as_deref()) {
-        eprintln!("strata: {e}");
+        strata_server::log_line!("strata: {e}");
         server.shutdown();
         server.wait();
         return ExitCode::from(1);
     }
     if let Some(path) = &opts.pid_file {
         if let Err(e) = std::fs::write(path, format!("{}\n", std::process::id())) {
-            eprintln!("strata: could not write pid file {}: {e}", path.display());
+            strata_server::log_line!("strata: could not write pid file {}: {e}", path.display());
         }
     }
     let engine = match server.shared.io_engine {
         strata_server::settings::IoEngine::Uring => "io_uring",
         _ => "epoll",
     };
-    eprintln!("strata: io engine: {engine}");
+    strata_server::log_line!("strata: io engine: {engine}");
     if verbose > 0 {
         for addr in &server.tcp_addrs {
-            eprintln!("strata: listening on {addr}");
+            strata_server::log_line!("strata: listening on {addr}");
         }
         if let Some(addr) = server.metrics_addr {
-            eprintln!("strata: metrics on http://{addr}/metrics");
+            strata_server::log_line!("strata: metrics on http://{addr}/metrics");
         }
     }
     if let Err(e) = process::stop_on_signals(signals, server.shared.clone()) {
-        eprintln!("strata: could not start the signal thread: {e}");
+        strata_server::log_line!("strata: could not start the signal thread: {e}");
         return ExitCode::from(1);
     }
     let shared = server.shared.clone();
@@ -151,7 +151,7 @@ fn main() -> ExitCode {
     shared.journal.close(strata_store::clock::unix_time());
     let saved = shared.engine.close();
     if let Err(e) = &saved {
-        eprintln!("strata: could not write the memory file back: {e}");
+        strata_server::log_line!("strata: could not write the memory file back: {e}");
     }
     strata_server::handover::outgoing::finish(&shared, &saved);
     if let Some(path) = &opts.pid_file {

@@ -18,7 +18,7 @@ fn is_root() -> bool {
 /// memcached refuses to run as root without `-u`; Strata runs, but says so.
 pub fn check_user(user: Option<&str>) -> Result<(), String> {
     if is_root() && user.is_none() {
-        eprintln!("strata: warning: running as root; pass -u <user> to drop privileges");
+        strata_server::log_line!("strata: warning: running as root; pass -u <user> to drop privileges");
     }
     Ok(())
 }
@@ -74,12 +74,12 @@ pub fn stop_on_signals(mut signals: Signals, shared: Arc<Shared>) -> io::Result<
         for signal in signals.forever() {
             if signal == SIGHUP {
                 for line in shared.reload_credentials() {
-                    eprintln!("strata: SIGHUP: {line}");
+                    strata_server::log_line!("strata: SIGHUP: {line}");
                 }
                 if let Some(tls) = &shared.tls {
                     match tls.refresh(shared.clock.now()) {
-                        Ok(()) => eprintln!("strata: SIGHUP: reloaded the TLS certificates"),
-                        Err(e) => eprintln!("strata: Could not reload TLS certificates on SIGHUP: {e}"),
+                        Ok(()) => strata_server::log_line!("strata: SIGHUP: reloaded the TLS certificates"),
+                        Err(e) => strata_server::log_line!("strata: Could not reload TLS certificates on SIGHUP: {e}"),
                     }
                 }
                 continue;
@@ -149,7 +149,7 @@ pub fn raise_open_files(max_connections: usize, reserved: usize) {
         let to_hard = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
         let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &to_hard);
     }
-    eprintln!(
+    strata_server::log_line!(
         "strata: warning: failed to set rlimit for open files to {wanted} (hard limit {}). \
          Try starting as root or requesting smaller maxconns value.",
         limit.rlim_max

@@ -102,7 +102,7 @@ pub fn take_over(path: &Path, settings: &crate::Settings) -> io::Result<Option<T
         };
         let msg = &buf[..n];
         if n == 0 {
-            eprintln!("strata: handover: the old process exited before saying its memory file was saved");
+            crate::log_line!("strata: handover: the old process exited before saying its memory file was saved");
             break;
         }
         if msg == SAVED {
@@ -126,7 +126,7 @@ pub fn take_over(path: &Path, settings: &crate::Settings) -> io::Result<Option<T
             (Some([auth, input @ ..]), Some(fd)) => {
                 inherited.conns.push((fd, Resume { input: input.to_vec(), unauthenticated: *auth != 0 }))
             }
-            _ => eprintln!("strata: handover: ignored a malformed message of {n} bytes"),
+            _ => crate::log_line!("strata: handover: ignored a malformed message of {n} bytes"),
         }
     }
     let taken = TakenOver { listeners: inherited.listeners.len(), conns: inherited.conns.len(), waited: started.elapsed() };
@@ -159,7 +159,7 @@ pub fn restore_journal(journal: &crate::journal::Journal) {
     let Some(inherited) = slot.as_mut() else { return };
     let bytes = std::mem::take(&mut inherited.journal);
     if !bytes.is_empty() && !journal.import(&bytes) {
-        eprintln!("strata: handover: the previous process's journal did not parse; this one starts empty");
+        crate::log_line!("strata: handover: the previous process's journal did not parse; this one starts empty");
     }
 }
 

@@ -97,19 +97,19 @@ pub fn serve(shared: &Arc<Shared>, path: &Path, listeners: Vec<OwnedFd>) -> io::
         let control = match fdpass::accept(&socket) {
             Ok(control) => control,
             Err(e) => {
-                eprintln!("strata: handover socket {}: accept failed: {e}", path.display());
+                crate::log_line!("strata: handover socket {}: accept failed: {e}", path.display());
                 std::thread::sleep(Duration::from_millis(100));
                 continue;
             }
         };
         match hand_listeners(&shared, &control) {
             Ok(()) => {
-                eprintln!("strata: handover: a new process took the listeners; stopping (connections are passed, not closed)");
+                crate::log_line!("strata: handover: a new process took the listeners; stopping (connections are passed, not closed)");
                 *shared.handover.control.lock().unwrap_or_else(|e| e.into_inner()) = Some(control);
                 shared.request_shutdown();
                 return;
             }
-            Err(e) => eprintln!("strata: handover refused, still serving: {e}"),
+            Err(e) => crate::log_line!("strata: handover refused, still serving: {e}"),
         }
     })?;
     Ok(())
@@ -167,7 +167,7 @@ pub fn finish(shared: &Shared, saved: &io::Result<()>) {
         msg.push(u8::from(resume.unauthenticated));
         msg.extend_from_slice(&resume.input);
         if let Err(e) = control.send(&msg, &[fd.as_fd()]) {
-            eprintln!("strata: handover: passing a connection failed: {e}");
+            crate::log_line!("strata: handover: passing a connection failed: {e}");
             break;
         }
         passed += 1;
@@ -176,7 +176,7 @@ pub fn finish(shared: &Shared, saved: &io::Result<()>) {
     if let Some(journal) = shared.journal.export() {
         for piece in journal.chunks(PIECE_BYTES) {
             if let Err(e) = control.send(&[JOURNAL, piece].concat(), &[]) {
-                eprintln!("strata: handover: passing the journal failed: {e}");
+                crate::log_line!("strata: handover: passing the journal failed: {e}");
                 break;
             }
         }
@@ -186,9 +186,9 @@ pub fn finish(shared: &Shared, saved: &io::Result<()>) {
         Err(_) => "memory file NOT saved",
     };
     if let Err(e) = control.send(SAVED, &[]) {
-        eprintln!("strata: handover: could not tell the new process: {e}");
+        crate::log_line!("strata: handover: could not tell the new process: {e}");
     }
-    eprintln!(
+    crate::log_line!(
         "strata: handover: passed {passed} of {} connections ({} closed: TLS, dumps, mid-block); {note}; stopped in {stopped_ms} ms, passed in {} ms; exiting",
         conns.len(),
         shared.handover.closed.load(Ordering::Relaxed) as usize + conns.len() - passed,

@@ -166,19 +166,19 @@ pub fn spawn(shared: Arc<crate::shared::Shared>, peers: Vec<std::net::SocketAddr
                     Ok(tags) => {
                         catchup.mark(&tags);
                         if *gone {
-                            eprintln!("strata: warm return catch-up: peer {peer} is back; its journal covered the time it was away");
+                            crate::log_line!("strata: warm return catch-up: peer {peer} is back; its journal covered the time it was away");
                         }
                         *known = polled_at;
                         *gone = false;
                     }
                     Err(e) if e.gone => {
                         if !*gone {
-                            eprintln!("strata: warm return catch-up: peer {peer}: {e}; asking again at the next poll");
+                            crate::log_line!("strata: warm return catch-up: peer {peer}: {e}; asking again at the next poll");
                         }
                         *gone = true;
                     }
                     Err(e) => {
-                        eprintln!("strata: warm return catch-up: peer {peer}: {e}; every restored item is now a miss");
+                        crate::log_line!("strata: warm return catch-up: peer {peer}: {e}; every restored item is now a miss");
                         catchup.all.store(true, Ordering::Relaxed);
                         break;
                     }
@@ -187,11 +187,11 @@ pub fn spawn(shared: Arc<crate::shared::Shared>, peers: Vec<std::net::SocketAddr
             catchup.polls.fetch_add(1, Ordering::Relaxed);
         }
         if let Some((peer, _)) = peers.iter().zip(&since).find(|(_, &(_, gone))| gone) {
-            eprintln!("strata: warm return catch-up: peer {peer} still unreachable at the end; every restored item is now a miss");
+            crate::log_line!("strata: warm return catch-up: peer {peer} still unreachable at the end; every restored item is now a miss");
             catchup.all.store(true, Ordering::Relaxed);
         }
         catchup.finish(&*shared.engine, shared.clock.now());
-        eprintln!(
+        crate::log_line!(
             "strata: warm return catch-up done: {} polls, {} changed keys named, {} restored items dropped",
             catchup.polls.load(Ordering::Relaxed),
             catchup.named.load(Ordering::Relaxed),
@@ -199,7 +199,7 @@ pub fn spawn(shared: Arc<crate::shared::Shared>, peers: Vec<std::net::SocketAddr
         );
     });
     if let Err(e) = spawned {
-        eprintln!("strata: cannot start the warm return catch-up ({e}); every restored item is now a miss");
+        crate::log_line!("strata: cannot start the warm return catch-up ({e}); every restored item is now a miss");
         on_failure.catchup.all.store(true, Ordering::Relaxed);
         on_failure.catchup.finish(&*on_failure.engine, on_failure.clock.now());
     }

@@ -198,11 +198,11 @@ impl Journal {
         }
         match persist::open(entries, path, restored, now_unix) {
             Ok(opened) => {
-                eprintln!("strata: journal {}: {}", path.display(), opened.line);
+                crate::log_line!("strata: journal {}: {}", path.display(), opened.line);
                 Journal::with(Some(opened.ring), opened.continued, opened.down)
             }
             Err(e) => {
-                eprintln!("strata: journal {}: {e}; kept in memory only (it covers from this start)", path.display());
+                crate::log_line!("strata: journal {}: {e}; kept in memory only (it covers from this start)", path.display());
                 Journal::new(entries, now_unix)
             }
         }
@@ -278,7 +278,7 @@ impl Journal {
         self.tick(now_unix);
         if let Some(ring) = &self.ring {
             if let Err(e) = ring.words.flush() {
-                eprintln!("strata: journal: writing back failed: {e}");
+                crate::log_line!("strata: journal: writing back failed: {e}");
             }
         }
     }

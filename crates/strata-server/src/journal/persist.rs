@@ -58,7 +58,7 @@ pub(super) fn anonymous(entries: usize, now_unix: i64) -> Option<Ring> {
     match SharedWords::anonymous(SLOTS_AT + n) {
         Ok(words) => Some(make(words, n, now_unix, false)),
         Err(e) => {
-            eprintln!("strata: journal: cannot map {} bytes ({e}); journal off", (SLOTS_AT + n) * 8);
+            crate::log_line!("strata: journal: cannot map {} bytes ({e}); journal off", (SLOTS_AT + n) * 8);
             None
         }
     }

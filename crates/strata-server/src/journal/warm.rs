@@ -200,7 +200,7 @@ pub fn before_listening(settings: &crate::settings::Settings, engine: &dyn Engin
     let clock = engine.clock_origin().map_or_else(strata_store::Clock::new, strata_store::Clock::resuming);
     let login = peer_login(settings);
     let report = warm_return(&settings.warm, engine, clock.now(), &settings.tcp_listen, login.as_deref())?;
-    eprintln!("strata: {}", report.line());
+    crate::log_line!("strata: {}", report.line());
     Some(report)
 }
 

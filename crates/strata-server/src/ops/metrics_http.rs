@@ -71,7 +71,7 @@ fn serve(shared: &Arc<Shared>, listener: &TcpListener) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
-                eprintln!("strata: metrics accept failed: {e}");
+                crate::log_line!("strata: metrics accept failed: {e}");
                 std::thread::sleep(Duration::from_millis(10));
             }
         }

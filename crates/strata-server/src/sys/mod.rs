@@ -93,7 +93,7 @@ pub fn unix_listener(path: &Path, mask: u32, backlog: i32) -> io::Result<Listene
 /// Needs CAP_NET_ADMIN; as in memcached a refusal is reported, not fatal.
 pub fn set_mark(socket: std::os::fd::BorrowedFd<'_>, mark: u32) {
     if let Err(e) = socket2::SockRef::from(&socket).set_mark(mark) {
-        eprintln!("setsockopt: {e}");
+        crate::log_line!("setsockopt: {e}");
     }
 }
 

@@ -60,7 +60,7 @@ pub fn refresh_command(shared: &crate::shared::Shared, out: &mut Vec<u8>) {
     match result {
         Ok(()) => out.extend_from_slice(b"OK\r\n"),
         Err(e) => {
-            eprintln!("strata: refresh_certs: {e}");
+            crate::log_line!("strata: refresh_certs: {e}");
             out.extend_from_slice(e.as_bytes());
             out.extend_from_slice(b"\r\n");
         }

@@ -103,7 +103,7 @@ pub fn apply(d: &mut Draft, path: &str) -> Result<Act, CliError> {
             None => continue,
             Some(Entry::Flags(words)) => words,
             Some(Entry::Logfile(log)) => {
-                eprintln!("strata: {path}:{number}: logfile {log} not followed: Strata writes to stderr (the journal under systemd)");
+                strata_server::log_line!("strata: {path}:{number}: logfile {log} not followed: Strata writes to stderr (the journal under systemd)");
                 continue;
             }
         };

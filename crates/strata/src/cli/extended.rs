@@ -195,7 +195,7 @@ pub fn apply(d: &mut Draft, opt: &str) -> Result<(), CliError> {
         "drop_privileges" => t.drop_privileges = true,
         "no_drop_privileges" => t.drop_privileges = false,
         "resp_obj_mem_limit" => {
-            eprintln!("DEPRECATED: resp_obj_mem_limit no longer used. See read_buf_mem_limit,");
+            strata_server::log_line!("DEPRECATED: resp_obj_mem_limit no longer used. See read_buf_mem_limit,");
         }
         "read_buf_mem_limit" => {
             let v = needed(value, "Missing read_buf_mem_limit argument")?;

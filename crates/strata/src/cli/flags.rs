@@ -135,7 +135,7 @@ pub fn apply(d: &mut Draft, letter: char, value: Option<String>) -> Result<Act, 
                 return Err(CliError::new(1, format!("Number of threads must be at most 256 in Strata, got {threads}")));
             }
             if threads > 64 {
-                eprintln!(
+                strata_server::log_line!(
                     "WARNING: Setting a high number of worker threads is not recommended.\n \
                      Set this value to the number of cores in your machine or less."
                 );

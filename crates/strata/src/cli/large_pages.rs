@@ -12,7 +12,7 @@ const THP_PATHS: [&str; 2] =
 /// Ok when the kernel offers transparent huge pages (`always` or `madvise`).
 pub fn check() -> Result<(), CliError> {
     let refuse = |why: &str| {
-        eprintln!("{why}\nWill use default page size.");
+        strata_server::log_line!("{why}\nWill use default page size.");
         CliError::new(1, "Cannot enable large pages on this system\n(There is no support as of this version)")
     };
     let Some(mode) = THP_PATHS.iter().find_map(|p| std::fs::read_to_string(p).ok()) else {

@@ -269,6 +269,43 @@ fn sigterm_answers_and_exits_zero() {
     assert_eq!(wait_exit(&mut child, Duration::from_secs(10)), Some(0));
 }
 
+/// A server whose log pipe lost its reader (a log collector that exited)
+/// keeps serving and stops cleanly: a log line it cannot write is dropped,
+/// as memcached drops it. (`eprintln!` panicked on the broken pipe: the
+/// signal thread died at SIGHUP's reload line, and the SIGTERM after it
+/// went unheard.)
+#[test]
+fn a_broken_log_pipe_drops_log_lines_not_the_server() {
+    use std::io::{BufRead, BufReader};
+    let dir = std::env::temp_dir().join(format!("strata-cli-stderr-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let auth = dir.join("auth");
+    std::fs::write(&auth, "alice:secret\n").unwrap();
+    let mut child = Command::new(BIN)
+        .args(["-p", "-1", "-U", "0", "-t", "1", "-v", "-Y", auth.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr: SocketAddr = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| l.strip_prefix("strata: listening on ").map(|a| a.parse().unwrap()))
+        .expect("listening line");
+    drop(lines);
+    // SIGHUP logs a line per credentials file it reloads.
+    assert!(Command::new("kill").args(["-HUP", &child.id().to_string()]).status().unwrap().success());
+    std::thread::sleep(Duration::from_millis(300));
+    let mut s = connect(addr);
+    s.write_all(b"set x 0 0 12 noreply\r\nalice secret\r\nset k 0 0 1\r\nv\r\nget k\r\n").unwrap();
+    // (Authentication answers even with noreply, as in memcached.)
+    assert_eq!(read_available(&mut s), b"STORED\r\nSTORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n");
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(10)), Some(0), "SIGTERM after the lost log line");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A SIGTERM that comes while the server is still starting (here: right
 /// after it opened its memory file, before it listens) stops it cleanly
 /// once it runs, as a service manager's stop right after its start must:
