@@ -530,6 +530,9 @@ impl Engine for MapStore {
             index_bytes: 0,
             ghost_bytes: 0,
             ghost_hits: 0,
+            meta_bytes: 0,
+            flash_index_bytes: 0,
+            flash_buffer_bytes: 0,
         }
     }
 

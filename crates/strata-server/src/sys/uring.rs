@@ -189,6 +189,20 @@ impl Ring {
         })
     }
 
+    /// Bytes of the submission and completion queues the kernel maps into
+    /// the process (`stats memory` `uring_rings_bytes`): a 64-byte entry
+    /// and a 4-byte index per submission slot, a 16-byte completion entry.
+    pub fn queue_bytes(&self) -> usize {
+        let p = self.ring.params();
+        p.sq_entries() as usize * (std::mem::size_of::<squeue::Entry>() + 4) + p.cq_entries() as usize * std::mem::size_of::<cqueue::Entry>()
+    }
+
+    /// Bytes of the provided receive buffers and their ring of entries
+    /// (`stats memory` `uring_recv_buffers_bytes`).
+    pub fn recv_buffer_bytes(&self) -> usize {
+        self.bufs.buffers.capacity() + self.bufs.entries_layout.size()
+    }
+
     /// Whether io_uring with provided buffer rings works on this kernel.
     ///
     /// The probe ring is made and dropped on a thread of its own: the

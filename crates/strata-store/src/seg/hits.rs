@@ -36,6 +36,11 @@ impl Hits {
         Hits { rows: (0..SLOTS).map(|_| Line(std::array::from_fn(|_| AtomicU64::new(0)))).collect() }
     }
 
+    /// Bytes held (`stats memory`): one padded row per slot.
+    pub fn bytes(&self) -> usize {
+        self.rows.len() * std::mem::size_of::<Line<[AtomicU64; 2 * CLASSES]>>()
+    }
+
     /// A get hit an item of class `cls` in `queue`.
     #[inline]
     pub fn hit(&self, cls: u8, queue: Queue) {
