@@ -97,7 +97,6 @@ impl UringWorker {
             ring.poll(socket.as_raw_fd(), i as u64)?;
         }
         let stats = shared.worker_stats[index].clone();
-        WorkerMemory::set(&stats.memory.uring_rings, ring.queue_bytes());
         WorkerMemory::set(&stats.memory.uring_recv_buffers, ring.recv_buffer_bytes());
         let worker = UringWorker {
             shared,
@@ -236,6 +235,9 @@ impl UringWorker {
             client.eof = true;
         } else if c.result < 0 && c.result != -libc::ENOBUFS && c.result != -libc::ECANCELED {
             client.closing = true;
+        }
+        if c.result == -libc::ENOBUFS && self.ring.grow_recv_buffers() {
+            WorkerMemory::set(&self.stats.memory.uring_recv_buffers, self.ring.recv_buffer_bytes());
         }
         self.ready.push(index);
     }

@@ -292,14 +292,6 @@ impl Journal {
         self.ring.as_ref().map_or(0, |r| (SLOTS_AT as u64 + r.mask + 1) * 8)
     }
 
-    /// Bytes of the ring that hold anything (`stats memory`): its header
-    /// and marks, and the slots written so far, up to all of them. The
-    /// ring is a mapping whose pages cost memory only once written, and
-    /// it is written in order, so this is what it takes of RSS.
-    pub fn written_bytes(&self) -> u64 {
-        self.ring.as_ref().map_or(0, |r| (SLOTS_AT as u64 + self.recorded().min(r.mask + 1)) * 8)
-    }
-
     /// Changes recorded in the journal's life (its file's, with one).
     pub fn recorded(&self) -> u64 {
         self.ring.as_ref().map_or(0, |r| r.head().load(Ordering::Relaxed))

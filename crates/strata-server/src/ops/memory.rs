@@ -6,7 +6,7 @@
 //!  rss ─┬─ segments ─────────── item memory, -m (the store's allocated buffers)
 //!       ├─ flash_index, flash_buffers   also inside -m (ext_path)
 //!       ├─ index, ghost, store_meta     the store's per-shard structures
-//!       ├─ journal ─────────────  the invalidation journal's written part
+//!       ├─ journal ─────────────  the invalidation journal (all of it: made whole)
 //!       ├─ uring_rings, uring_recv_buffers, read_pool   per worker
 //!       ├─ conn_buffers, conn_slots     per connection
 //!       ├─ mrc, latency, hotkeys        the observability structures
@@ -19,8 +19,9 @@
 //! `bytes()` (`journal/`, `ops/mrc.rs`, `ops/latency.rs`, `ops/hotkeys.rs`),
 //! gauges the workers set when a structure changes size ([`WorkerMemory`],
 //! [`crate::shared::ConnInfo::note_buffers`], at the end of a connection's
-//! turn), `/proc/self/status` (`VmRSS`), `/proc/self/smaps` (file-backed
-//! pages) and the allocator (`sys/malloc.rs`). `unaccounted` is what no line
+//! turn), `/proc/self/status` (`VmRSS`), `/proc/self/smaps` (the binary's,
+//! the libraries' and io_uring's queues' pages) and the allocator
+//! (`sys/malloc.rs`). `unaccounted` is what no line
 //! names: thread stacks, heap blocks of structures not listed (settings,
 //! TLS sessions, small tables) and their allocator headers; it can be
 //! negative by the pages of a listed structure not touched yet (the lines
@@ -44,8 +45,6 @@ use crate::shared::{ConnKind, Shared};
 /// change size (never per request).
 #[derive(Default, Debug)]
 pub struct WorkerMemory {
-    /// io_uring: the submission and completion queues.
-    pub uring_rings: AtomicU64,
     /// io_uring: the provided receive buffers and their ring of entries.
     pub uring_recv_buffers: AtomicU64,
     /// epoll: idle read buffers kept for the next connection that reads.
@@ -87,34 +86,44 @@ fn kb_field(text: &str, name: &str) -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// Resident bytes of the executable's mappings and of shared libraries'
-/// (/proc/self/smaps: each mapping's header names its file, its `Rss:`
-/// line follows).
-fn file_pages() -> (u64, u64) {
+/// Resident bytes of mappings /proc/self/smaps names (each mapping's
+/// header names its file, its `Rss:` line follows).
+#[derive(Default)]
+struct MappedPages {
+    /// The executable's text and data.
+    binary: u64,
+    /// Shared libraries' (`.so` files).
+    libraries: u64,
+    /// io_uring's submission and completion queues, which the kernel
+    /// allocates and maps into the process (`anon_inode:[io_uring]`).
+    uring_rings: u64,
+}
+
+fn mapped_pages() -> MappedPages {
     let exe = std::env::current_exe().ok().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
     let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
-    let (mut binary, mut libraries) = (0, 0);
-    let mut current: Option<bool> = None; // Some(true): the executable, Some(false): a library
+    let mut pages = MappedPages::default();
+    let mut current: Option<fn(&mut MappedPages) -> &mut u64> = None;
     for line in smaps.lines() {
         if let Some(rest) = line.strip_prefix("Rss:") {
             let kb: u64 = rest.split_whitespace().next().and_then(|v| v.parse().ok()).unwrap_or(0);
-            match current {
-                Some(true) => binary += kb * 1024,
-                Some(false) => libraries += kb * 1024,
-                None => {}
+            if let Some(field) = current {
+                *field(&mut pages) += kb * 1024;
             }
         } else if is_mapping_header(line) {
             let path = line.split_whitespace().nth(5).unwrap_or("");
             current = if !exe.is_empty() && path.starts_with(exe.as_str()) {
-                Some(true)
+                Some(|p| &mut p.binary)
             } else if path.starts_with('/') && path.contains(".so") {
-                Some(false)
+                Some(|p| &mut p.libraries)
+            } else if path == "anon_inode:[io_uring]" {
+                Some(|p| &mut p.uring_rings)
             } else {
                 None
             };
         }
     }
-    (binary, libraries)
+    pages
 }
 
 /// A mapping's first line: `start-end perms offset dev inode [path]`.
@@ -135,10 +144,12 @@ pub fn breakdown(shared: &Shared) -> Vec<(&'static str, i64)> {
         ("index_bytes", e.index_bytes),
         ("ghost_bytes", e.ghost_bytes),
         ("store_meta_bytes", e.meta_bytes),
-        ("journal_bytes", shared.journal.written_bytes()),
+        // Every slot is written (marked empty) when the ring is made.
+        ("journal_bytes", shared.journal.bytes()),
     ];
+    let mapped = mapped_pages();
     let worker = |f: fn(&WorkerMemory) -> &AtomicU64| shared.worker_stats.iter().map(|w| f(&w.memory).load(Ordering::Relaxed)).sum::<u64>();
-    parts.push(("uring_rings_bytes", worker(|m| &m.uring_rings)));
+    parts.push(("uring_rings_bytes", mapped.uring_rings));
     parts.push(("uring_recv_buffers_bytes", worker(|m| &m.uring_recv_buffers)));
     parts.push(("read_pool_bytes", worker(|m| &m.read_pool)));
     let conns = shared.conns.snapshot();
@@ -148,9 +159,8 @@ pub fn breakdown(shared: &Shared) -> Vec<(&'static str, i64)> {
     parts.push(("mrc_bytes", super::mrc::bytes(shared)));
     parts.push(("latency_bytes", shared.worker_stats.iter().map(|w| w.requests.latency_bytes() as u64).sum()));
     parts.push(("hotkeys_bytes", shared.worker_stats.iter().map(|w| w.requests.hotkeys.bytes() as u64).sum()));
-    let (binary, libraries) = file_pages();
-    parts.push(("binary_bytes", binary));
-    parts.push(("libraries_bytes", libraries));
+    parts.push(("binary_bytes", mapped.binary));
+    parts.push(("libraries_bytes", mapped.libraries));
     parts.push(("malloc_free_bytes", crate::sys::malloc::info().map_or(0, |m| m.free_bytes)));
     // RSS last, so every structure above is measured before it.
     let rss = rss_bytes();
@@ -206,8 +216,7 @@ mod tests {
 
     #[test]
     fn this_process_has_rss_and_its_binary_is_resident() {
-        let (binary, _) = file_pages();
         assert!(rss_bytes() > 0);
-        assert!(binary > 0, "the test binary's own pages are resident");
+        assert!(mapped_pages().binary > 0, "the test binary's own pages are resident");
     }
 }
