@@ -236,7 +236,7 @@ impl UringWorker {
         } else if c.result < 0 && c.result != -libc::ENOBUFS && c.result != -libc::ECANCELED {
             client.closing = true;
         }
-        if c.result == -libc::ENOBUFS && self.ring.grow_recv_buffers() {
+        if c.result == -libc::ENOBUFS && self.ring.grow_recv_buffers(self.clients.len() - self.free.len()) {
             WorkerMemory::set(&self.stats.memory.uring_recv_buffers, self.ring.recv_buffer_bytes());
         }
         self.ready.push(index);

@@ -6,7 +6,7 @@
 //!  rss ─┬─ segments ─────────── item memory, -m (the store's allocated buffers)
 //!       ├─ flash_index, flash_buffers   also inside -m (ext_path)
 //!       ├─ index, ghost, store_meta     the store's per-shard structures
-//!       ├─ journal ─────────────  the invalidation journal (all of it: made whole)
+//!       ├─ journal ─────────────  the invalidation journal's written slots
 //!       ├─ uring_rings, uring_recv_buffers, read_pool   per worker
 //!       ├─ conn_buffers, conn_slots     per connection
 //!       ├─ mrc, latency, hotkeys        the observability structures
@@ -144,8 +144,7 @@ pub fn breakdown(shared: &Shared) -> Vec<(&'static str, i64)> {
         ("index_bytes", e.index_bytes),
         ("ghost_bytes", e.ghost_bytes),
         ("store_meta_bytes", e.meta_bytes),
-        // Every slot is written (marked empty) when the ring is made.
-        ("journal_bytes", shared.journal.bytes()),
+        ("journal_bytes", shared.journal.resident_bytes()),
     ];
     let mapped = mapped_pages();
     let worker = |f: fn(&WorkerMemory) -> &AtomicU64| shared.worker_stats.iter().map(|w| f(&w.memory).load(Ordering::Relaxed)).sum::<u64>();

@@ -81,7 +81,8 @@ pub struct Completion {
 /// `bgid`: a ring of `count` entries, and the buffers it hands out, made
 /// in chunks of [`RECV_CHUNK_BUFFERS`] that never move (the kernel holds
 /// their addresses). It starts with [`RECV_BUFFERS_INITIAL`] and doubles,
-/// up to `count`, each time a receive finds none left ([`BufRing::grow`]):
+/// up to `count`, each time a receive finds none left while the worker
+/// has fewer than [`RECV_BUFFERS_PER_CONN`] per connection ([`Ring::grow_recv_buffers`]):
 /// the kernel takes buffers from the head and they come back at the tail,
 /// so every buffer provided is written to in turn and stays resident; a
 /// worker that never has many receives in flight keeps a few.
@@ -198,6 +199,8 @@ pub struct Ring {
 /// at a time.
 pub const RECV_BUFFERS: u16 = 512;
 pub const RECV_BUFFERS_INITIAL: u16 = 16;
+/// Buffers per connection a worker grows its receive buffers to, at most.
+pub const RECV_BUFFERS_PER_CONN: usize = 4;
 const RECV_CHUNK_BUFFERS: u16 = 16;
 pub const RECV_BUFFER_SIZE: usize = 8192;
 const BUFFER_GROUP: u16 = 0;
@@ -231,10 +234,14 @@ impl Ring {
         self.bufs.chunks.iter().map(|c| c.len()).sum::<usize>() + self.bufs.entries_layout.size()
     }
 
-    /// A receive ended with ENOBUFS: provide more buffers (double, up to
-    /// [`RECV_BUFFERS`]). False: already at the most.
-    pub fn grow_recv_buffers(&mut self) -> bool {
-        self.bufs.grow()
+    /// A receive ended with ENOBUFS on a worker with `connections`:
+    /// provide more buffers (double, up to [`RECV_BUFFERS`]) while there
+    /// are fewer than [`RECV_BUFFERS_PER_CONN`] per connection. More would
+    /// not help a few fast senders (their bytes wait in the socket for the
+    /// next turn either way), only many connections receiving at once.
+    /// False: nothing was added.
+    pub fn grow_recv_buffers(&mut self, connections: usize) -> bool {
+        usize::from(self.bufs.provided()) < connections.saturating_mul(RECV_BUFFERS_PER_CONN) && self.bufs.grow()
     }
 
     /// Whether io_uring with provided buffer rings works on this kernel.
