@@ -335,6 +335,11 @@ impl Conn {
     }
 
     /// A key dump or watch is in progress on this connection.
+    /// Bytes of the input and output buffers at capacity (`stats memory`).
+    pub fn buffer_bytes(&self) -> usize {
+        self.input.capacity() + self.out.capacity()
+    }
+
     pub fn is_dumping(&self) -> bool {
         self.dump.is_some()
     }

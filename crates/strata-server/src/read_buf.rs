@@ -35,6 +35,11 @@ impl ReadBuf {
         self.end - self.start
     }
 
+    /// Bytes of storage held (`stats memory`).
+    pub fn capacity(&self) -> usize {
+        self.data.capacity()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.start == self.end
     }

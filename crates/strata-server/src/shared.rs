@@ -171,16 +171,19 @@ pub struct ConnInfo {
     pub listen: String,
     pub kind: ConnKind,
     last_cmd: std::sync::atomic::AtomicU32,
+    /// Bytes of the connection's buffers at capacity, as its worker last
+    /// noted them (`stats memory` `conn_buffers_bytes`).
+    buffer_bytes: AtomicU64,
 }
 
 impl ConnInfo {
     pub fn new(peer: String, listen: String, now: u32) -> ConnInfo {
-        ConnInfo { peer, listen, kind: ConnKind::Client, last_cmd: std::sync::atomic::AtomicU32::new(now) }
+        ConnInfo { peer, listen, kind: ConnKind::Client, last_cmd: std::sync::atomic::AtomicU32::new(now), buffer_bytes: AtomicU64::new(0) }
     }
 
     /// A listening or UDP socket bound to `addr` (`tcp:...`, `udp:...`, `unix:...`).
     pub fn socket(addr: String, kind: ConnKind, now: u32) -> ConnInfo {
-        ConnInfo { peer: addr.clone(), listen: addr, kind, last_cmd: std::sync::atomic::AtomicU32::new(now) }
+        ConnInfo { peer: addr.clone(), listen: addr, kind, last_cmd: std::sync::atomic::AtomicU32::new(now), buffer_bytes: AtomicU64::new(0) }
     }
 
     /// Idle past `limit` seconds (memcached's idle_timeout rule: strictly
@@ -195,6 +198,19 @@ impl ConnInfo {
 
     pub fn touch(&self, now: u32) {
         self.last_cmd.store(now, Ordering::Relaxed);
+    }
+
+    /// Note the connection's buffer bytes (its worker, at the end of a
+    /// turn); a store only when they changed, which is rare.
+    #[inline]
+    pub fn note_buffers(&self, bytes: usize) {
+        if self.buffer_bytes.load(Ordering::Relaxed) != bytes as u64 {
+            self.buffer_bytes.store(bytes as u64, Ordering::Relaxed);
+        }
+    }
+
+    pub fn buffer_bytes(&self) -> u64 {
+        self.buffer_bytes.load(Ordering::Relaxed)
     }
 }
 

@@ -15,6 +15,7 @@ use mio::{Events, Poll, Token, Waker};
 
 use crate::conn::{Conn, Progress};
 use crate::lifecycle;
+use crate::ops::memory::WorkerMemory;
 use crate::new_conn::NewConn;
 use crate::service::Service;
 use crate::shared::{ConnInfo, Shared};
@@ -62,7 +63,7 @@ pub struct Worker {
     /// Read buffers of connections with nothing buffered, lent out again
     /// on the next read: idle connections hold none, and steady state
     /// allocates nothing.
-    read_bufs: Vec<Vec<u8>>,
+    read_bufs: ReadPool,
     /// Flash reads finished by the I/O threads for this worker (`-o
     /// ext_path`; they wake it through its Waker).
     flash_inbox: Option<Arc<crate::flash_io::Inbox>>,
@@ -73,6 +74,29 @@ pub struct Worker {
 /// Read buffers kept for reuse, and the largest size kept.
 const POOLED_READ_BUFS: usize = 256;
 const POOLED_READ_BUF_BYTES: usize = 64 << 10;
+
+/// The pooled read buffers and their bytes (`stats memory` `read_pool_bytes`).
+#[derive(Default)]
+struct ReadPool {
+    bufs: Vec<Vec<u8>>,
+    bytes: usize,
+}
+
+impl ReadPool {
+    fn pop(&mut self) -> Option<Vec<u8>> {
+        let buf = self.bufs.pop()?;
+        self.bytes -= buf.capacity();
+        Some(buf)
+    }
+
+    /// Keep `buf` if it is small enough and the pool has room.
+    fn offer(&mut self, buf: Vec<u8>) {
+        if buf.len() <= POOLED_READ_BUF_BYTES && self.bufs.len() < POOLED_READ_BUFS {
+            self.bytes += buf.capacity();
+            self.bufs.push(buf);
+        }
+    }
+}
 
 impl Worker {
     pub fn new(
@@ -107,7 +131,7 @@ impl Worker {
             free: Vec::new(),
             yielded: Vec::new(),
             dumping: Default::default(),
-            read_bufs: Vec::new(),
+            read_bufs: ReadPool::default(),
             tls_scratch: Vec::new(),
             udp: UdpPorts::new(udp_sockets),
         };
@@ -175,6 +199,7 @@ impl Worker {
             let index = self.free.pop().unwrap_or_else(|| {
                 self.clients.push(None);
                 self.shared.connection_structures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                WorkerMemory::set(&self.stats.memory.conn_slots, self.clients.capacity() * std::mem::size_of::<Option<Client>>());
                 self.clients.len() - 1
             });
             let mut stream = new.stream;
@@ -275,10 +300,12 @@ impl Worker {
         };
         if close {
             self.close(index);
-        } else if let Some(storage) = client.conn.input.release() {
-            if storage.len() <= POOLED_READ_BUF_BYTES && self.read_bufs.len() < POOLED_READ_BUFS {
-                self.read_bufs.push(storage);
+        } else {
+            if let Some(storage) = client.conn.input.release() {
+                self.read_bufs.offer(storage);
             }
+            client.info.note_buffers(client.conn.buffer_bytes());
+            WorkerMemory::set(&self.stats.memory.read_pool, self.read_bufs.bytes);
         }
     }
 
@@ -437,7 +464,7 @@ fn flush(client: &mut Client, stats: &WorkerStats) -> io::Result<()> {
 /// means the socket is drained: with edge-triggered readiness, more data will
 /// raise a new event, so the next read waits for it instead of costing an
 /// EAGAIN syscall.
-fn fill(client: &mut Client, stats: &WorkerStats, read_bufs: &mut Vec<Vec<u8>>) -> io::Result<bool> {
+fn fill(client: &mut Client, stats: &WorkerStats, read_bufs: &mut ReadPool) -> io::Result<bool> {
     let conn = &mut client.conn;
     if !conn.input.has_storage() {
         if let Some(storage) = read_bufs.pop() {
@@ -505,7 +532,7 @@ fn flush_tls(conn: &mut Conn, tls: &mut crate::tls::TlsSession, stream: &mut Str
 /// connection's input. A TLS failure is `InvalidData` (close; counted), the
 /// peer's close_notify `UnexpectedEof` (answer, then close).
 #[inline(never)]
-fn fill_tls(client: &mut Client, stats: &WorkerStats, read_bufs: &mut Vec<Vec<u8>>, scratch: &mut Vec<u8>) -> io::Result<bool> {
+fn fill_tls(client: &mut Client, stats: &WorkerStats, read_bufs: &mut ReadPool, scratch: &mut Vec<u8>) -> io::Result<bool> {
     let conn = &mut client.conn;
     let Some(tls) = client.tls.as_mut() else { return Ok(false) };
     if !conn.input.has_storage() {

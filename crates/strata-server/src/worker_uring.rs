@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use crate::conn::{Conn, Progress};
 use crate::lifecycle;
+use crate::ops::memory::WorkerMemory;
 use crate::service::Service;
 use crate::shared::{ConnInfo, Shared};
 use crate::stats::WorkerStats;
@@ -96,6 +97,7 @@ impl UringWorker {
             ring.poll(socket.as_raw_fd(), i as u64)?;
         }
         let stats = shared.worker_stats[index].clone();
+        WorkerMemory::set(&stats.memory.uring_recv_buffers, ring.recv_buffer_bytes());
         let worker = UringWorker {
             shared,
             stats,
@@ -234,6 +236,9 @@ impl UringWorker {
         } else if c.result < 0 && c.result != -libc::ENOBUFS && c.result != -libc::ECANCELED {
             client.closing = true;
         }
+        if c.result == -libc::ENOBUFS && self.ring.grow_recv_buffers(self.clients.len() - self.free.len()) {
+            WorkerMemory::set(&self.stats.memory.uring_recv_buffers, self.ring.recv_buffer_bytes());
+        }
         self.ready.push(index);
     }
 
@@ -274,6 +279,7 @@ impl UringWorker {
             if client.spare.capacity() < buf.capacity() {
                 client.spare = buf;
             }
+            client.info.note_buffers(client.conn.buffer_bytes() + client.spare.capacity());
             // The common case at pipeline depth 1: the reply went out, no
             // new input or replies are waiting and the receive is armed, so
             // a pass through `drive` would do nothing.
@@ -296,6 +302,8 @@ impl UringWorker {
                 self.clients.push(None);
                 self.generations.push(0);
                 self.shared.connection_structures.fetch_add(1, Ordering::Relaxed);
+                let slot_bytes = std::mem::size_of::<Option<Client>>() + std::mem::size_of::<u32>();
+                WorkerMemory::set(&self.stats.memory.conn_slots, self.clients.capacity() * slot_bytes);
                 self.clients.len() - 1
             });
             let token = (u64::from(self.generations[index]) << SLOT_BITS) | index as u64;
@@ -429,6 +437,8 @@ impl UringWorker {
         }
         if client.closing && !client.recv_live && !client.sending {
             self.close(index);
+        } else {
+            client.info.note_buffers(client.conn.buffer_bytes() + client.spare.capacity());
         }
     }
 

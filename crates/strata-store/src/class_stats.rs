@@ -158,6 +158,12 @@ impl ClassTally {
         }
     }
 
+    /// Heap bytes held (`stats memory`): the counter rows and the size
+    /// histogram's capacity.
+    pub fn bytes(&self) -> usize {
+        std::mem::size_of::<[ClassCounters; 64]>() + self.sizes.as_ref().map_or(0, |v| v.capacity() * std::mem::size_of::<u32>())
+    }
+
     #[inline]
     pub fn class(&mut self, cls: u8) -> &mut ClassCounters {
         &mut self.counters[usize::from(cls) & 63]

@@ -323,6 +323,16 @@ pub struct EngineStats {
     /// and `get_locked`; 0 for an engine that always locks (MapStore).
     pub get_retries: u64,
     pub get_locked: u64,
+    /// Bytes of the engine's bookkeeping outside item memory, the index
+    /// and the ghost, at capacity (SegStore: the shards, segment
+    /// descriptors, queues, read views, per-class tallies, scratch
+    /// buffers; `stats memory` `store_meta_bytes`); 0 for MapStore, which
+    /// does not measure its `HashMap`.
+    pub meta_bytes: u64,
+    /// With a flash tier: the bytes of its RAM index and of its two write
+    /// buffers, both counted in `malloced_bytes` (inside `-m`).
+    pub flash_index_bytes: u64,
+    pub flash_buffer_bytes: u64,
 }
 
 /// What starting from a memory file found (`stats`: `restart_*`).

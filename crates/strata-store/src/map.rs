@@ -532,6 +532,9 @@ impl Engine for MapStore {
             ghost_hits: 0,
             get_retries: 0,
             get_locked: 0,
+            meta_bytes: 0,
+            flash_index_bytes: 0,
+            flash_buffer_bytes: 0,
         }
     }
 

@@ -60,7 +60,7 @@ impl Journal {
         let skip = (tags.len() as u64).saturating_sub(size);
         for &tag in &tags[skip as usize..] {
             let pos = ring.head().fetch_add(1, Ordering::AcqRel);
-            ring.slot(pos).store((pos << 32) | u64::from(tag), Ordering::Release);
+            ring.put(pos, tag);
         }
         let mut ours = ring.marks.lock().unwrap_or_else(|e| e.into_inner());
         let start = ours.pop_front();

@@ -135,6 +135,21 @@ impl Ring {
         &self.words.words()[SLOTS_AT + (pos & self.mask) as usize]
     }
 
+    /// Store position `pos`'s tag. A slot holds its word (position 32b |
+    /// tag 32b) complemented, so a zeroed slot reads as `u64::MAX`, the
+    /// unused word: a new ring's pages, zero from the kernel, need no
+    /// writing, and cost memory only as changes reach them.
+    #[inline]
+    fn put(&self, pos: u64, tag: u32) {
+        self.slot(pos).store(!((pos << 32) | u64::from(tag)), Ordering::Release);
+    }
+
+    /// The word at position `pos`'s slot (`u64::MAX`: never written).
+    #[inline]
+    fn word(&self, pos: u64) -> u64 {
+        !self.slot(pos).load(Ordering::Acquire)
+    }
+
     fn flush_unix(&self) -> i64 {
         self.words.words()[W_FLUSH].load(Ordering::Relaxed) as i64
     }
@@ -248,7 +263,7 @@ impl Journal {
         if let Some(ring) = &self.ring {
             let tag = tag(key);
             let pos = ring.head().fetch_add(1, Ordering::AcqRel);
-            ring.slot(pos).store((pos << 32) | u64::from(tag), Ordering::Release);
+            ring.put(pos, tag);
         }
     }
 
@@ -290,6 +305,15 @@ impl Journal {
 
     pub fn bytes(&self) -> u64 {
         self.ring.as_ref().map_or(0, |r| (SLOTS_AT as u64 + r.mask + 1) * 8)
+    }
+
+    /// Bytes of the ring that memory holds (`stats memory`): its header
+    /// and marks, and the slots written so far, up to all of them (slots
+    /// are written in order, and a page no change has reached costs
+    /// nothing). With a file that went on from a previous process, its
+    /// written slots count though they are only read from disk when used.
+    pub fn resident_bytes(&self) -> u64 {
+        self.ring.as_ref().map_or(0, |r| (SLOTS_AT as u64 + self.recorded().min(r.mask + 1)) * 8)
     }
 
     /// Changes recorded in the journal's life (its file's, with one).
@@ -347,10 +371,9 @@ impl Journal {
 /// The tag at `pos`, waiting (briefly) for a writer that has claimed the
 /// position but not yet stored it.
 fn read_slot(ring: &Ring, pos: u64) -> Result<u32, Refusal> {
-    let slot = ring.slot(pos);
     let want = pos as u32;
     for attempt in 0..1000 {
-        let v = slot.load(Ordering::Acquire);
+        let v = ring.word(pos);
         let at = (v >> 32) as u32;
         if at == want {
             return Ok(v as u32);

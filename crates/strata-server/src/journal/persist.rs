@@ -9,7 +9,8 @@
 //!  word  3 born / made (unix s)    word  8 head: next position (own line)
 //!  word  4 1: born with its memory file (nothing before word 3)
 //!  words 16 .. 16 + 2×4096: marks, (unix s, head) at (count mod 4096)
-//!  words 16 + 2×4096 ..: slots, (position 32b | tag 32b), u64::MAX unused
+//!  words 16 + 2×4096 ..: slots, !(position 32b | tag 32b), 0 unused
+//!                        (complemented: zeroed pages are empty slots)
 //! ```
 //!
 //! Opening trusts nothing it reads: a wrong magic, version or size makes a
@@ -32,7 +33,8 @@ use strata_store::SharedWords;
 use super::{Ring, MARKS_MAX, MAX_ENTRIES};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"STRJRNL1");
-const VERSION: u64 = 1;
+/// 2: slots complemented (1 held them as they are, `u64::MAX` unused).
+const VERSION: u64 = 2;
 const W_MAGIC: usize = 0;
 const W_VERSION: usize = 1;
 const W_SLOTS: usize = 2;
@@ -56,7 +58,7 @@ fn slots_for(entries: usize) -> usize {
 pub(super) fn anonymous(entries: usize, now_unix: i64) -> Option<Ring> {
     let n = slots_for(entries);
     match SharedWords::anonymous(SLOTS_AT + n) {
-        Ok(words) => Some(make(words, n, now_unix, false)),
+        Ok(words) => Some(make(words, n, now_unix, false, true)),
         Err(e) => {
             crate::log_line!("strata: journal: cannot map {} bytes ({e}); journal off", (SLOTS_AT + n) * 8);
             None
@@ -104,7 +106,8 @@ pub(super) fn open(entries: usize, path: &Path, restored: bool, now_unix: i64) -
         return Ok(Opened { ring, continued: true, down: Some(down), line });
     }
     let born = !existed && !restored;
-    let ring = make(words, n, now_unix, born);
+    // A file made now, or remade at another size, is zeroed by its new length.
+    let ring = make(words, n, now_unix, born, !existed || !kept);
     let line = match (why_new, born) {
         (Some(why), _) => format!("{why}; made anew, it covers from this start"),
         (None, true) => "made with its memory file: it covers the node's whole life".to_string(),
@@ -114,12 +117,15 @@ pub(super) fn open(entries: usize, path: &Path, restored: bool, now_unix: i64) -
 }
 
 /// Lay a new journal out in `words`: empty, begun (and born, if `born`)
-/// at `now_unix`.
-fn make(words: SharedWords, n: usize, now_unix: i64, born: bool) -> Ring {
+/// at `now_unix`. `zeroed`: the words are known to be zero (a new
+/// mapping or file), so the slots are empty without a write.
+fn make(words: SharedWords, n: usize, now_unix: i64, born: bool, zeroed: bool) -> Ring {
     let w = words.words();
     w[W_MAGIC].store(0, Ordering::Relaxed);
-    for slot in &w[SLOTS_AT..SLOTS_AT + n] {
-        slot.store(u64::MAX, Ordering::Relaxed);
+    if !zeroed {
+        for slot in &w[SLOTS_AT..SLOTS_AT + n] {
+            slot.store(0, Ordering::Relaxed);
+        }
     }
     w[W_VERSION].store(VERSION, Ordering::Relaxed);
     w[W_SLOTS].store(n as u64, Ordering::Relaxed);
@@ -183,7 +189,7 @@ fn resume(words: SharedWords, n: usize, now_unix: i64) -> (Ring, (i64, i64), u64
     let mut lost_below = 0;
     let mut lost = 0;
     for pos in head.saturating_sub(n as u64)..head {
-        let v = w[SLOTS_AT + (pos & mask) as usize].load(Ordering::Relaxed);
+        let v = !w[SLOTS_AT + (pos & mask) as usize].load(Ordering::Relaxed);
         if v == u64::MAX || (v >> 32) as u32 != pos as u32 {
             lost_below = pos + 1;
             lost += 1;

@@ -98,6 +98,15 @@ impl WorkerHotkeys {
         true
     }
 
+    /// Heap bytes of the sketch (`stats memory` `hotkeys_bytes`): its
+    /// arrays and key buffers at capacity.
+    pub fn bytes(&self) -> usize {
+        let s = self.sketch.lock().unwrap_or_else(|e| e.into_inner());
+        (s.hashes.capacity() + s.counts.capacity()) * 8
+            + s.keys.capacity() * std::mem::size_of::<Vec<u8>>()
+            + s.keys.iter().map(Vec::capacity).sum::<usize>()
+    }
+
     pub fn reset(&self) {
         let mut sketch = self.sketch.lock().unwrap_or_else(|e| e.into_inner());
         sketch.hashes.clear();

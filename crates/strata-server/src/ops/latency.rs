@@ -221,6 +221,15 @@ impl WorkerRequests {
         self.hotkeys.configure(settings);
     }
 
+    /// Heap bytes of this worker's latency histograms and their `stats
+    /// reset` baseline (`stats memory` `latency_bytes`); allocated at
+    /// start whether or not they are collected.
+    pub fn latency_bytes(&self) -> usize {
+        let l = &self.latency;
+        let baseline = l.baseline.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(0, |b| b.buckets.len() * 8 + std::mem::size_of::<Snapshot>());
+        l.buckets.len() * std::mem::size_of::<AtomicU64>() + baseline
+    }
+
     #[inline]
     fn latency_on(&self) -> bool {
         self.latency_on.load(Ordering::Relaxed)

@@ -471,6 +471,7 @@ pub fn render(shared: &Arc<Shared>) -> String {
     strata_families(&mut x, shared, &maps);
     latency_families(&mut x, shared);
     super::mrc::prometheus(&mut x, shared);
+    super::memory::prometheus(&mut x, shared);
     x.text()
 }
 

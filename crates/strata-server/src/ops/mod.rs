@@ -32,6 +32,7 @@ pub mod metrics_http;
 pub mod verbose;
 pub mod watch;
 pub mod latency;
+pub mod memory;
 pub mod hotkeys;
 pub mod mrc;
 pub mod mrc_sim;

@@ -158,6 +158,13 @@ pub fn tick(shared: &Shared) {
     }
 }
 
+/// Heap bytes of the simulations (`stats memory` `mrc_bytes`; 0 with
+/// `-o no_mrc`).
+pub fn bytes(shared: &Shared) -> u64 {
+    let Some(mrc) = &shared.mrc else { return 0 };
+    mrc.curve().sims.iter().map(|s| s.bytes() as u64).sum()
+}
+
 /// `stats reset`: count from now (the simulated caches stay warm).
 pub fn reset(shared: &Shared) {
     if let Some(mrc) = &shared.mrc {

@@ -99,6 +99,16 @@ impl Sim {
         }
     }
 
+    /// Heap bytes held, at capacity (`stats memory` `mrc_bytes`): the
+    /// index's table, the segments' item lists and the queues.
+    pub fn bytes(&self) -> usize {
+        use std::mem::size_of;
+        crate::ops::memory::hash_map_bytes(self.index.capacity(), size_of::<(u64, Entry)>())
+            + self.segs.capacity() * size_of::<Seg>()
+            + self.segs.iter().map(|s| s.items.capacity() * size_of::<(u64, u32)>()).sum::<usize>()
+            + (self.free.capacity() + self.small.capacity() + self.main.capacity()) * size_of::<u32>()
+    }
+
     /// A read of key `hash`: a hit (and its frequency rises) or a miss.
     pub fn get(&mut self, hash: u64) -> bool {
         match self.index.get_mut(&hash) {

@@ -55,6 +55,7 @@ pub(crate) fn collect(ctx: &Ctx<'_>, group: &[u8]) -> Group {
         }
 
         b"mrc" => crate::ops::mrc::stats(ctx.shared, &mut t),
+        b"memory" => crate::ops::memory::stats(ctx.shared, &mut t),
         b"extstore" => crate::ops::extstore::pages(ctx, &mut |name, value| t.push((name, value))),
         _ => return Group::Unknown,
     }

@@ -13,6 +13,8 @@ pub mod affinity;
 #[allow(unsafe_code)]
 pub mod fdpass;
 #[allow(unsafe_code)]
+pub mod malloc;
+#[allow(unsafe_code)]
 pub mod mmsg;
 #[allow(unsafe_code)]
 pub mod priority;

@@ -10,8 +10,10 @@
 //! - **Flash read buffers stay put** the same way: [`Ring::read_flash`]
 //!   keeps the [`FlashBuf`] (an anonymous mapping) in a slot until the
 //!   read's completion hands it back in [`Completion::flash_buf`].
-//! - **Receive buffers come from a registered ring** ([`BufRing`]): `count`
-//!   buffers of `size` bytes, allocated once, page-aligned ring of entries.
+//! - **Receive buffers come from a registered ring** ([`BufRing`]): up to
+//!   `count` buffers of `size` bytes, made in chunks that never move, 16
+//!   at first and doubled when a receive finds none; a page-aligned ring
+//!   of entries.
 //!   A multishot receive picks one per completion; the caller copies the bytes
 //!   out ([`Ring::received`]) and the buffer goes straight back to the ring.
 //!
@@ -75,11 +77,19 @@ pub struct Completion {
     pub flash_buf: Option<FlashBuf>,
 }
 
-/// Provided receive buffers, registered with the kernel as buffer group `bgid`.
+/// Provided receive buffers, registered with the kernel as buffer group
+/// `bgid`: a ring of `count` entries, and the buffers it hands out, made
+/// in chunks of [`RECV_CHUNK_BUFFERS`] that never move (the kernel holds
+/// their addresses). It starts with [`RECV_BUFFERS_INITIAL`] and doubles,
+/// up to `count`, each time a receive finds none left while the worker
+/// has fewer than [`RECV_BUFFERS_PER_CONN`] per connection ([`Ring::grow_recv_buffers`]):
+/// the kernel takes buffers from the head and they come back at the tail,
+/// so every buffer provided is written to in turn and stays resident; a
+/// worker that never has many receives in flight keeps a few.
 struct BufRing {
     entries: *mut BufRingEntry,
     entries_layout: std::alloc::Layout,
-    buffers: Vec<u8>,
+    chunks: Vec<Box<[u8]>>,
     size: usize,
     count: u16,
     tail: u16,
@@ -88,7 +98,7 @@ struct BufRing {
 
 impl BufRing {
     fn new(ring: &IoUring, bgid: u16, count: u16, size: usize) -> io::Result<BufRing> {
-        assert!(count.is_power_of_two());
+        assert!(count.is_power_of_two() && count >= RECV_BUFFERS_INITIAL && count % RECV_CHUNK_BUFFERS == 0);
         let layout = std::alloc::Layout::from_size_align(usize::from(count) * std::mem::size_of::<BufRingEntry>(), 4096)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "buffer ring layout"))?;
         // SAFETY: the layout has a non-zero size; zeroed memory is a valid
@@ -97,29 +107,53 @@ impl BufRing {
         if entries.is_null() {
             return Err(io::Error::new(io::ErrorKind::OutOfMemory, "buffer ring"));
         }
-        let mut buf_ring = BufRing {
-            entries,
-            entries_layout: layout,
-            buffers: vec![0; usize::from(count) * size],
-            size,
-            count,
-            tail: 0,
-            bgid,
-        };
+        let mut buf_ring = BufRing { entries, entries_layout: layout, chunks: Vec::new(), size, count, tail: 0, bgid };
         // SAFETY: `entries` is page-aligned, `count` entries long, and lives
         // until Drop, which unregisters it before freeing.
         unsafe { ring.submitter().register_buf_ring_with_flags(entries as u64, count, bgid, 0)? };
-        for bid in 0..count {
-            buf_ring.push(bid);
-        }
-        buf_ring.publish();
+        buf_ring.provide(RECV_BUFFERS_INITIAL);
         Ok(buf_ring)
+    }
+
+    /// Buffers made so far (ids `0..provided`).
+    fn provided(&self) -> u16 {
+        (self.chunks.len() * usize::from(RECV_CHUNK_BUFFERS)) as u16
+    }
+
+    /// Make buffers up to `total` and put the new ones in the ring.
+    fn provide(&mut self, total: u16) {
+        let first = self.provided();
+        while self.provided() < total.min(self.count) {
+            self.chunks.push(vec![0; usize::from(RECV_CHUNK_BUFFERS) * self.size].into_boxed_slice());
+        }
+        for bid in first..self.provided() {
+            self.push(bid);
+        }
+        self.publish();
+    }
+
+    /// A receive found no buffer: double them, up to the ring's size.
+    /// False: the ring is at its size already.
+    fn grow(&mut self) -> bool {
+        let provided = self.provided();
+        if provided >= self.count {
+            return false;
+        }
+        self.provide(provided.saturating_mul(2));
+        true
+    }
+
+    /// Buffer `bid`'s bytes.
+    fn buffer(&self, bid: u16) -> &[u8] {
+        let chunk = &self.chunks[usize::from(bid / RECV_CHUNK_BUFFERS)];
+        let start = usize::from(bid % RECV_CHUNK_BUFFERS) * self.size;
+        &chunk[start..start + self.size]
     }
 
     /// Put buffer `bid` back at the tail (visible after [`BufRing::publish`]).
     fn push(&mut self, bid: u16) {
         let index = usize::from(self.tail & (self.count - 1));
-        let addr = self.buffers[usize::from(bid) * self.size..].as_ptr() as u64;
+        let addr = self.buffer(bid).as_ptr() as u64;
         // SAFETY: index < count, inside the allocation made in `new`.
         let entry = unsafe { &mut *self.entries.add(index) };
         entry.set_addr(addr);
@@ -138,8 +172,7 @@ impl BufRing {
     }
 
     fn data(&self, bid: u16, len: usize) -> &[u8] {
-        let start = usize::from(bid) * self.size;
-        &self.buffers[start..start + len.min(self.size)]
+        &self.buffer(bid)[..len.min(self.size)]
     }
 }
 
@@ -161,8 +194,14 @@ pub struct Ring {
     read_owner: Vec<u64>,
 }
 
-/// Receive buffers: `RECV_BUFFERS` of `RECV_BUFFER_SIZE` bytes per worker.
+/// Receive buffers: at most `RECV_BUFFERS` of `RECV_BUFFER_SIZE` bytes per
+/// worker, starting with `RECV_BUFFERS_INITIAL`, made `RECV_CHUNK_BUFFERS`
+/// at a time.
 pub const RECV_BUFFERS: u16 = 512;
+pub const RECV_BUFFERS_INITIAL: u16 = 16;
+/// Buffers per connection a worker grows its receive buffers to, at most.
+pub const RECV_BUFFERS_PER_CONN: usize = 4;
+const RECV_CHUNK_BUFFERS: u16 = 16;
 pub const RECV_BUFFER_SIZE: usize = 8192;
 const BUFFER_GROUP: u16 = 0;
 
@@ -187,6 +226,22 @@ impl Ring {
             free_reads: Vec::new(),
             read_owner: Vec::new(),
         })
+    }
+
+    /// Bytes of the provided receive buffers and their ring of entries
+    /// (`stats memory` `uring_recv_buffers_bytes`).
+    pub fn recv_buffer_bytes(&self) -> usize {
+        self.bufs.chunks.iter().map(|c| c.len()).sum::<usize>() + self.bufs.entries_layout.size()
+    }
+
+    /// A receive ended with ENOBUFS on a worker with `connections`:
+    /// provide more buffers (double, up to [`RECV_BUFFERS`]) while there
+    /// are fewer than [`RECV_BUFFERS_PER_CONN`] per connection. More would
+    /// not help a few fast senders (their bytes wait in the socket for the
+    /// next turn either way), only many connections receiving at once.
+    /// False: nothing was added.
+    pub fn grow_recv_buffers(&mut self, connections: usize) -> bool {
+        usize::from(self.bufs.provided()) < connections.saturating_mul(RECV_BUFFERS_PER_CONN) && self.bufs.grow()
     }
 
     /// Whether io_uring with provided buffer rings works on this kernel.

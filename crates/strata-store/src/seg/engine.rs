@@ -372,6 +372,12 @@ impl Engine for SegStore {
             stats.index_bytes += shard.table.bytes() as u64;
             stats.ghost_bytes += shard.ghost.bytes() as u64;
             stats.ghost_hits += shard.ghost.hits;
+            stats.meta_bytes += (shard.meta_bytes() + shard.view.bytes()) as u64;
+        }
+        stats.meta_bytes += (std::mem::size_of_val(&*self.shards) + self.hits.bytes()) as u64;
+        if let Some(tier) = self.g.flash.as_ref() {
+            stats.flash_index_bytes = tier.index_bytes.load(Ordering::Relaxed);
+            stats.flash_buffer_bytes = tier.buffer_bytes();
         }
         stats.curr_items += self.flash_items();
         (stats.get_retries, stats.get_locked) = self.hits.read_path();

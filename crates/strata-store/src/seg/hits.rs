@@ -100,6 +100,11 @@ impl Hits {
         }
     }
 
+    /// Bytes held (`stats memory`): the padded rows and the baseline.
+    pub fn bytes(&self) -> usize {
+        self.rows.len() * std::mem::size_of::<Line<[AtomicU64; COUNTS]>>() + std::mem::size_of::<[AtomicU64; COUNTS]>()
+    }
+
     /// A get hit an item of class `cls` in `queue`.
     #[inline]
     pub fn hit(&self, cls: u8, queue: Queue) {

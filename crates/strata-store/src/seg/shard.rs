@@ -301,6 +301,23 @@ impl Recovered {
 }
 
 impl Shard {
+    /// Heap bytes of this shard's bookkeeping outside the segments, the
+    /// index and the ghost (`stats memory` `store_meta_bytes`): segment
+    /// descriptors, id lists and queues, the per-class tallies and the
+    /// scratch buffers, each at its capacity.
+    pub fn meta_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let queue = size_of::<(u32, u32)>();
+        self.segs.capacity() * size_of::<Segment>()
+            + (self.free_ids.capacity() + self.active.capacity()) * size_of::<u32>()
+            + (self.small.capacity() + self.main.capacity()) * queue
+            + self.by_ttl.capacity() * size_of::<VecDeque<(u32, u32)>>()
+            + self.by_ttl.iter().map(|q| q.capacity() * queue).sum::<usize>()
+            + self.scratch.capacity()
+            + self.scratch_value.capacity()
+            + self.classes.bytes()
+    }
+
     pub fn new(index: u16, checked: bool, track_sizes: bool) -> Shard {
         Shard {
             index,

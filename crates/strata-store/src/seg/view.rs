@@ -79,6 +79,14 @@ impl ReadView {
         }
     }
 
+    /// Heap bytes held (`stats memory`): the chunk directory and every
+    /// chunk of entries made so far (a chunk is made whole, on its first
+    /// segment, and kept).
+    pub fn bytes(&self) -> usize {
+        let chunks = self.dir.iter().filter(|c| c.get().is_some()).count();
+        self.dir.len() * std::mem::size_of::<OnceLock<Box<[DirEntry]>>>() + chunks * CHUNK * std::mem::size_of::<DirEntry>()
+    }
+
     /// The index's slot array (its address and length), as last published.
     #[inline]
     pub fn slots(&self) -> (*const u64, usize) {

@@ -24,6 +24,7 @@ mod flash_restart;
 mod handover;
 mod memory;
 mod memory_auto;
+mod memory_breakdown;
 mod metrics;
 mod mrc;
 mod restart;

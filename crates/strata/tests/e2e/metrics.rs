@@ -292,6 +292,29 @@ fn scrape_matches_stats_and_parses() {
 
 /// Families the exporter emits for memcached 1.6 (the exporter's own
 /// `memcached_exporter_build_info` aside): all of them are here.
+/// `strata_memory_bytes`: a gauge with one sample per `stats memory`
+/// line (`part` is the name without `_bytes`); the parts that do not move
+/// between the two reads (the limit's segments are all taken at once by a
+/// fill, so only fixed ones are compared) agree.
+#[test]
+fn memory_parts_match_stats_memory() {
+    let (_server, addr, metrics) = spawn(&["-o", "metrics_listen=127.0.0.1:0"]);
+    traffic(addr);
+    let lines = stats(addr, "memory");
+    let f = parse(&scrape(metrics.unwrap()));
+    let (kind, samples) = family(&f, "strata_memory_bytes");
+    assert_eq!(kind, "gauge");
+    assert_eq!(samples.len(), lines.len(), "{samples:?}");
+    for name in lines.keys() {
+        let part = name.strip_suffix("_bytes").unwrap();
+        let v = value(&f, "strata_memory_bytes", &[("part", part)]);
+        if ["journal", "latency", "index"].contains(&part) {
+            assert_eq!(v, num(&lines, name), "{part}");
+        }
+    }
+    assert!(value(&f, "strata_memory_bytes", &[("part", "rss")]) > 0.0);
+}
+
 #[test]
 fn every_exporter_family_is_there() {
     let (_server, addr, metrics) = spawn(&["-o", "metrics_listen=127.0.0.1:0"]);

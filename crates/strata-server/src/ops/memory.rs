@@ -1,0 +1,221 @@
+//! `stats memory` and `/metrics`' `strata_memory_bytes`: where the process's
+//! resident memory (RSS) goes, one line per structure, each its real size
+//! (capacity, not use) computed when read, so requests pay nothing for it.
+//!
+//! ```text
+//!  rss ─┬─ segments ─────────── item memory, -m (the store's allocated buffers)
+//!       ├─ flash_index, flash_buffers   also inside -m (ext_path)
+//!       ├─ index, ghost, store_meta     the store's per-shard structures
+//!       ├─ journal ─────────────  the invalidation journal's written slots
+//!       ├─ uring_rings, uring_recv_buffers, read_pool   per worker
+//!       ├─ conn_buffers, conn_slots     per connection
+//!       ├─ mrc, latency, hotkeys        the observability structures
+//!       ├─ binary, libraries ───  resident pages of the executable and .so files
+//!       ├─ malloc_free ─────────  free chunks the allocator keeps
+//!       └─ unaccounted ─────────  rss − the sum of the above
+//! ```
+//!
+//! Sources: the engine's `stats` (`strata-store`), each feature's own
+//! `bytes()` (`journal/`, `ops/mrc.rs`, `ops/latency.rs`, `ops/hotkeys.rs`),
+//! gauges the workers set when a structure changes size ([`WorkerMemory`],
+//! [`crate::shared::ConnInfo::note_buffers`], at the end of a connection's
+//! turn), `/proc/self/status` (`VmRSS`), `/proc/self/smaps` (the binary's,
+//! the libraries' and io_uring's queues' pages) and the allocator
+//! (`sys/malloc.rs`). `unaccounted` is what no line
+//! names: thread stacks, heap blocks of structures not listed (settings,
+//! TLS sessions, small tables) and their allocator headers; it can be
+//! negative by the pages of a listed structure not touched yet (the lines
+//! are capacities, RSS counts touched pages).
+//!
+//! Reply (Strata's own group; memcached has no `stats memory`), bytes:
+//!
+//! ```text
+//! STAT rss_bytes 84303872
+//! STAT segments_bytes 67108864
+//! ...
+//! STAT unaccounted_bytes 412160
+//! END
+//! ```
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::shared::{ConnKind, Shared};
+
+/// One worker's structures that only it can measure, set by it when they
+/// change size (never per request).
+#[derive(Default, Debug)]
+pub struct WorkerMemory {
+    /// io_uring: the provided receive buffers and their ring of entries.
+    pub uring_recv_buffers: AtomicU64,
+    /// epoll: idle read buffers kept for the next connection that reads.
+    pub read_pool: AtomicU64,
+    /// The worker's connection slots (one per connection it ever held at once).
+    pub conn_slots: AtomicU64,
+}
+
+impl WorkerMemory {
+    /// Set `gauge` to `bytes`, writing only when it changed.
+    #[inline]
+    pub fn set(gauge: &AtomicU64, bytes: usize) {
+        if gauge.load(Ordering::Relaxed) != bytes as u64 {
+            gauge.store(bytes as u64, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Bytes of a std `HashMap` (hashbrown) that can hold `capacity` entries of
+/// `entry_bytes` without growing: its buckets (a power of two, 7/8 of them
+/// usable from 8 up), one control byte each, plus one group of them.
+pub fn hash_map_bytes(capacity: usize, entry_bytes: usize) -> usize {
+    if capacity == 0 {
+        return 0;
+    }
+    let buckets = if capacity < 7 { (capacity + 1).next_power_of_two() } else { (capacity * 8 / 7).next_power_of_two() };
+    buckets * (entry_bytes + 1) + 16
+}
+
+/// `VmRSS` of /proc/self/status, in bytes.
+pub fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    kb_field(&status, "VmRSS:").unwrap_or(0)
+}
+
+fn kb_field(text: &str, name: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(name))?;
+    let kb: u64 = line[name.len()..].split_whitespace().next()?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Resident bytes of mappings /proc/self/smaps names (each mapping's
+/// header names its file, its `Rss:` line follows).
+#[derive(Default)]
+struct MappedPages {
+    /// The executable's text and data.
+    binary: u64,
+    /// Shared libraries' (`.so` files).
+    libraries: u64,
+    /// io_uring's submission and completion queues, which the kernel
+    /// allocates and maps into the process (`anon_inode:[io_uring]`).
+    uring_rings: u64,
+}
+
+fn mapped_pages() -> MappedPages {
+    let exe = std::env::current_exe().ok().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
+    let mut pages = MappedPages::default();
+    let mut current: Option<fn(&mut MappedPages) -> &mut u64> = None;
+    for line in smaps.lines() {
+        if let Some(rest) = line.strip_prefix("Rss:") {
+            let kb: u64 = rest.split_whitespace().next().and_then(|v| v.parse().ok()).unwrap_or(0);
+            if let Some(field) = current {
+                *field(&mut pages) += kb * 1024;
+            }
+        } else if is_mapping_header(line) {
+            let path = line.split_whitespace().nth(5).unwrap_or("");
+            current = if !exe.is_empty() && path.starts_with(exe.as_str()) {
+                Some(|p| &mut p.binary)
+            } else if path.starts_with('/') && path.contains(".so") {
+                Some(|p| &mut p.libraries)
+            } else if path == "anon_inode:[io_uring]" {
+                Some(|p| &mut p.uring_rings)
+            } else {
+                None
+            };
+        }
+    }
+    pages
+}
+
+/// A mapping's first line: `start-end perms offset dev inode [path]`.
+fn is_mapping_header(line: &str) -> bool {
+    let first = line.split(' ').next().unwrap_or("");
+    first.split_once('-').is_some_and(|(a, b)| !a.is_empty() && a.bytes().all(|c| c.is_ascii_hexdigit()) && b.bytes().all(|c| c.is_ascii_hexdigit()))
+}
+
+/// The breakdown, `(name, bytes)`, in the reply's order: `rss_bytes`
+/// first, `unaccounted_bytes` (RSS less every other line) last.
+pub fn breakdown(shared: &Shared) -> Vec<(&'static str, i64)> {
+    let e = shared.engine.stats();
+    let flash = e.flash_index_bytes + e.flash_buffer_bytes;
+    let mut parts: Vec<(&'static str, u64)> = vec![
+        ("segments_bytes", e.malloced_bytes.saturating_sub(flash)),
+        ("flash_index_bytes", e.flash_index_bytes),
+        ("flash_buffers_bytes", e.flash_buffer_bytes),
+        ("index_bytes", e.index_bytes),
+        ("ghost_bytes", e.ghost_bytes),
+        ("store_meta_bytes", e.meta_bytes),
+        ("journal_bytes", shared.journal.resident_bytes()),
+    ];
+    let mapped = mapped_pages();
+    let worker = |f: fn(&WorkerMemory) -> &AtomicU64| shared.worker_stats.iter().map(|w| f(&w.memory).load(Ordering::Relaxed)).sum::<u64>();
+    parts.push(("uring_rings_bytes", mapped.uring_rings));
+    parts.push(("uring_recv_buffers_bytes", worker(|m| &m.uring_recv_buffers)));
+    parts.push(("read_pool_bytes", worker(|m| &m.read_pool)));
+    let conns = shared.conns.snapshot();
+    let conn_buffers = conns.iter().filter(|(_, c)| c.kind == ConnKind::Client).map(|(_, c)| c.buffer_bytes()).sum();
+    parts.push(("conn_buffers_bytes", conn_buffers));
+    parts.push(("conn_slots_bytes", worker(|m| &m.conn_slots)));
+    parts.push(("mrc_bytes", super::mrc::bytes(shared)));
+    parts.push(("latency_bytes", shared.worker_stats.iter().map(|w| w.requests.latency_bytes() as u64).sum()));
+    parts.push(("hotkeys_bytes", shared.worker_stats.iter().map(|w| w.requests.hotkeys.bytes() as u64).sum()));
+    parts.push(("binary_bytes", mapped.binary));
+    parts.push(("libraries_bytes", mapped.libraries));
+    parts.push(("malloc_free_bytes", crate::sys::malloc::info().map_or(0, |m| m.free_bytes)));
+    // RSS last, so every structure above is measured before it.
+    let rss = rss_bytes();
+    let named: u64 = parts.iter().map(|&(_, b)| b).sum();
+    let mut out = vec![("rss_bytes", rss as i64)];
+    out.extend(parts.into_iter().map(|(n, b)| (n, b as i64)));
+    out.push(("unaccounted_bytes", rss as i64 - named as i64));
+    out
+}
+
+/// `stats memory`.
+pub fn stats(shared: &Shared, t: &mut Vec<(String, String)>) {
+    for (name, bytes) in breakdown(shared) {
+        t.push((name.to_string(), bytes.to_string()));
+    }
+}
+
+/// `/metrics`: `strata_memory_bytes{part="..."}`, one sample per line of
+/// `stats memory` (its name without `_bytes`).
+pub fn prometheus(x: &mut super::metrics::Exposition, shared: &Shared) {
+    let help = "Resident memory by structure, as stats memory reports it (part=\"rss\": the whole; \"unaccounted\": rss less the other parts).";
+    for (name, bytes) in breakdown(shared) {
+        let part = name.strip_suffix("_bytes").unwrap_or(name);
+        x.sample("strata_memory_bytes", help, super::metrics::Kind::Gauge, &[("part", part)], bytes as f64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_map_bytes_follows_std_growth() {
+        for n in [1usize, 3, 7, 8, 100, 1000, 5000] {
+            let mut m: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+            m.reserve(n);
+            let cap = m.capacity();
+            let bytes = hash_map_bytes(cap, 16);
+            // The buckets hold at least `cap` entries and fewer than twice the 8/7 needed.
+            assert!(bytes >= cap * 17, "{n}: {bytes} for capacity {cap}");
+            assert!(bytes <= (cap * 8 / 7 + 1) * 2 * 17 + 16, "{n}: {bytes} for capacity {cap}");
+        }
+        assert_eq!(hash_map_bytes(0, 16), 0);
+    }
+
+    #[test]
+    fn mapping_headers_are_told_from_fields() {
+        assert!(is_mapping_header("55d0c0a00000-55d0c0a21000 r--p 00000000 08:01 1234 /usr/bin/strata"));
+        assert!(is_mapping_header("7ffd1000-7ffd2000 rw-p 00000000 00:00 0"));
+        assert!(!is_mapping_header("Rss:                 132 kB"));
+        assert!(!is_mapping_header("VmFlags: rd ex mr mw me dw"));
+    }
+
+    #[test]
+    fn this_process_has_rss_and_its_binary_is_resident() {
+        assert!(rss_bytes() > 0);
+        assert!(mapped_pages().binary > 0, "the test binary's own pages are resident");
+    }
+}
