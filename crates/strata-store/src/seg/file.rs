@@ -210,6 +210,7 @@ impl MemFile {
     pub fn open(path: &Path, geo: Geometry, strict: bool, clock_origin: i64) -> io::Result<(MemFile, Opened)> {
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
         lock_waiting(&file, LOCK_WAIT)?;
+        Self::check_room(&file, geo.file_len())?;
         let len = file.metadata()?.len();
         let existing = if len == 0 { Err(None) } else { Self::validate(&file, len, geo) };
         let (mut head, opened, state_writes) = match existing {
@@ -263,6 +264,39 @@ impl MemFile {
         put_u64(head, H_ORIGIN, clock_origin as u64);
         let sum = xxh3_64(&head[..H_STATIC_END]);
         put_u64(head, H_CHECK, sum);
+    }
+
+    /// The file can grow to `full_len` bytes: the blocks it already holds
+    /// plus its file system's free space (`fstatvfs`, what `df` shows) are
+    /// enough. The file is sparse and grows as segments are written
+    /// through the mapping; a write the file system cannot take would end
+    /// the process with SIGBUS mid-request (a tmpfs such as `/run` or
+    /// `/dev/shm` smaller than `-m`), so the start is refused instead.
+    fn check_room(file: &File, full_len: u64) -> io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        use std::os::unix::io::AsRawFd;
+        let held = file.metadata()?.blocks().saturating_mul(512);
+        // SAFETY: an fd this function borrows (open for its duration) and a
+        // zeroed struct we own for fstatvfs to fill.
+        #[allow(unsafe_code)]
+        let fs = unsafe {
+            let mut fs: libc::statvfs = std::mem::zeroed();
+            if libc::fstatvfs(file.as_raw_fd(), &mut fs) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            fs
+        };
+        let room = held.saturating_add((fs.f_bavail as u64).saturating_mul(fs.f_frsize as u64));
+        if room < full_len {
+            return Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                format!(
+                    "needs {full_len} bytes when full, but its file system has room for {room} \
+                     (a smaller -m, or a larger file system: a tmpfs's size= option)"
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn map_head(file: &File, geo: Geometry) -> io::Result<MmapMut> {
@@ -628,6 +662,27 @@ mod shared_words_tests {
         assert!(!kept, "another length starts zeroed");
         assert_eq!(w.words()[3].load(Ordering::Relaxed), 0);
         assert_eq!(SharedWords::anonymous(4).map(|a| a.words().len()).ok(), Some(4));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[cfg(test)]
+mod memfile_tests {
+    use super::*;
+
+    #[test]
+    fn a_file_system_too_small_for_the_file_is_refused_before_it_is_sized() {
+        let dir = std::env::temp_dir().join(format!("strata-memfile-room-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("cache");
+        // 4 PiB: more than any file system this runs on has free.
+        let huge = Geometry { memory: 1 << 52, segment: 1 << 20, item_max: 1 << 20, shards: 4 };
+        let err = MemFile::open(&path, huge, false, 0).err().expect("refused");
+        assert_eq!(err.kind(), io::ErrorKind::StorageFull, "{err}");
+        assert!(err.to_string().contains("has room for"), "{err}");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0, "nothing was sized");
+        let small = Geometry { memory: 4 << 20, segment: 1 << 20, item_max: 1 << 20, shards: 4 };
+        assert!(MemFile::open(&path, small, false, 0).is_ok());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -269,6 +269,22 @@ fn sigterm_answers_and_exits_zero() {
     assert_eq!(wait_exit(&mut child, Duration::from_secs(10)), Some(0));
 }
 
+/// `-e` on a file system that cannot hold the memory file once full (a
+/// tmpfs smaller than `-m`) is refused at start with the reason, instead
+/// of a SIGBUS when a write reaches the missing room.
+#[test]
+fn a_memory_file_its_file_system_cannot_hold_is_refused() {
+    let dir = std::env::temp_dir().join(format!("strata-cli-room-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("cache");
+    // 4 TiB of -m: more than the test machine's disk has free.
+    let out = Command::new(BIN).args(["-p", "0", "-U", "0", "-m", "4194304", "-e", file.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("memory file") && err.contains("has room for"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A server whose log pipe lost its reader (a log collector that exited)
 /// keeps serving and stops cleanly: a log line it cannot write is dropped,
 /// as memcached drops it. (`eprintln!` panicked on the broken pipe: the
