@@ -58,7 +58,9 @@ memcaslap_verified() {
     local port=$1 mode=$2 label=$3 attempts=$4 ok=0 attempt out summary field value
     shift 4
     for attempt in $(seq "$attempts"); do
-        out=$(timeout 30 memcaslap -s "127.0.0.1:$port" -t 2s -c 8 -T 1 "$mode" --verify=0.05 2>&1) || true
+        # -b: memcaslap prints each failed verification (key, expected and
+        # received data), shown below when a count is not zero.
+        out=$(timeout 30 memcaslap -s "127.0.0.1:$port" -t 2s -c 8 -T 1 "$mode" --verify=0.05 -b 2>&1) || true
         summary=$(grep '^Run time' <<<"$out" || true)
         [ -n "$summary" ] && break
         echo "memcaslap $mode$label: attempt $attempt printed no summary:"
@@ -69,6 +71,7 @@ memcaslap_verified() {
         value=$(awk -v f="$field:" '$1 == f { print $2 }' <<<"$out")
         if [ -n "$value" ] && [ "$value" != 0 ]; then
             echo "memcaslap $mode$label: $field = $value"
+            grep -A12 "verification failed" <<<"$out" | head -60 || true
             ok=1
         fi
     done
