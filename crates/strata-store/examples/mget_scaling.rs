@@ -69,6 +69,14 @@ struct Done {
     switches: u64,
 }
 
+/// The next of a thread's keys (xorshift64).
+fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
 /// Multi-gets until `stop`.
 fn mgets(store: &SegStore, keys: u64, seed: u64, prefetch: bool, stop: &AtomicBool) -> Done {
     let start = thread_usage();
@@ -77,10 +85,7 @@ fn mgets(store: &SegStore, keys: u64, seed: u64, prefetch: bool, stop: &AtomicBo
     let mut batch = [[0u8; 20]; KEYS_PER_GET];
     while !stop.load(Ordering::Relaxed) {
         for k in batch.iter_mut() {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            *k = key(x % keys);
+            *k = key(xorshift(&mut x) % keys);
         }
         for window in batch.chunks(WINDOW) {
             if prefetch {
@@ -105,10 +110,7 @@ fn sets(store: &SegStore, keys: u64, seed: u64, stop: &AtomicBool) -> u64 {
     let mut x = seed | 1;
     let mut done = 0;
     while !stop.load(Ordering::Relaxed) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        set(store, x % keys);
+        set(store, xorshift(&mut x) % keys);
         done += 1;
     }
     done

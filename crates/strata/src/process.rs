@@ -156,16 +156,3 @@ pub fn raise_open_files(max_connections: usize, reserved: usize) {
     );
 }
 
-/// Bytes an unprivileged writer may still allocate on the file system that
-/// holds `path` (`statvfs`: `f_bavail * f_frsize`, what `df` shows).
-pub fn free_bytes(path: &std::path::Path) -> io::Result<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c_path = CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: an all-zero statvfs is a valid value of that plain C struct.
-    let mut fs: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: c_path is NUL-terminated and fs is a struct we own.
-    if unsafe { libc::statvfs(c_path.as_ptr(), &mut fs) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok((fs.f_bavail as u64).saturating_mul(fs.f_frsize as u64))
-}

@@ -203,6 +203,26 @@ fn lock_waiting(file: &File, wait: std::time::Duration) -> io::Result<()> {
     }
 }
 
+/// Bytes an unprivileged writer may still allocate on the file system that
+/// holds `path` (`statvfs`: `f_bavail * f_frsize`, what `df` shows): the
+/// room a memory file (here) or a flash file (the CLI's `ext_path` check)
+/// can still take.
+pub fn free_bytes(path: &Path) -> io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: an all-zero statvfs is a valid value of that plain C struct;
+    // c_path is NUL-terminated and `fs` is a struct we own for statvfs to fill.
+    #[allow(unsafe_code)]
+    let fs = unsafe {
+        let mut fs: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c_path.as_ptr(), &mut fs) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        fs
+    };
+    Ok((fs.f_bavail as u64).saturating_mul(fs.f_frsize as u64))
+}
+
 impl MemFile {
     /// Open `path` for `geo`, or create it. An existing file that is damaged
     /// or was made with other settings is re-initialised (`Fresh` with the
@@ -210,7 +230,7 @@ impl MemFile {
     pub fn open(path: &Path, geo: Geometry, strict: bool, clock_origin: i64) -> io::Result<(MemFile, Opened)> {
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
         lock_waiting(&file, LOCK_WAIT)?;
-        Self::check_room(&file, geo.file_len())?;
+        Self::check_room(path, &file, geo.file_len())?;
         let len = file.metadata()?.len();
         let existing = if len == 0 { Err(None) } else { Self::validate(&file, len, geo) };
         let (mut head, opened, state_writes) = match existing {
@@ -272,21 +292,10 @@ impl MemFile {
     /// through the mapping; a write the file system cannot take would end
     /// the process with SIGBUS mid-request (a tmpfs such as `/run` or
     /// `/dev/shm` smaller than `-m`), so the start is refused instead.
-    fn check_room(file: &File, full_len: u64) -> io::Result<()> {
+    fn check_room(path: &Path, file: &File, full_len: u64) -> io::Result<()> {
         use std::os::unix::fs::MetadataExt;
-        use std::os::unix::io::AsRawFd;
         let held = file.metadata()?.blocks().saturating_mul(512);
-        // SAFETY: an fd this function borrows (open for its duration) and a
-        // zeroed struct we own for fstatvfs to fill.
-        #[allow(unsafe_code)]
-        let fs = unsafe {
-            let mut fs: libc::statvfs = std::mem::zeroed();
-            if libc::fstatvfs(file.as_raw_fd(), &mut fs) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            fs
-        };
-        let room = held.saturating_add((fs.f_bavail as u64).saturating_mul(fs.f_frsize as u64));
+        let room = held.saturating_add(free_bytes(path)?);
         if room < full_len {
             return Err(io::Error::new(
                 io::ErrorKind::StorageFull,

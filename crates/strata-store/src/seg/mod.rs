@@ -75,7 +75,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 pub(crate) use self::flash::FlashScan;
 pub use self::file::LOCK_WAIT as MEMORY_FILE_LOCK_WAIT;
-pub use self::file::SharedWords;
+pub use self::file::{free_bytes, SharedWords};
 pub(crate) use self::globals::{lock, Globals, Line};
 /// The eviction policy's constants, for models of it (`stats mrc`'s simulator).
 pub use self::shard::{KEEP_PERCENT, SMALL_SHARE_PERCENT};

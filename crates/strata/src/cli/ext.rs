@@ -204,7 +204,7 @@ fn check_file(p: &ExtPath, page_size_bytes: u64) -> Result<(), String> {
 /// A regular file of `size_bytes` fits: what it already holds plus the
 /// free space of its file system (`statvfs`, as `df` reports it).
 fn room_on_device(path: &Path, current_bytes: u64, size_bytes: u64) -> Result<(), String> {
-    let free = crate::process::free_bytes(path).map_err(|e| format!("cannot read its file system's free space: {e}"))?;
+    let free = strata_store::free_bytes(path).map_err(|e| format!("cannot read its file system's free space: {e}"))?;
     if current_bytes.saturating_add(free) < size_bytes {
         return Err(format!(
             "{size_bytes} bytes asked, only {} free on its device (with the {current_bytes} it holds)",

@@ -292,23 +292,12 @@ fn a_memory_file_its_file_system_cannot_hold_is_refused() {
 /// went unheard.)
 #[test]
 fn a_broken_log_pipe_drops_log_lines_not_the_server() {
-    use std::io::{BufRead, BufReader};
     let dir = std::env::temp_dir().join(format!("strata-cli-stderr-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let auth = dir.join("auth");
     std::fs::write(&auth, "alice:secret\n").unwrap();
-    let mut child = Command::new(BIN)
-        .args(["-p", "-1", "-U", "0", "-t", "1", "-v", "-Y", auth.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr: SocketAddr = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| l.strip_prefix("strata: listening on ").map(|a| a.parse().unwrap()))
-        .expect("listening line");
+    let (mut child, addrs, lines) = common::spawn_listening_log(&["-U", "0", "-t", "1", "-Y", auth.to_str().unwrap()], 1, &[]);
+    let addr = addrs[0];
     drop(lines);
     // SIGHUP logs a line per credentials file it reloads.
     assert!(Command::new("kill").args(["-HUP", &child.id().to_string()]).status().unwrap().success());

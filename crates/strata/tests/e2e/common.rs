@@ -20,6 +20,18 @@ pub fn spawn_listening(args: &[&str], count: usize) -> (Child, Vec<SocketAddr>) 
 /// [`spawn_listening`] with `env` added to the server's environment (and
 /// `STRATA_DEBUGTIME` removed unless `env` sets it).
 pub fn spawn_listening_env(args: &[&str], count: usize, env: &[(&str, &str)]) -> (Child, Vec<SocketAddr>) {
+    let (child, addrs, lines) = spawn_listening_log(args, count, env);
+    std::thread::spawn(move || for _ in lines {});
+    (child, addrs)
+}
+
+/// [`spawn_listening_env`] that hands the rest of the server's log back
+/// instead of draining it (dropping it breaks the server's log pipe).
+pub fn spawn_listening_log(
+    args: &[&str],
+    count: usize,
+    env: &[(&str, &str)],
+) -> (Child, Vec<SocketAddr>, std::io::Lines<BufReader<std::process::ChildStderr>>) {
     let mut child = Command::new(BIN)
         .env_remove("STRATA_DEBUGTIME")
         .envs(env.iter().copied())
@@ -37,8 +49,7 @@ pub fn spawn_listening_env(args: &[&str], count: usize, env: &[(&str, &str)]) ->
             addrs.push(addr.parse().expect("address in the log"));
         }
     }
-    std::thread::spawn(move || for _ in lines {});
-    (child, addrs)
+    (child, addrs, lines)
 }
 
 /// A text-protocol client for the tests' own checks.
