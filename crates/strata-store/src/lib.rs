@@ -319,8 +319,9 @@ pub struct EngineStats {
     /// The lock-free read (SegStore's `seg/read.rs`): attempts repeated
     /// because a writer ran in the shard meanwhile, and gets that finished
     /// under the shard lock instead (writers kept running, or the read had
-    /// something to write: a first bump, an expiry, a token), `get_retries`
-    /// and `get_locked`; 0 for an engine that always locks (MapStore).
+    /// something to write: a first bump, an expiry, a token), `/metrics`'
+    /// `strata_get_retries_total` and `strata_get_locked_total`; 0 for an
+    /// engine that always locks (MapStore).
     pub get_retries: u64,
     pub get_locked: u64,
     /// Bytes of the engine's bookkeeping outside item memory, the index

@@ -415,8 +415,6 @@ const STRATA_GENERAL: &[Simple] = &[
     g("strata_index_bytes", "hash_bytes", "Bytes of the key index, every shard."),
     g("strata_ghost_bytes", "ghost_bytes", "Bytes of the ghost's fingerprints of keys evicted unread (scan resistance)."),
     c("strata_ghost_hits_total", "ghost_hits", "Keys set again while the ghost remembered them (promoted on their next eviction)."),
-    c("strata_get_retries_total", "get_retries", "Lock-free get attempts repeated because a writer ran in the shard meanwhile."),
-    c("strata_get_locked_total", "get_locked", "Gets the lock-free read handed to the shard lock (writers kept running, or a bump, expiry or token to write)."),
     g("strata_memory_cap_bytes", "memory_cap_bytes", "-m auto / memory_pressure_yield: bytes the memory cgroup or host allows."),
     g("strata_memory_used_bytes", "memory_used_bytes", "-m auto / memory_pressure_yield: bytes in use in the cgroup or host (working set)."),
     g("strata_memory_limit_max_bytes", "memory_limit_max_bytes", "-m auto / memory_pressure_yield: the most the item limit grows back to."),
@@ -441,8 +439,14 @@ fn strata_families(x: &mut Exposition, shared: &Shared, m: &StatMaps) {
     let help = "Strata's release and the I/O engine its workers run.";
     x.sample("strata_info", help, Kind::Gauge, &[("io_engine", engine), ("version", version)], 1.0);
     simple(x, STRATA_GENERAL, &m.general, &[]);
-    let slots = shared.engine.stats().index_slots;
-    x.sample("strata_index_slots", "Slots of the key index, every shard.", Kind::Gauge, &[], slots as f64);
+    // From the engine, not from `stats`: plain `stats` keeps memcached's
+    // list of names (its t/stats.t counts them).
+    let e = shared.engine.stats();
+    x.sample("strata_index_slots", "Slots of the key index, every shard.", Kind::Gauge, &[], e.index_slots as f64);
+    let help = "Lock-free get attempts repeated because a writer ran in the shard meanwhile.";
+    x.sample("strata_get_retries_total", help, Kind::Counter, &[], e.get_retries as f64);
+    let help = "Gets the lock-free read handed to the shard lock (writers kept running, or a bump, expiry or token to write).";
+    x.sample("strata_get_locked_total", help, Kind::Counter, &[], e.get_locked as f64);
 }
 
 /// The request latency histograms behind `stats latency`

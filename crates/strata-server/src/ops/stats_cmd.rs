@@ -263,10 +263,6 @@ fn general(ctx: &Ctx<'_>, t: &mut Stats) {
         stat(t, "ghost_bytes", e.ghost_bytes);
         stat(t, "ghost_hits", e.ghost_hits);
     }
-    // The lock-free read (strata-store seg/read.rs): attempts a writer made
-    // it repeat, and gets it handed to the shard lock.
-    stat(t, "get_retries", e.get_retries);
-    stat(t, "get_locked", e.get_locked);
     crate::journal::warm::warm_lines(shared.warm.as_ref(), &shared.catchup, &mut |name, value| stat(t, name, value));
     if let Some(x) = &ext {
         crate::ops::extstore::own_lines(x, &mut |name, value| stat(t, name, value));

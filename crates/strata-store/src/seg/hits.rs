@@ -1,9 +1,8 @@
 //! What a get counts, per thread: hits per size class and queue, and how
 //! the lock-free read went (attempts retried because a writer ran
 //! meanwhile, reads finished under the shard lock). A get writes only its
-//! own thread's line; `stats items`/`slabs`, `/metrics`, the MRC and
-//! `stats` (`get_retries`, `get_locked`) read the sum
-//! (`SegStore::class_stats`, `SegStore::stats`).
+//! own thread's line; `stats items`/`slabs`, `/metrics` and the MRC read
+//! the sums (`SegStore::class_stats`, `SegStore::stats`).
 //!
 //! ```text
 //!  Hits.rows[row]: Line([AtomicU64; 2 x 64 + 2])    hot, warm per class; retries; locked
