@@ -35,6 +35,7 @@ pub mod latency;
 pub mod memory;
 pub mod hotkeys;
 pub mod mrc;
+pub mod mrc_feed;
 pub mod mrc_sim;
 pub mod stats_cmd;
 

@@ -7,9 +7,11 @@
 //!     mixed, below the threshold? ──no──► nothing more (one multiply, one compare)
 //!                                  │ yes (rate R = threshold / 2^32)
 //!                                  ▼
-//!  Mrc (AccessSampler) ── Mutex<Curve>: one mrc_sim::Sim per scale in
+//!  Mrc (AccessSampler) ── the thread's lane of the Feed (mrc_feed.rs);
+//!     a full lane (64 events) ──► Mutex<Curve>: one mrc_sim::Sim per scale in
 //!     SCALES_QUARTERS, capacity scale x limit x R, S3-FIFO at segment
 //!     granularity (a get: a hit or a miss in each; a store: a new copy in each)
+//!  readers (stats mrc, /metrics, stats reset, the tick) drain every lane first
 //!  tick (acceptor, once a second): roll the window, follow the limit
 //! ```
 //!
@@ -47,6 +49,7 @@ use std::sync::{Arc, Mutex};
 
 use strata_store::{AccessSampler, Engine};
 
+use super::mrc_feed::{Event, Feed};
 use super::mrc_sim::{segments_per_shard, Sim};
 use crate::shared::Shared;
 
@@ -57,6 +60,7 @@ pub const SIM_BYTES_AT_1X: u64 = 1 << 20;
 pub const WINDOW_S: u32 = 60;
 
 pub struct Mrc {
+    feed: Feed,
     curve: Mutex<Curve>,
 }
 
@@ -94,6 +98,19 @@ impl Curve {
         Curve { limit_bytes, sample_one_in: one_in, sims, window_start_s: now_s, base_prev: vec![0; n], base_cur: vec![0; n], gets_prev: gets, gets_cur: gets }
     }
 
+    fn apply(&mut self, events: &[Event]) {
+        for sim in &mut self.sims {
+            for &e in events {
+                match e {
+                    Event::Get(hash) => {
+                        sim.get(hash);
+                    }
+                    Event::Stored(hash, bytes) => sim.set(hash, bytes as usize),
+                }
+            }
+        }
+    }
+
     fn restart(&mut self, gets: u64) {
         for (i, sim) in self.sims.iter().enumerate() {
             self.base_prev[i] = sim.misses;
@@ -109,28 +126,34 @@ impl Mrc {
     pub fn install(engine: &dyn Engine, limit_bytes: u64) -> Arc<Mrc> {
         let curve = Curve::new(limit_bytes, 0, 0);
         let one_in = curve.sample_one_in;
-        let mrc = Arc::new(Mrc { curve: Mutex::new(curve) });
+        let mrc = Arc::new(Mrc { feed: Feed::default(), curve: Mutex::new(curve) });
         engine.set_access_sampler(mrc.clone());
         engine.set_sample_threshold(threshold(one_in));
         mrc
     }
 
-    fn curve(&self) -> std::sync::MutexGuard<'_, Curve> {
+    fn lock_curve(&self) -> std::sync::MutexGuard<'_, Curve> {
         self.curve.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The curve with every queued event applied.
+    fn curve(&self) -> std::sync::MutexGuard<'_, Curve> {
+        self.feed.drain(|events| self.lock_curve().apply(events));
+        self.lock_curve()
+    }
+
+    fn push(&self, event: Event) {
+        self.feed.push(event, |events| self.lock_curve().apply(events));
     }
 }
 
 impl AccessSampler for Mrc {
     fn get(&self, hash: u64) {
-        for sim in &mut self.curve().sims {
-            sim.get(hash);
-        }
+        self.push(Event::Get(hash));
     }
 
     fn stored(&self, hash: u64, bytes: usize) {
-        for sim in &mut self.curve().sims {
-            sim.set(hash, bytes);
-        }
+        self.push(Event::Stored(hash, bytes.min(u32::MAX as usize) as u32));
     }
 }
 
@@ -162,7 +185,7 @@ pub fn tick(shared: &Shared) {
 /// `-o no_mrc`).
 pub fn bytes(shared: &Shared) -> u64 {
     let Some(mrc) = &shared.mrc else { return 0 };
-    mrc.curve().sims.iter().map(|s| s.bytes() as u64).sum()
+    (mrc.feed.bytes() + mrc.curve().sims.iter().map(|s| s.bytes()).sum::<usize>()) as u64
 }
 
 /// `stats reset`: count from now (the simulated caches stay warm).
