@@ -131,6 +131,7 @@ impl DerefMut for Buffer {
 
 /// The copy size [`copy_racy`] inlines.
 pub const RACY_LINE: usize = 64;
+const _: () = assert!(RACY_LINE == 4 * 16, "copy_racy's unrolled copy");
 
 /// Copy `out.len()` bytes from `src` while a writer may be changing them:
 /// an optimistic read (`seg/read.rs`), whose caller uses the copy only
@@ -154,9 +155,17 @@ pub unsafe fn copy_racy(src: *const u8, out: &mut [u8]) {
     // caller's validation detects before it trusts any of them.
     unsafe {
         if out.len() == RACY_LINE {
-            // An item's first line (`seg/read.rs`), the common case: a
-            // copy of constant size is a few vector moves, not a call.
-            std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), RACY_LINE);
+            // An item's first line (`seg/read.rs`), the common case: four
+            // 16-byte moves, not a call. Spelled out because LLVM folds a
+            // `copy_nonoverlapping` of the constant into the other
+            // branch's (`len` is 64 here), which is a `memcpy` call; a
+            // loop would be turned back into one too.
+            let (s, d) = (src as *const u128, out.as_mut_ptr() as *mut u128);
+            let (a, b, c, e) = (s.read_unaligned(), s.add(1).read_unaligned(), s.add(2).read_unaligned(), s.add(3).read_unaligned());
+            d.write_unaligned(a);
+            d.add(1).write_unaligned(b);
+            d.add(2).write_unaligned(c);
+            d.add(3).write_unaligned(e);
         } else {
             std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), out.len());
         }
