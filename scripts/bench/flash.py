@@ -32,6 +32,8 @@ from common import Server, strata_bin
 
 BENCH = os.path.join(os.path.dirname(strata_bin()), "strata-bench")
 MASK = (1 << 64) - 1
+# keyspace.rs filler_words: word w is the seed rotated left 16 w bits, xor MIX[w].
+MIX = (0, 0x5BD1E9955BD1E995, 0x27D4EB2F165667C5, 0x85EBCA6BC2B2AE35)
 
 
 def splitmix(x):
@@ -51,9 +53,10 @@ def value(index, length):
     """strata-bench's value for (index, generation 0, length), length >= 12."""
     seed = splitmix((index << 32) ^ (length << 17))
     block = bytearray()
-    for _ in range(4):
-        seed = splitmix(seed)
-        block += bytes(97 + (((seed >> (i * 8)) & 0xFF) * 26 >> 8) for i in range(8))
+    for w, mix in enumerate(MIX):
+        r = 16 * w
+        word = (((seed << r) | (seed >> (64 - r))) & MASK if r else seed) ^ mix
+        block += bytes(97 + (((word >> (i * 8)) & 0xFF) * 26 >> 8) for i in range(8))
     out = bytearray(b"00000000")
     at = 8
     while at < length:
