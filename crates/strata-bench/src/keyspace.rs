@@ -138,8 +138,29 @@ fn hex_digit(n: u32) -> u8 {
 impl Keyspace {
     /// Append key `index` (exactly `key_size` bytes).
     pub fn write_key(&self, index: u32, out: &mut Vec<u8>) {
-        // The decimal digits, right-aligned in a stack buffer (no String
-        // per request).
+        if self.key_size <= 32 {
+            // The common case built on the stack, digits written in place
+            // from the right, and appended as a constant 32 bytes then cut:
+            // inline moves, not two `memcpy` calls of variable length.
+            let mut key = [b'0'; 32];
+            let mut at = self.key_size;
+            let mut n = index;
+            loop {
+                at -= 1;
+                key[at] = b'0' + (n % 10) as u8;
+                n /= 10;
+                if n == 0 {
+                    break;
+                }
+            }
+            if self.key_size >= PREFIX.len() + (self.key_size - at) {
+                key[..PREFIX.len()].copy_from_slice(PREFIX);
+            }
+            let len = out.len();
+            out.extend_from_slice(&key);
+            out.truncate(len + self.key_size);
+            return;
+        }
         let mut buf = [0u8; 10];
         let mut at = buf.len();
         let mut n = index;
@@ -153,14 +174,6 @@ impl Keyspace {
         }
         let digits = &buf[at..];
         let prefix = if self.key_size >= PREFIX.len() + digits.len() { PREFIX } else { b"" };
-        if self.key_size <= 32 {
-            // The common case in one copy: a padded key built on the stack.
-            let mut key = [b'0'; 32];
-            key[..prefix.len()].copy_from_slice(prefix);
-            key[self.key_size - digits.len()..self.key_size].copy_from_slice(digits);
-            out.extend_from_slice(&key[..self.key_size]);
-            return;
-        }
         out.extend_from_slice(prefix);
         out.resize(out.len() + self.key_size - prefix.len() - digits.len(), b'0');
         out.extend_from_slice(digits);
