@@ -25,10 +25,12 @@
 //! What still takes the lock: touch, gat and vivify; an item that expired
 //! or was flushed (unlinked and counted there); a hit whose visitor may
 //! win its recache token (stale or with a TTL, no token sent, unless
-//! `GetOptions::no_token`); and a read that bumps the
-//! item (frequency not yet saturated, not yet marked fetched, or last
-//! accessed in an earlier second): the bump is written only when it
-//! changes something, so a hot item takes the lock at most once a second.
+//! `GetOptions::no_token`); and an item's first fetch (its `FETCHED` mark:
+//! meta `h` answers 0 to one reader only). A read that only bumps the item
+//! (frequency not yet saturated, or last accessed in an earlier second) is
+//! served from its copy, then takes the lock for the bump alone
+//! (`bump_after_read`), which is written only when it still changes
+//! something: a hot item takes the lock at most once a second.
 //! A read that sees a writer inside the shard retries, then locks.
 //!
 //! Unsafe code: the racy reads themselves (`buffer::copy_racy`,
@@ -212,11 +214,12 @@ impl SegStore {
         // The access time as its field would hold it (clamped: an item in a
         // segment over nine hours old does not rewrite it on every read).
         let access_moves = access_delta(now, seg.create_time) != access_delta(meta.last_access, seg.create_time);
-        let bump = !opts.no_bump && (slot_freq(slot) < MAX_FREQ || !meta.fetched || access_moves);
-        // The visitor may win the recache token on this item (meta `W`):
-        // reading and marking it must be one step, under the lock.
+        // A first fetch (meta `h` answers 0 to exactly one reader) and a
+        // read that may win the recache token on this item (meta `W`) read
+        // and mark it in one step, under the lock.
+        let first_fetch = !opts.no_bump && !meta.fetched;
         let token_possible = !opts.no_token && !meta.token_sent && (meta.stale || meta.exptime != 0);
-        if expired || flushed || bump || token_possible {
+        if expired || flushed || first_fetch || token_possible {
             return None;
         }
         if !opts.uncounted {
@@ -224,16 +227,43 @@ impl SegStore {
             self.hits.hit(self.g.item_class(&h).0, queue);
         }
         let action = visit(ItemView { key, value: h.value(item), meta }, false);
-        if action.set_token_sent {
-            // The one write a plain get may need after its visit: under the
-            // lock, to the same copy of the item if it is still there.
-            let mut guard = self.lock(hash);
-            let shard = &mut *guard;
-            if let Some(found) = shard.find(key, hash).filter(|&(_, at, _)| at == loc) {
-                self.modify(shard, key, hash, found, Change { set: TOKEN_SENT, ..Change::default() }, now);
-            }
+        // The bump (a frequency not yet saturated, an access time in an
+        // earlier second) is written after the visit, as memcached bumps
+        // asynchronously: readers of the same second may all see the old
+        // access time, none sees a torn item.
+        let bump = !opts.no_bump && (slot_freq(slot) < MAX_FREQ || access_moves);
+        if bump || action.set_token_sent {
+            self.bump_after_read(key, hash, loc, bump, action.set_token_sent, now);
         }
         Some(true)
+    }
+
+    /// The writes a served read owes, under the lock, to the same copy of
+    /// the item if it is still there (a writer that replaced or removed it
+    /// meanwhile made them moot): a frequency step and the access time if
+    /// they still move, and the token mark the visitor won.
+    fn bump_after_read(&self, key: &[u8], hash: u64, loc: Loc, bump: bool, token_sent: bool, now: RelTime) {
+        let mut guard = self.lock(hash);
+        let shard = &mut *guard;
+        let Some(found) = shard.find(key, hash).filter(|&(_, at, _)| at == loc) else { return };
+        let mut change = Change::default();
+        if token_sent {
+            change.set |= TOKEN_SENT;
+        }
+        if bump {
+            let (index, _, h) = found;
+            let freq = slot_freq(shard.table.slot(index));
+            if freq < MAX_FREQ {
+                shard.table.set_freq(index, freq + 1);
+            }
+            let create_time = shard.seg(loc).create_time;
+            if access_delta(h.access(shard.item(loc), create_time), create_time) != access_delta(now, create_time) {
+                change.access = Some(now);
+            }
+        }
+        if change.set != 0 || change.access.is_some() {
+            self.modify(shard, key, hash, found, change, now);
+        }
     }
 
     /// Multi-get prefetch (`Engine::prefetch`) without locks: two passes
@@ -337,5 +367,48 @@ mod tests {
         });
         assert_eq!(store.hits.read_path(), (retries + ATTEMPTS as u64, locked + 1));
         assert_eq!(store.stats().get_locked, locked + 1, "stats shows the same sum");
+    }
+
+    /// Only the first fetch takes the locked get; the frequency steps and a
+    /// later second's access time are written after an optimistic read
+    /// serves the copy, and land as the locked get would write them.
+    #[test]
+    fn bumps_after_the_first_fetch_are_written_after_an_optimistic_read() {
+        let store = SegStore::new(EngineConfig::default());
+        store.store(&StoreRequest::set(b"k", b"v"), NOW);
+        let meta_at = |now: RelTime| {
+            let mut meta = None;
+            let opts = GetOptions { no_token: true, no_bump: true, ..GetOptions::default() };
+            store.get(b"k", opts, now, &mut |item, _| {
+                meta = Some(item.meta);
+                GetAction::default()
+            });
+            meta.expect("hit")
+        };
+        let freq = || {
+            let shard = store.lock(crate::hash_key(b"k"));
+            let (index, _, _) = shard.find(b"k", crate::hash_key(b"k")).expect("present");
+            slot_freq(shard.table.slot(index))
+        };
+        let (_, locked) = store.hits.read_path();
+        assert_eq!(read(&store, b"k").as_deref(), Some(&b"v"[..]));
+        assert_eq!(store.hits.read_path().1, locked + 1, "the first fetch is a locked get");
+        assert!(meta_at(NOW).fetched);
+        let after_first = freq();
+        for _ in 0..MAX_FREQ {
+            assert_eq!(read(&store, b"k").as_deref(), Some(&b"v"[..]));
+        }
+        assert_eq!(freq(), MAX_FREQ.max(after_first));
+        assert_eq!(store.hits.read_path().1, locked + 1, "later bumps are not locked gets");
+        // A read in a later second moves the access time, once.
+        let mut got = None;
+        let opts = GetOptions { no_token: true, ..GetOptions::default() };
+        store.get(b"k", opts, NOW + 5, &mut |item, _| {
+            got = Some(item.meta.last_access);
+            GetAction::default()
+        });
+        assert_eq!(got, Some(NOW), "the reply shows the access before this read");
+        assert_eq!(meta_at(NOW + 5).last_access, NOW + 5);
+        assert_eq!(store.hits.read_path().1, locked + 1);
     }
 }
