@@ -65,6 +65,7 @@ fn filler_block(key: u32, generation: u32, len: u32) -> [u8; BLOCK] {
 /// chain a value, not one a word: the chained words (each `splitmix` of the
 /// one before) were most of a check's time, and LLVM vectorized a loop of
 /// independent ones into emulated 64-bit SSE2 multiplies, slower still.
+#[inline(always)]
 fn filler_words(key: u32, generation: u32, len: u32) -> [u64; BLOCK / 8] {
     const MIX: [u64; BLOCK / 8] = [0, 0x5bd1_e995_5bd1_e995, 0x27d4_eb2f_1656_67c5, 0x85eb_ca6b_c2b2_ae35];
     let seed = splitmix((u64::from(key) << 32) ^ u64::from(generation) ^ (u64::from(len) << 17));
@@ -131,6 +132,18 @@ fn eight_digits(word: u64) -> Option<u64> {
     Some((v * 10_000 + (v >> 32)) & 0xffff_ffff)
 }
 
+/// "00", "01", .. "99".
+const PAIRS: [u8; 200] = {
+    let mut t = [0u8; 200];
+    let mut i = 0;
+    while i < 100 {
+        t[2 * i] = b'0' + (i / 10) as u8;
+        t[2 * i + 1] = b'0' + (i % 10) as u8;
+        i += 1;
+    }
+    t
+};
+
 fn hex_digit(n: u32) -> u8 {
     b"0123456789abcdef"[(n & 15) as usize]
 }
@@ -144,14 +157,19 @@ impl Keyspace {
             // inline moves, not two `memcpy` calls of variable length.
             let mut key = [b'0'; 32];
             let mut at = self.key_size;
-            let mut n = index;
-            loop {
+            let mut n = index as usize;
+            // Two digits a step, from a table of "00".."99".
+            while n >= 100 {
+                at -= 2;
+                key[at..at + 2].copy_from_slice(&PAIRS[n % 100 * 2..n % 100 * 2 + 2]);
+                n /= 100;
+            }
+            if n >= 10 {
+                at -= 2;
+                key[at..at + 2].copy_from_slice(&PAIRS[n * 2..n * 2 + 2]);
+            } else {
                 at -= 1;
-                key[at] = b'0' + (n % 10) as u8;
-                n /= 10;
-                if n == 0 {
-                    break;
-                }
+                key[at] = b'0' + n as u8;
             }
             if self.key_size >= PREFIX.len() + (self.key_size - at) {
                 key[..PREFIX.len()].copy_from_slice(PREFIX);
