@@ -29,6 +29,9 @@ use std::time::{Duration, Instant};
 
 use strata_store::{Engine, EngineConfig, GetAction, GetOptions, SegStore, StoreRequest};
 
+/// What the text protocol's `get` asks of the store (front/text.rs).
+const PLAIN_GET: GetOptions = GetOptions { no_token: true, fetched_unseen: true, touch: None, no_bump: false, vivify: None, uncounted: false, vivify_cas: None };
+
 const NOW: u32 = 100;
 const KEYS_PER_GET: usize = 48;
 const WINDOW: usize = 16;
@@ -93,7 +96,7 @@ fn mgets(store: &SegStore, keys: u64, seed: u64, prefetch: bool, stop: &AtomicBo
                 store.prefetch(&refs);
             }
             for k in window {
-                hits += u64::from(store.get(k, GetOptions::default(), NOW, &mut |item, _| {
+                hits += u64::from(store.get(k, PLAIN_GET, NOW, &mut |item, _| {
                     std::hint::black_box(item.value);
                     GetAction::default()
                 }));

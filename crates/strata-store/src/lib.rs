@@ -196,6 +196,12 @@ pub struct GetOptions {
     /// read under the shard's lock, so that two readers never both win;
     /// with it, such a hit is read without the lock too (seg/read.rs).
     pub no_token: bool,
+    /// The visitor never shows whether the item was fetched before (meta
+    /// `h`), as a plain `get` does. Without it, an item's first fetch is
+    /// read under the shard's lock, so that one reader only sees "not
+    /// fetched"; with it, the first fetch is read without the lock too and
+    /// the mark written after (seg/read.rs).
+    pub fetched_unseen: bool,
 }
 
 /// What the visitor of a read asks the store to do, atomically with the read.

@@ -65,7 +65,7 @@ fn get(svc: &Service<'_>, op: Opcode, quiet: bool, req: &Request<'_>, out: &mut 
     let touch = touching.then(|| svc.shared.clock.expiry(i64::from(req.extra_u32(0))));
     let with_key = matches!(op, Opcode::GetK | Opcode::GatK);
     let with_value = op != Opcode::Touch;
-    let opts = GetOptions { touch, no_token: true, ..GetOptions::default() };
+    let opts = GetOptions { touch, no_token: true, fetched_unseen: true, ..GetOptions::default() };
     let read_as = if touching { ReadAs::Touch } else { ReadAs::Get };
     let mark = out.len();
     let read = svc.read(Origin::Binary, read_as, req.key, 0, opts, &mut |item, _| {

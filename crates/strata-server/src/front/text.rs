@@ -150,7 +150,7 @@ fn get_one(svc: &Service<'_>, get: GetCommand, key: &[u8], i: usize, out: &mut V
         reply(out, GET_KEY_TOO_LONG, false);
         return false;
     }
-    let opts = GetOptions { touch: get.touch, no_token: true, ..GetOptions::default() };
+    let opts = GetOptions { touch: get.touch, no_token: true, fetched_unseen: true, ..GetOptions::default() };
     let key_mark = out.len();
     let read = svc.read(Origin::Text, get.read_as, key, i, opts, &mut |item, _created| {
         // One capacity check for the item: the line's three numbers take

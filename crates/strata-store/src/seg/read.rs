@@ -25,10 +25,12 @@
 //! What still takes the lock: touch, gat and vivify; an item that expired
 //! or was flushed (unlinked and counted there); a hit whose visitor may
 //! win its recache token (stale or with a TTL, no token sent, unless
-//! `GetOptions::no_token`); and an item's first fetch (its `FETCHED` mark:
-//! meta `h` answers 0 to one reader only). A read that only bumps the item
-//! (frequency not yet saturated, or last accessed in an earlier second) is
-//! served from its copy, then takes the lock for the bump alone
+//! `GetOptions::no_token`); and an item's first fetch when the visitor may
+//! show it (its `FETCHED` mark: meta `h` answers 0 to one reader only;
+//! unless `GetOptions::fetched_unseen`). A read that only bumps the item
+//! (frequency not yet saturated, not yet marked fetched, or last accessed
+//! in an earlier second) is served from its copy, then takes the lock for
+//! the bump alone
 //! (`bump_after_read`), which is written only when it still changes
 //! something: a hot item takes the lock at most once a second.
 //! A read that sees a writer inside the shard retries, then locks.
@@ -214,10 +216,10 @@ impl SegStore {
         // The access time as its field would hold it (clamped: an item in a
         // segment over nine hours old does not rewrite it on every read).
         let access_moves = access_delta(now, seg.create_time) != access_delta(meta.last_access, seg.create_time);
-        // A first fetch (meta `h` answers 0 to exactly one reader) and a
-        // read that may win the recache token on this item (meta `W`) read
-        // and mark it in one step, under the lock.
-        let first_fetch = !opts.no_bump && !meta.fetched;
+        // A first fetch the visitor may show (meta `h` answers 0 to exactly
+        // one reader) and a read that may win the recache token on this
+        // item (meta `W`) read and mark it in one step, under the lock.
+        let first_fetch = !opts.no_bump && !meta.fetched && !opts.fetched_unseen;
         let token_possible = !opts.no_token && !meta.token_sent && (meta.stale || meta.exptime != 0);
         if expired || flushed || first_fetch || token_possible {
             return None;
@@ -228,10 +230,10 @@ impl SegStore {
         }
         let action = visit(ItemView { key, value: h.value(item), meta }, false);
         // The bump (a frequency not yet saturated, an access time in an
-        // earlier second) is written after the visit, as memcached bumps
-        // asynchronously: readers of the same second may all see the old
-        // access time, none sees a torn item.
-        let bump = !opts.no_bump && (slot_freq(slot) < MAX_FREQ || access_moves);
+        // earlier second, a first fetch nobody is shown) is written after
+        // the visit, as memcached bumps asynchronously: readers of the same
+        // second may all see the old access time, none sees a torn item.
+        let bump = !opts.no_bump && (slot_freq(slot) < MAX_FREQ || access_moves || !meta.fetched);
         if bump || action.set_token_sent {
             self.bump_after_read(key, hash, loc, bump, action.set_token_sent, now);
         }
@@ -240,8 +242,9 @@ impl SegStore {
 
     /// The writes a served read owes, under the lock, to the same copy of
     /// the item if it is still there (a writer that replaced or removed it
-    /// meanwhile made them moot): a frequency step and the access time if
-    /// they still move, and the token mark the visitor won.
+    /// meanwhile made them moot): a frequency step, the fetched mark and the
+    /// access time if they still move (as the locked get writes them), and
+    /// the token mark the visitor won.
     fn bump_after_read(&self, key: &[u8], hash: u64, loc: Loc, bump: bool, token_sent: bool, now: RelTime) {
         let mut guard = self.lock(hash);
         let shard = &mut *guard;
@@ -257,7 +260,9 @@ impl SegStore {
                 shard.table.set_freq(index, freq + 1);
             }
             let create_time = shard.seg(loc).create_time;
-            if access_delta(h.access(shard.item(loc), create_time), create_time) != access_delta(now, create_time) {
+            let fetched = h.bits & FETCHED != 0;
+            if !fetched || access_delta(h.access(shard.item(loc), create_time), create_time) != access_delta(now, create_time) {
+                change.set |= FETCHED;
                 change.access = Some(now);
             }
         }
@@ -410,5 +415,29 @@ mod tests {
         assert_eq!(got, Some(NOW), "the reply shows the access before this read");
         assert_eq!(meta_at(NOW + 5).last_access, NOW + 5);
         assert_eq!(store.hits.read_path().1, locked + 1);
+    }
+
+    /// A plain get (`fetched_unseen`) reads even the first fetch without
+    /// the lock; the mark is written after, once.
+    #[test]
+    fn a_first_fetch_nobody_is_shown_is_not_a_locked_get() {
+        let store = SegStore::new(EngineConfig::default());
+        store.store(&StoreRequest::set(b"k", b"v"), NOW);
+        let (_, locked) = store.hits.read_path();
+        let mut shown = None;
+        let opts = GetOptions { no_token: true, fetched_unseen: true, ..GetOptions::default() };
+        store.get(b"k", opts, NOW, &mut |item, _| {
+            shown = Some(item.meta.fetched);
+            GetAction::default()
+        });
+        assert_eq!(shown, Some(false));
+        assert_eq!(store.hits.read_path().1, locked, "no locked get");
+        let mut fetched = None;
+        let peek = GetOptions { no_token: true, no_bump: true, ..GetOptions::default() };
+        store.get(b"k", peek, NOW, &mut |item, _| {
+            fetched = Some(item.meta.fetched);
+            GetAction::default()
+        });
+        assert_eq!(fetched, Some(true), "marked after the read");
     }
 }

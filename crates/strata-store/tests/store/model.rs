@@ -221,6 +221,9 @@ fn apply(store: &dyn Engine, op: &Op, step: usize, now: RelTime) -> String {
                 no_bump,
                 vivify: vivify.map(|t| ttl_at(t, now)),
                 vivify_cas: new_cas.map(explicit_cas),
+                // Every other step a plain get's promise (seg/read.rs marks
+                // the fetch after an optimistic read): the same state after.
+                fetched_unseen: step % 2 == 1,
                 ..GetOptions::default()
             };
             format!("{:?}", read(store, &key_of(key), opts, token, now))
