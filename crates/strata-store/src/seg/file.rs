@@ -228,9 +228,16 @@ impl MemFile {
     /// or was made with other settings is re-initialised (`Fresh` with the
     /// reason), or refused when `strict`.
     pub fn open(path: &Path, geo: Geometry, strict: bool, clock_origin: i64) -> io::Result<(MemFile, Opened)> {
+        let existed = path.try_exists().unwrap_or(true);
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
         lock_waiting(&file, LOCK_WAIT)?;
-        Self::check_room(path, &file, geo.file_len())?;
+        if let Err(e) = Self::check_room(path, &file, geo.file_len()) {
+            // A file this refusal made is not left behind.
+            if !existed && file.metadata().is_ok_and(|m| m.len() == 0) {
+                let _ = std::fs::remove_file(path);
+            }
+            return Err(e);
+        }
         let len = file.metadata()?.len();
         let existing = if len == 0 { Err(None) } else { Self::validate(&file, len, geo) };
         let (mut head, opened, state_writes) = match existing {
@@ -689,6 +696,10 @@ mod memfile_tests {
         let err = MemFile::open(&path, huge, false, 0).err().expect("refused");
         assert_eq!(err.kind(), io::ErrorKind::StorageFull, "{err}");
         assert!(err.to_string().contains("has room for"), "{err}");
+        assert!(!path.exists(), "the refusal left no file behind");
+        // An existing file is refused as it is, not removed.
+        std::fs::write(&path, b"").unwrap();
+        assert!(MemFile::open(&path, huge, false, 0).is_err());
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 0, "nothing was sized");
         let small = Geometry { memory: 4 << 20, segment: 1 << 20, item_max: 1 << 20, shards: 4 };
         assert!(MemFile::open(&path, small, false, 0).is_ok());

@@ -282,6 +282,7 @@ fn a_memory_file_its_file_system_cannot_hold_is_refused() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("memory file") && err.contains("has room for"), "{err}");
+    assert!(!file.exists(), "the refused start left no file behind");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
