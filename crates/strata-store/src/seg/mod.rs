@@ -187,13 +187,19 @@ impl SegStore {
     }
 
     fn meta(&self, shard: &Shard, loc: Loc, h: &Header) -> ItemMeta {
-        let item = shard.item(loc);
         let seg = shard.seg(loc);
+        self.item_meta(h, shard.item(loc), seg.cas_base, seg.create_time)
+    }
+
+    /// What a reader is shown of the item `item` (decoded as `h`) in a
+    /// segment with these bases: under the lock or from a lock-free copy.
+    #[inline]
+    fn item_meta(&self, h: &Header, item: &[u8], cas_base: u64, create_time: RelTime) -> ItemMeta {
         ItemMeta {
             flags: h.flags,
             exptime: h.exptime(item),
-            cas: self.g.shown_cas(h.cas(item, seg.cas_base)),
-            last_access: h.access(item, seg.create_time),
+            cas: self.g.shown_cas(h.cas(item, cas_base)),
+            last_access: h.access(item, create_time),
             fetched: h.bits & FETCHED != 0,
             stale: h.bits & STALE != 0,
             token_sent: h.bits & TOKEN_SENT != 0,

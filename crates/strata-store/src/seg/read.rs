@@ -43,12 +43,12 @@
 use std::cell::Cell;
 
 use super::buffer::{copy_racy, read_slot_racy};
-use super::item::{access_delta, Header, FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
+use super::item::{access_delta, Header, FETCHED, TOKEN_SENT};
 use super::table::{home_of, slot_freq, slot_loc, tag_of, Loc, MAX_FREQ, TAG_MASK, TAG_SHIFT, USED};
 use super::view::{ReadView, SegRef};
 use super::{Change, SegStore};
 use crate::class_stats::Queue;
-use crate::{GetAction, GetOptions, ItemMeta, ItemView, RelTime};
+use crate::{GetAction, GetOptions, ItemView, RelTime};
 
 /// Optimistic attempts before a get takes the lock.
 const ATTEMPTS: usize = 3;
@@ -201,16 +201,7 @@ impl SegStore {
         now: RelTime,
         visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
     ) -> Option<bool> {
-        let meta = ItemMeta {
-            flags: h.flags,
-            exptime: h.exptime(item),
-            cas: self.g.shown_cas(h.cas(item, seg.cas_base)),
-            last_access: h.access(item, seg.create_time),
-            fetched: h.bits & FETCHED != 0,
-            stale: h.bits & STALE != 0,
-            token_sent: h.bits & TOKEN_SENT != 0,
-            key_binary: h.bits & KEY_BINARY != 0,
-        };
+        let meta = self.item_meta(&h, item, seg.cas_base, seg.create_time);
         let expired = meta.exptime != 0 && meta.exptime <= now;
         let flushed = self.g.flush_in_force(now) && self.g.is_flushed(meta.last_access, h.cas(item, seg.cas_base), now);
         // The access time as its field would hold it (clamped: an item in a
