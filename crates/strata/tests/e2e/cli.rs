@@ -10,15 +10,15 @@ use std::time::{Duration, Instant};
 
 use crate::common;
 
-use common::{spawn_listening, BIN};
+use common::{spawn_listening, Reaped, BIN};
 
-fn spawn(args: &[&str]) -> Child {
-    Command::new(BIN).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()
+fn spawn(args: &[&str]) -> Reaped {
+    Reaped(Command::new(BIN).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap())
 }
 
 /// Start strata on an ephemeral port (`-p -1 -v`) and read the address it
 /// bound from its log, so parallel tests never race for a port.
-fn spawn_on_free_port(args: &[&str]) -> (Child, SocketAddr) {
+fn spawn_on_free_port(args: &[&str]) -> (Reaped, SocketAddr) {
     let (child, addrs) = spawn_listening(args, 1);
     (child, addrs[0])
 }

@@ -10,16 +10,40 @@ use std::process::{Child, Command, Stdio};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_strata");
 
+/// A child process killed and reaped when dropped, so a test that fails
+/// part-way leaves no server running. It is the `Child` otherwise.
+pub struct Reaped(pub Child);
+
+impl std::ops::Deref for Reaped {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Reaped {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Start strata with `-p -1 -v` plus `args` and read the first `count`
 /// addresses it logs as bound, so parallel tests never race for a port.
 /// The rest of its log is drained so it never blocks on a full pipe.
-pub fn spawn_listening(args: &[&str], count: usize) -> (Child, Vec<SocketAddr>) {
+pub fn spawn_listening(args: &[&str], count: usize) -> (Reaped, Vec<SocketAddr>) {
     spawn_listening_env(args, count, &[])
 }
 
 /// [`spawn_listening`] with `env` added to the server's environment (and
 /// `STRATA_DEBUGTIME` removed unless `env` sets it).
-pub fn spawn_listening_env(args: &[&str], count: usize, env: &[(&str, &str)]) -> (Child, Vec<SocketAddr>) {
+pub fn spawn_listening_env(args: &[&str], count: usize, env: &[(&str, &str)]) -> (Reaped, Vec<SocketAddr>) {
     let (child, addrs, lines) = spawn_listening_log(args, count, env);
     std::thread::spawn(move || for _ in lines {});
     (child, addrs)
@@ -31,8 +55,8 @@ pub fn spawn_listening_log(
     args: &[&str],
     count: usize,
     env: &[(&str, &str)],
-) -> (Child, Vec<SocketAddr>, std::io::Lines<BufReader<std::process::ChildStderr>>) {
-    let mut child = Command::new(BIN)
+) -> (Reaped, Vec<SocketAddr>, std::io::Lines<BufReader<std::process::ChildStderr>>) {
+    let child = Command::new(BIN)
         .env_remove("STRATA_DEBUGTIME")
         .envs(env.iter().copied())
         .args(["-p", "-1", "-v"])
@@ -41,6 +65,7 @@ pub fn spawn_listening_log(
         .stderr(Stdio::piped())
         .spawn()
         .expect("start strata");
+    let mut child = Reaped(child);
     let mut lines = BufReader::new(child.stderr.take().expect("stderr piped")).lines();
     let mut addrs = Vec::new();
     while addrs.len() < count {
@@ -152,7 +177,7 @@ impl Conn {
 
 /// A server process, killed when dropped.
 pub struct Server {
-    pub child: Child,
+    pub child: Reaped,
     pub addr: SocketAddr,
 }
 
@@ -181,7 +206,7 @@ impl Server {
             if is_root() {
                 cmd.args(["-u", "root"]);
             }
-            let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().ok()?;
+            let child = Reaped(cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().ok()?);
             let addr = SocketAddr::from(([127, 0, 0, 1], port));
             let mut server = Server { child, addr };
             let deadline = std::time::Instant::now() + Duration::from_secs(5);
@@ -203,13 +228,6 @@ impl Server {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).expect("proc status");
         let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS line");
         line.split_whitespace().nth(1).and_then(|kb| kb.parse::<u64>().ok()).expect("VmRSS value") * 1024
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

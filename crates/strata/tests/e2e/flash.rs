@@ -29,14 +29,7 @@ fn counter() -> Vec<u8> {
 }
 
 /// Kills a server when the test ends, passed or not.
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::common::Reaped as Killed;
 
 struct Client {
     stream: TcpStream,
@@ -103,7 +96,7 @@ fn run_on(engine: &str) {
         dir.join("flash").display()
     );
     let (child, addrs) = spawn_listening(&["-t", "2", "-m", "8", "-o", &ext], 1);
-    let _server = Killed(child);
+    let _server = child;
     let stream = TcpStream::connect(addrs[0]).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let mut c = Client { stream, pending: Vec::new() };
@@ -279,7 +272,7 @@ fn extstore_stats_and_command_as_memcached() {
     // 1.6.18 wants the page size before the path.
     let ext = |name: &str| format!("ext_page_size=8,ext_wbuf_size=2,ext_path={}:128m", dir.join(name).display());
     let (strata, addrs) = spawn_listening(&["-t", "1", "-o", &ext("strata")], 1);
-    let _strata = Killed(strata);
+    let _strata = strata;
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let reference = std::process::Command::new(memcached)
         .args(["-u", "root", "-U", "0", "-l", "127.0.0.1", "-p", &port.to_string(), "-o", &ext("memcached")])
@@ -364,7 +357,7 @@ fn the_flash_tier_survives_restarts_through_the_command_line() {
         Client { stream, pending: Vec::new() }
     };
     let (child, addrs) = spawn_listening(&args, 1);
-    let mut server = Killed(child);
+    let mut server = child;
     let mut c = connect(addrs[0]);
     for i in 0..ITEMS {
         let mut req = format!("set k{i} 0 0 2000 noreply\r\n").into_bytes();
@@ -379,7 +372,7 @@ fn the_flash_tier_survives_restarts_through_the_command_line() {
         assert!(std::process::Command::new("kill").args([stop, &pid]).status().unwrap().success());
         let _ = server.0.wait();
         let (child, addrs) = spawn_listening(&args, 1);
-        server = Killed(child);
+        server = child;
         let mut c = connect(addrs[0]);
         let mut served = 0;
         for i in 0..ITEMS {
@@ -406,7 +399,7 @@ fn metadump_lists_the_keys_on_flash() {
     std::fs::create_dir_all(&dir).unwrap();
     let ext = format!("ext_path={}:256m,ext_page_size=8,ext_wbuf_size=2", dir.join("flash").display());
     let (child, addrs) = spawn_listening(&["-t", "2", "-m", "8", "-o", &ext], 1);
-    let _server = Killed(child);
+    let _server = child;
     let stream = TcpStream::connect(addrs[0]).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let mut c = Client { stream, pending: Vec::new() };

@@ -95,7 +95,7 @@ fn strata_in(cg: &Cgroup, memory: &[&str]) -> Server {
         }
     };
     std::thread::spawn(move || for _ in lines {});
-    Server { child, addr }
+    Server { child: common::Reaped(child), addr }
 }
 
 fn stat_text(conn: &mut Conn, name: &str) -> String {

@@ -10,20 +10,13 @@ use crate::common;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::BIN;
 
 /// A strata process, killed when dropped.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::common::Reaped as Killed;
 
 /// Strata with `-p -1 -v -U 0` plus `args`, metrics on an ephemeral port:
 /// its memcached and metrics addresses, read from its log.

@@ -116,7 +116,7 @@ fn past_four_gib_limit_and_malloced_are_64_bit() {
         }
     };
     std::thread::spawn(move || for _ in lines {});
-    let server = Server { child, addr };
+    let server = Server { child: common::Reaped(child), addr };
     let mut conn = Conn::to(&server);
     assert_eq!(conn.stat("limit_maxbytes"), 4297064448);
     assert_eq!(malloced(&mut conn), 4294967328, "the faked figure, as memcached reports it");
