@@ -193,19 +193,26 @@ impl Codec {
         let Op::Get { keys } = &p.op else { return None };
         let (&[k], 0) = (&keys[..], p.hits) else { return None };
         let key = self.line_key(k)?;
-        let rest = buf.strip_prefix(b"VALUE ")?.strip_prefix(key)?.strip_prefix(b" ")?;
+        let (flags, data, after) = self.flags_and_data(buf.strip_prefix(b"VALUE ")?.strip_prefix(key)?)?;
+        let tail = after.strip_prefix(b"\r\nEND\r\n")?;
+        if self.keys.check_value(k, flags, data).is_err() {
+            tally.error(ErrorKind::ValueMismatch);
+        }
+        tally.hits += 1;
+        Some(buf.len() - tail.len())
+    }
+
+    /// What follows `VALUE <key>` in a text hit, ` <flags> <bytes>\r\n<data>`,
+    /// when it is all there (no CAS field): the flags, the data and the
+    /// bytes after it.
+    fn flags_and_data<'a>(&self, rest: &'a [u8]) -> Option<(u32, &'a [u8], &'a [u8])> {
+        let rest = rest.strip_prefix(b" ")?;
         let (flags, rest) = leading_decimal(rest, b' ')?;
         let (len, rest) = leading_decimal(rest, b'\r')?;
         let flags = u32::try_from(flags).ok()?;
         let len = usize::try_from(len).ok().filter(|&n| n <= self.max_reply_bytes)?;
         let rest = rest.strip_prefix(b"\n")?;
-        let data = rest.get(..len)?;
-        rest[len..].strip_prefix(b"\r\nEND\r\n")?;
-        if self.keys.check_value(k, flags, data).is_err() {
-            tally.error(ErrorKind::ValueMismatch);
-        }
-        tally.hits += 1;
-        Some(buf.len() - rest.len() + len + 7)
+        Some((flags, rest.get(..len)?, &rest[len..]))
     }
 
     /// One item of a multi-get's reply, `VALUE <key> <flags> <bytes>\r\n`
@@ -222,20 +229,14 @@ impl Codec {
         if self.keys.key_index(key)? != want {
             return None;
         }
-        let rest = rest[key.len()..].strip_prefix(b" ")?;
-        let (flags, rest) = leading_decimal(rest, b' ')?;
-        let (len, rest) = leading_decimal(rest, b'\r')?;
-        let flags = u32::try_from(flags).ok()?;
-        let len = usize::try_from(len).ok().filter(|&n| n <= self.max_reply_bytes)?;
-        let rest = rest.strip_prefix(b"\n")?;
-        let data = rest.get(..len)?;
-        rest[len..].strip_prefix(b"\r\n")?;
+        let (flags, data, after) = self.flags_and_data(&rest[key.len()..])?;
+        let tail = after.strip_prefix(b"\r\n")?;
         p.cursor += 1;
         p.hits += 1;
         if self.keys.check_value(want, flags, data).is_err() {
             tally.error(ErrorKind::ValueMismatch);
         }
-        Some(buf.len() - rest.len() + len + 2)
+        Some(buf.len() - tail.len())
     }
 
     fn decode_text(&self, p: &mut Pending, buf: &[u8], tally: &mut Tally) -> Result<Step, ErrorKind> {
