@@ -87,9 +87,22 @@ def run(template, mem_mb, keys, counted_from, value_size=200, batch=100):
                     line = server.readline()
         items = int(server.stats().get("curr_items", 0))
         rss = server.rss_bytes()
+        if "memcached" not in template.split()[0]:
+            print("  stats memory (MiB):", " ".join(f"{k}={v / 2**20:.1f}" for k, v in memory(server).items()), flush=True)
     finally:
         server.stop()
     return misses, items, rss
+
+
+def memory(server):
+    """Strata's `stats memory`, its nonzero lines."""
+    server.sock.sendall(b"stats memory\r\n")
+    out = {}
+    while (line := server.readline()) != b"END":
+        _, name, value = line.decode().split(" ", 2)
+        if int(value) != 0:
+            out[name.removesuffix("_bytes")] = int(value)
+    return out
 
 
 def report(name, server, mem_mb, result, counted):

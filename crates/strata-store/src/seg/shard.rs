@@ -18,7 +18,8 @@
 //! ```
 //!
 //! Memory: buffers come from the store-wide pool (or a new allocation while
-//! `allocated + size <= -m`); past that the shard reclaims an expired segment,
+//! `allocated + size <= -m`, `allocated` holding the index's growth and the
+//! ghost too: charge.rs); past that the shard reclaims an expired segment,
 //! else evicts one of its own (S3-FIFO at segment granularity), else evicts
 //! from another shard it can lock without waiting. Once memory is full,
 //! stores pay for eviction as they go (`evict.rs`), so that a buffer is
@@ -60,6 +61,7 @@ use super::{hash_key, Globals};
 use crate::class_stats::{ClassTally, Eviction, Queue};
 use crate::RelTime;
 
+mod charge;
 mod evict;
 
 /// Share of a shard's sealed segments that may be `Small` before eviction
@@ -273,6 +275,11 @@ pub struct Shard {
     drain: Option<evict::Drain>,
     /// Keys evicted unread from `Small` (scan resistance, ghost.rs).
     pub ghost: Ghost,
+    /// Bytes of the index (past `table_base`) and the ghost counted in
+    /// `-m` (charge.rs).
+    charged: usize,
+    /// The index's first size, not charged.
+    table_base: usize,
     /// What gets read without the lock (view.rs): every buffer a segment
     /// gets or loses is published there.
     pub view: Arc<ReadView>,
@@ -323,6 +330,8 @@ impl Shard {
             index,
             checked,
             table: Table::new(),
+            table_base: Table::new().bytes(),
+            charged: 0,
             counters: Counters::default(),
             classes: ClassTally::new(track_sizes),
             segs: Vec::new(),
@@ -492,6 +501,7 @@ impl Shard {
                 let freq = u8::from(self.ghost.take(hash));
                 let (segs, checked) = (&self.segs, self.checked);
                 self.table.insert(hash, loc, freq, |l| Self::loc_hash(segs, checked, l));
+                self.recharge(g);
             }
         }
         if self.segs[loc.seg as usize].jumbo {
@@ -817,6 +827,7 @@ impl Shard {
         }
         let (segs, checked) = (&self.segs, self.checked);
         self.table.reserve(items, |l| Self::loc_hash(segs, checked, l));
+        self.recharge(g);
     }
 
     /// Memory file: take back a segment found in the file. Its items are

@@ -242,6 +242,7 @@ impl Shard {
             if self.segs[v as usize].class == Class::Small && !hot {
                 // Ghost hook: remember a key evicted unread from Small.
                 self.ghost.remember(hash, self.curr_items as usize);
+                self.recharge(g);
             }
             let item = &self.segs[v as usize].buf[offset..];
             let last_access = h.access(item, create_time);
