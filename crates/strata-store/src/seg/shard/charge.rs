@@ -11,8 +11,10 @@
 //! too), as the flash index is (`flash/budget.rs`): when either grows, the
 //! shard adds the difference at once; when the ghost is re-sized smaller,
 //! it pays it back. Segments give way as for any charge above the limit:
-//! the next buffer request finds `-m` taken and evicts instead, and a
-//! segment freed while over the limit goes back to the kernel.
+//! pooled buffers go back to the kernel at once, the next buffer request
+//! finds `-m` taken and evicts instead, and a segment freed while over the
+//! limit goes back to the kernel. So segments alone never pass `-m`, and
+//! segments and charge together pass it only by a growth not yet paid for.
 //!
 //! ```text
 //!  -m ┌──────────────────────────── allocated ────────────────────────────┐
@@ -43,6 +45,7 @@ impl Shard {
         let now = self.per_item_bytes();
         if now > self.charged {
             g.allocated.fetch_add((now - self.charged) as u64, Ordering::Relaxed);
+            g.shed_pooled();
         } else if now < self.charged {
             g.allocated.fetch_sub((self.charged - now) as u64, Ordering::Relaxed);
         }
