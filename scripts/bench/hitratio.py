@@ -4,7 +4,9 @@ miss, set) sent to Strata and to Debian's memcached, both with -m 64 and one
 worker thread. Keys follow a zipf distribution (alpha 0.99 over 1M keys by
 default), values are 200 bytes. With --scan 0.2, a fifth of the requests are
 replaced by a one-time scan of fresh keys (each read once, then filled), the
-pattern that flushes an LRU.
+pattern that flushes an LRU. With --shift-every N --shift-by S the working
+set moves: every N requests the popularity ranks rotate by S keys, so the S
+hottest keys go cold and S cold ones become the hottest.
 
 Requests go in pipelined batches of --batch gets, then the misses of that
 batch are filled, so both servers see exactly the same stream.
@@ -51,14 +53,18 @@ def stream(args):
     perm = list(range(args.keys))
     rng.shuffle(perm)
     scan_next = 0
+    shift_every, shift_by = getattr(args, "shift_every", 0), getattr(args, "shift_by", 0)
     out = []
-    for _ in range(args.warmup + args.requests):
+    for n in range(args.warmup + args.requests):
         if args.scan and rng.random() < args.scan:
             out.append(b"scan:%d" % scan_next)
             scan_next += 1
         else:
-            rank = bisect.bisect_left(cdf, rng.random())
-            out.append(b"key:%d" % perm[min(rank, args.keys - 1)])
+            rank = min(bisect.bisect_left(cdf, rng.random()), args.keys - 1)
+            # A moving working set: every shift_every requests, rank r is
+            # the key rank r + shift_by was (the hottest keys go cold).
+            offset = n // shift_every * shift_by if shift_every else 0
+            out.append(b"key:%d" % perm[(rank + offset) % args.keys])
     return out
 
 
@@ -115,6 +121,8 @@ def main():
     p.add_argument("--warmup", type=int, default=0, help="requests sent first and not counted (a warm cache)")
     p.add_argument("--batch", type=int, default=100)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--shift-every", type=int, default=0, help="move the working set every N requests (0: never)")
+    p.add_argument("--shift-by", type=int, default=0, help="ranks it moves by each time")
     add_server_args(p, memory_mb=64)
     p.add_argument("--only", choices=["strata", "memcached"], help="run one server (tuning)")
     p.add_argument("--mrc", action="store_true", help="print Strata's stats mrc for the counted part")

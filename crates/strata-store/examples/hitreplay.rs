@@ -22,7 +22,10 @@ fn main() {
     let progress = std::env::var_os("HITREPLAY_PROGRESS").is_some();
     let file = std::io::BufReader::new(std::fs::File::open(path).expect("stream file"));
     let keys: Vec<Vec<u8>> = file.split(b'\n').map(|l| l.expect("read")).filter(|l| !l.is_empty()).collect();
-    let store = SegStore::new(EngineConfig { memory_limit_bytes: mem, ..EngineConfig::default() });
+    // The server's index starts at 2^16 slots (`-o hashpower`'s default),
+    // which are not charged to -m: the same here, for the server's figure.
+    let config = EngineConfig { memory_limit_bytes: mem, index_slots_initial: 1 << 16, ..EngineConfig::default() };
+    let store = SegStore::new(config);
     let value = vec![b'x'; 200];
     let mut misses = 0usize;
     let mut missed: Vec<&[u8]> = Vec::new();

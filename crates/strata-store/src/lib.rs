@@ -322,6 +322,10 @@ pub struct EngineStats {
     /// `ghost_hits`).
     pub ghost_bytes: u64,
     pub ghost_hits: u64,
+    /// The part of `index_bytes` and `ghost_bytes` counted in `-m` and so
+    /// in `malloced_bytes` (SegStore's `seg/shard/charge.rs`: all but each
+    /// shard's first index size); 0 for MapStore.
+    pub charged_index_bytes: u64,
     /// The lock-free read (SegStore's `seg/read.rs`): attempts repeated
     /// because a writer ran in the shard meanwhile, and gets that finished
     /// under the shard lock instead (writers kept running, or the read had

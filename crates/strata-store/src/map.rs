@@ -530,6 +530,7 @@ impl Engine for MapStore {
             index_bytes: 0,
             ghost_bytes: 0,
             ghost_hits: 0,
+            charged_index_bytes: 0,
             get_retries: 0,
             get_locked: 0,
             meta_bytes: 0,

@@ -60,8 +60,26 @@ use persist::{MARKS_AT, SLOTS_AT, W_ALIVE, W_FLUSH, W_HEAD};
 
 /// Time marks kept (one per second in which something was recorded).
 const MARKS_MAX: usize = 4096;
-/// Default `-o journal_size`: entries (8 bytes each: 4 MiB).
+/// Default `-o journal_size` at `-m` 256 MiB and above: entries (8 bytes
+/// each: 4 MiB). Below that, [`default_entries`].
 pub const DEFAULT_ENTRIES: usize = 1 << 19;
+/// The smallest default (512 KiB).
+const MIN_DEFAULT_ENTRIES: usize = 1 << 16;
+/// The default journal's slots take at most `-m` / this.
+const DEFAULT_SHARE_DIVISOR: u64 = 64;
+
+/// Default `-o journal_size` for a node of `memory_limit_bytes` (`-m`):
+/// slots of a 64th of `-m`, in a power of two of entries between 2^16 and
+/// [`DEFAULT_ENTRIES`] (1 MiB, 131,072 entries, at `-m 64`; 4 MiB from
+/// `-m 256`). Once as many changes as slots came in the journal is
+/// resident whole, and memcached has none: a small node keeps one in
+/// proportion to the cache it protects (at `-m 64`, 131,072 changes: 0.4
+/// of the 300,000 items of 200 bytes it holds).
+pub fn default_entries(memory_limit_bytes: u64) -> usize {
+    let slots = (memory_limit_bytes / DEFAULT_SHARE_DIVISOR / 8).max(1);
+    let pow2 = 1usize << (63 - slots.leading_zeros());
+    pow2.clamp(MIN_DEFAULT_ENTRIES, DEFAULT_ENTRIES)
+}
 /// Largest `-o journal_size` accepted (2 GiB of slots).
 pub const MAX_ENTRIES: usize = 1 << 28;
 
@@ -394,6 +412,15 @@ fn read_slot(ring: &Ring, pos: u64) -> Result<u32, Refusal> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_size_follows_the_memory_limit() {
+        assert_eq!(default_entries(64 << 20), 1 << 17, "-m 64: 1 MiB");
+        assert_eq!(default_entries(100 << 20), 1 << 17, "rounded down to a power of two");
+        assert_eq!(default_entries(256 << 20), DEFAULT_ENTRIES, "-m 256: 4 MiB");
+        assert_eq!(default_entries(64 << 30), DEFAULT_ENTRIES, "never larger than 4 MiB");
+        assert_eq!(default_entries(1 << 20), MIN_DEFAULT_ENTRIES, "never smaller than 512 KiB");
+    }
 
     #[test]
     fn changes_since_a_mark_are_the_keys_recorded_after_it() {

@@ -5,7 +5,8 @@
 //! ```text
 //!  rss ─┬─ segments ─────────── item memory, -m (the store's allocated buffers)
 //!       ├─ flash_index, flash_buffers   also inside -m (ext_path)
-//!       ├─ index, ghost, store_meta     the store's per-shard structures
+//!       ├─ index, ghost ────────  inside -m too, but each shard's first index size
+//!       ├─ store_meta ──────────  the store's per-shard bookkeeping
 //!       ├─ journal ─────────────  the invalidation journal's written slots
 //!       ├─ uring_rings, uring_recv_buffers, read_pool   per worker
 //!       ├─ conn_buffers, conn_slots     per connection
@@ -136,9 +137,11 @@ fn is_mapping_header(line: &str) -> bool {
 /// first, `unaccounted_bytes` (RSS less every other line) last.
 pub fn breakdown(shared: &Shared) -> Vec<(&'static str, i64)> {
     let e = shared.engine.stats();
-    let flash = e.flash_index_bytes + e.flash_buffer_bytes;
+    // -m's allocated bytes hold the flash tier's and most of the index's
+    // and the ghost's: each is reported once, on its own line.
+    let inside = e.flash_index_bytes + e.flash_buffer_bytes + e.charged_index_bytes;
     let mut parts: Vec<(&'static str, u64)> = vec![
-        ("segments_bytes", e.malloced_bytes.saturating_sub(flash)),
+        ("segments_bytes", e.malloced_bytes.saturating_sub(inside)),
         ("flash_index_bytes", e.flash_index_bytes),
         ("flash_buffers_bytes", e.flash_buffer_bytes),
         ("index_bytes", e.index_bytes),

@@ -372,6 +372,7 @@ impl Engine for SegStore {
             stats.index_bytes += shard.table.bytes() as u64;
             stats.ghost_bytes += shard.ghost.bytes() as u64;
             stats.ghost_hits += shard.ghost.hits;
+            stats.charged_index_bytes += shard.per_item_bytes() as u64;
             stats.meta_bytes += (shard.meta_bytes() + shard.view.bytes()) as u64;
         }
         stats.meta_bytes += (std::mem::size_of_val(&*self.shards) + self.hits.bytes()) as u64;

@@ -34,7 +34,8 @@
 //! eviction (a cache that never fills has none; `docs/bench/store.md`'s
 //! density run never allocates it) and re-sized, empty, when the shard's
 //! item count has since halved or doubled, so it stays between 1.5 and 6
-//! bytes per item held. Like the index, it is outside `-m`. `stats`
+//! bytes per item held. Like the index past its first size, it is counted
+//! in `-m` (`shard/charge.rs`). `stats`
 //! reports its bytes (`ghost_bytes`) and the returning keys it caught
 //! (`ghost_hits`).
 //!

@@ -194,6 +194,26 @@ impl Globals {
         self.discard(buf);
     }
 
+    /// A charge (the index's growth, the ghost: shard/charge.rs) took the
+    /// allocated bytes past the limit: pooled buffers, free memory, go back
+    /// at once while it is over. With none pooled, the next segment freed
+    /// goes back instead of to the pool ([`Globals::give_back`]).
+    pub(super) fn shed_pooled(&self) {
+        let limit = self.memory_limit.load(Ordering::Relaxed);
+        while self.allocated.load(Ordering::Relaxed) > limit {
+            let buf = {
+                let mut pool = lock(&self.pool);
+                let buf = pool.pop();
+                self.pooled.store(pool.len(), Ordering::Relaxed);
+                buf
+            };
+            match buf {
+                Some(buf) => self.discard(buf),
+                None => return,
+            }
+        }
+    }
+
     /// Memory is full: no room under `-m` for a new segment, and fewer
     /// pooled than one for each shard. Stores then pay for themselves by
     /// eviction (shard/evict.rs). (A victim walked to its end leaves its

@@ -165,14 +165,15 @@ impl SegStore {
     /// Walk every shard and assert the store's invariants (tests call this
     /// after each step in debug builds).
     pub fn check_integrity(&self) {
-        let mut held = 0;
+        let (mut held, mut per_item) = (0, 0);
         for (i, shard) in self.shards.iter().enumerate() {
             let shard = shard.lock();
             shard.check_integrity(i, |h| self.shard_of(h));
             held += shard.held_bytes();
+            per_item += shard.charged_bytes() as u64;
         }
         let pooled: usize = lock(&self.g.pool).iter().chain(lock(&self.g.jumbo_pool).iter()).map(|b| b.len()).sum();
-        let allocated = self.g.allocated.load(Ordering::Relaxed) - self.g.config.initial_malloced_bytes - self.flash_index_bytes();
+        let allocated = self.g.allocated.load(Ordering::Relaxed) - self.g.config.initial_malloced_bytes - self.flash_index_bytes() - per_item;
         assert_eq!((held + pooled) as u64, allocated, "segment bytes accounted");
     }
 

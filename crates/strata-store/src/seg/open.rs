@@ -172,7 +172,7 @@ impl SegStore {
         let shard_locks: Box<[Line<ShardLock>]> = (0..shards)
             .map(|i| {
                 let mut shard = Shard::new(i as u16, checked, config.track_sizes);
-                shard.table = table::Table::presized(config.index_slots_initial, shards);
+                shard.set_base_table(table::Table::presized(config.index_slots_initial, shards));
                 Line(ShardLock::new(shard))
             })
             .collect();

@@ -21,7 +21,8 @@
 //! per slot (an eviction removes thousands of items, and a removal shifted
 //! a cluster of ~10 at 85% full). A saturated slot falls back to that rehash.
 //!
-//! Slots live in an anonymous memory mapping (see [`Slots`]). The table grows by 1.25x when it passes 85% full, so it is always between
+//! Slots live in an anonymous memory mapping (see [`Slots`]); those past the
+//! table's first size count in `-m` (`shard/charge.rs`). The table grows by 1.25x when it passes 85% full, so it is always between
 //! 68% and 85% full once past its first size: 9.4 to 11.8 bytes of index per
 //! item. Positions come from `fastrange` (`hash32 * capacity >> 32`), so the
 //! capacity need not be a power of two. At 85% a miss probes about 23 slots

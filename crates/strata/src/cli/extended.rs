@@ -220,7 +220,8 @@ pub fn apply(d: &mut Draft, opt: &str) -> Result<(), CliError> {
         "restart_strict" => s.restart_strict = true,
         "journal_size" | "restart_max_downtime" | "restart_peers" | "restart_margin" | "restart_peer_timeout"
         | "restart_catchup" => {
-            super::warm::apply(&mut s.warm, key, value)?
+            super::warm::apply(&mut s.warm, key, value)?;
+            d.journal_size_given |= key == "journal_size";
         }
 
         "handover" => {

@@ -24,7 +24,7 @@ const EXTENDED: &str = "\
    - restart_margin:      seconds asked for before the last heartbeat (default: 2)
    - restart_peer_timeout: milliseconds a peer has to answer (default: 2000)
    - restart_catchup:     seconds of polling peers after listening (default: 30)
-   - journal_size:        invalidation journal entries, 8 bytes each (default: 524288; 0: off)
+   - journal_size:        invalidation journal entries, 8 bytes each (default: -m/64 bytes' worth, 65536 to 524288; 0: off)
    - handover:            unix control socket PATH: a restart with the same flags takes the
                           listeners and open connections over from the running process
 

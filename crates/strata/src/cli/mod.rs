@@ -78,6 +78,9 @@ pub struct Draft {
     pub item_size_max: String,
     pub slab_sizes: Option<String>,
     pub slab_chunk_max_changed: bool,
+    /// `-o journal_size` was given; else it is sized to `-m`
+    /// (`journal::default_entries`).
+    pub journal_size_given: bool,
     pub user: Option<String>,
     pub daemonize: bool,
     pub pid_file: Option<PathBuf>,
@@ -103,6 +106,7 @@ impl Default for Draft {
             item_size_max: "1m".into(),
             slab_sizes: None,
             slab_chunk_max_changed: false,
+            journal_size_given: false,
             user: None,
             daemonize: false,
             pid_file: None,

@@ -253,3 +253,11 @@ fn memory_auto_and_pressure_yield() {
     assert_eq!(code, 1);
     assert!(message.contains("a number of megabytes or auto"), "{message}");
 }
+
+#[test]
+fn the_journal_is_sized_to_the_memory_limit_unless_given() {
+    assert_eq!(run(&[]).unwrap().warm.journal_entries, 1 << 17, "-m 64: 1 MiB of slots");
+    assert_eq!(run(&["-m", "1024"]).unwrap().warm.journal_entries, 1 << 19);
+    assert_eq!(run(&["-o", "journal_size=524288"]).unwrap().warm.journal_entries, 1 << 19, "given: kept");
+    assert_eq!(run(&["-m", "1024", "-o", "journal_size=0"]).unwrap().warm.journal_entries, 0, "off stays off");
+}

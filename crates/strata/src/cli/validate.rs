@@ -26,6 +26,9 @@ fn usage(message: impl Into<String>) -> CliError {
 pub fn finish(mut d: Draft) -> Result<Options, CliError> {
     let s = &mut d.settings;
     super::memory_auto::apply(&d.memory_limit, s)?;
+    if !d.journal_size_given {
+        s.warm.journal_entries = strata_server::journal::default_entries(s.memory_limit_bytes);
+    }
     let item_size_max = item_size(&d.item_size_max)?;
 
     if s.tunables.napi_ids as usize > s.threads {

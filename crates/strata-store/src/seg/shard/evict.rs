@@ -242,6 +242,7 @@ impl Shard {
             if self.segs[v as usize].class == Class::Small && !hot {
                 // Ghost hook: remember a key evicted unread from Small.
                 self.ghost.remember(hash, self.curr_items as usize);
+                self.recharge(g);
             }
             let item = &self.segs[v as usize].buf[offset..];
             let last_access = h.access(item, create_time);
@@ -418,9 +419,11 @@ mod tests {
             let key = format!("key:{i}").into_bytes();
             keys[store.shard_of(super::hash_key(&key))].push(key);
         }
-        // Shard 0: one segment nearly full of items that never expire.
-        let value = vec![b'v'; 1000];
-        for key in &keys[0][..58] {
+        // Shard 0: one segment nearly full of items that never expire (50:
+        // its index keeps its first 64 slots, so nothing is charged to -m
+        // besides the segments, charge.rs).
+        let value = vec![b'v'; 1200];
+        for key in &keys[0][..50] {
             assert!(matches!(set(&store, key, &value, 0, now), StoreResult::Stored { .. }));
         }
         // Shards 1..3: every other segment open, one item each, TTL buckets 1..5.
