@@ -75,6 +75,8 @@ pub(crate) struct FlashId {
     pub version: u32,
     /// The item's byte offset within the read buffer.
     pub at: u32,
+    /// Answered from bytes read for another key ([`FlashRead::covered_by`]).
+    pub shared: bool,
 }
 
 impl FlashRead {
@@ -89,6 +91,23 @@ impl FlashRead {
         let mut buf = self.buffer();
         self.file.read_exact_at(&mut buf, self.offset_bytes)?;
         Ok(buf)
+    }
+
+    /// Where this read's bytes lie within `buf`, the bytes a finished read
+    /// `other` brought back, when they lie wholly within it (same file,
+    /// same or wider extent): then this read needs no I/O of its own, and
+    /// is counted in `extstore_reads_shared` when finished with them.
+    /// The bytes are checked as any read's (`finish_flash_read`: the
+    /// page's version, the entry, the record's check), so a page
+    /// rewritten since `other` was read is a miss, never a wrong value.
+    pub fn covered_by(&mut self, other: &FlashRead, buf: &[u8]) -> Option<std::ops::Range<usize>> {
+        let start = self.offset_bytes.checked_sub(other.offset_bytes)? as usize;
+        let end = start.checked_add(self.len_bytes)?;
+        if !Arc::ptr_eq(&self.file, &other.file) || end > buf.len() {
+            return None;
+        }
+        self.id.shared = true;
+        Some(start..end)
     }
 
     /// The key this read is for.
