@@ -48,10 +48,13 @@ pub(crate) struct FlashState<'a> {
     resume_from: Cell<usize>,
     /// The read the current request parked on.
     park: RefCell<Option<Box<FlashWait>>>,
-    /// The reads this request finished (the last [`HELD_READS`]), kept to
-    /// the request's end: a later key of it (a multi-get) whose record lies
-    /// in the same device blocks as one of them is answered from those
-    /// bytes, with no read of its own.
+    /// The reads finished in this turn of the connection (the last
+    /// [`HELD_READS`]; this state lives for one turn): a later key of the
+    /// request (a multi-get) whose record lies in the same device blocks
+    /// as one of them is answered from those bytes, with no read of its
+    /// own. Keeping them past the request costs nothing per request, and
+    /// is as safe: every use is checked as a read is (page version, index
+    /// entry, record check).
     held: RefCell<Vec<(FlashRead, FlashBuf)>>,
 }
 
@@ -59,7 +62,7 @@ pub(crate) struct FlashState<'a> {
 /// flash a segment at a time, so a shard's keys set one after another sit
 /// side by side, and a multi-get of them finds them in blocks read for an
 /// earlier key); 32 reads of 4-8 KiB are at most 256 KiB per connection,
-/// only while a multi-get runs.
+/// and only for one turn of the connection.
 const HELD_READS: usize = 32;
 
 impl<'a> FlashState<'a> {
@@ -91,9 +94,6 @@ impl<'a> Service<'a> {
     #[inline]
     pub fn end_request(&self) {
         self.flash.resume_from.set(0);
-        if self.flash.tier.is_some() {
-            self.flash.held.borrow_mut().clear();
-        }
         if let Some(wait) = self.flash.resume.borrow_mut().take() {
             if let Some(tier) = self.flash.tier {
                 tier.abandon_flash_read(&wait.read);
