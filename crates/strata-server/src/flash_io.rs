@@ -13,9 +13,13 @@
 //!        ▼
 //!  io_uring: a Read on the worker's own ring into a FlashBuf owned by the
 //!            ring until its completion (sys/uring.rs)
-//!  epoll:    a Job to the `ext_threads` I/O threads ([`Pool`]); the thread
-//!            preads, queues the result on the worker's [`Inbox`] and wakes
-//!            the worker's mio Waker
+//!  epoll:    a Read on the worker's own small flash ring ([`read_ring`],
+//!            sys/uring.rs `ReadRing`), all of a turn's reads submitted in
+//!            one call; its eventfd, polled with the sockets, says when
+//!            reads are back. Where the kernel has no io_uring: a Job to
+//!            the `ext_threads` I/O threads ([`Pool`]); the thread preads,
+//!            queues the result on the worker's [`Inbox`] and wakes the
+//!            worker's mio Waker
 //!        ▼
 //!  FlashWait { Done(Some(buf) | None) } ── Conn::process runs the same
 //!  request again with the wait handed to the service ("resume"): keys
@@ -72,7 +76,21 @@ impl FlashWait {
     }
 }
 
-/// A read for an I/O thread (epoll engine).
+/// Reads in flight per epoll worker's flash ring before a submit must
+/// wait for room (the kernel keeps completions beyond its completion queue).
+const READ_RING_ENTRIES: u32 = 256;
+
+/// An epoll worker's own flash read ring, its eventfd registered with the
+/// worker's poll as `token`; None where io_uring is missing or refused
+/// (the worker then uses the I/O threads).
+pub fn read_ring(registry: &mio::Registry, token: mio::Token) -> Option<crate::sys::uring::ReadRing> {
+    let ring = crate::sys::uring::ReadRing::new(READ_RING_ENTRIES).ok()?;
+    let fd = ring.event_fd();
+    registry.register(&mut mio::unix::SourceFd(&fd), token, mio::Interest::READABLE).ok()?;
+    Some(ring)
+}
+
+/// A read for an I/O thread (epoll engine without io_uring).
 struct Job {
     read: FlashRead,
     buf: FlashBuf,

@@ -24,6 +24,8 @@ use crate::sys::Stream;
 use crate::udp::UdpPorts;
 
 pub const WAKE_TOKEN: Token = Token(usize::MAX);
+/// The worker's flash read ring's eventfd (below the UDP sockets' tokens).
+const FLASH_TOKEN: Token = Token(UDP_TOKEN_BASE - MAX_UDP_SOCKETS);
 /// UDP sockets use the tokens below the wake token.
 const UDP_TOKEN_BASE: usize = usize::MAX - 1;
 const MAX_UDP_SOCKETS: usize = 1024;
@@ -67,6 +69,9 @@ pub struct Worker {
     /// Flash reads finished by the I/O threads for this worker (`-o
     /// ext_path`; they wake it through its Waker).
     flash_inbox: Option<Arc<crate::flash_io::Inbox>>,
+    /// This worker's own ring for flash reads, where the kernel has
+    /// io_uring (else the I/O threads read for it).
+    flash_ring: Option<crate::sys::uring::ReadRing>,
     /// Ciphertext read from a TLS socket before rustls takes it.
     tls_scratch: Vec<u8>,
 }
@@ -112,7 +117,11 @@ impl Worker {
             poll.registry().register(socket, Token(UDP_TOKEN_BASE - i), mio::Interest::READABLE)?;
         }
         let stats = shared.worker_stats[index].clone();
-        let flash_inbox = if shared.flash_on {
+        let flash_ring = match shared.flash_on {
+            true => crate::flash_io::read_ring(poll.registry(), FLASH_TOKEN),
+            false => None,
+        };
+        let flash_inbox = if shared.flash_on && flash_ring.is_none() {
             let threads = shared.settings.ext.threads;
             if shared.flash_pool.get().is_none() {
                 let _ = shared.flash_pool.set(crate::flash_io::Pool::start(threads)?);
@@ -123,6 +132,7 @@ impl Worker {
         };
         let worker = Worker {
             flash_inbox,
+            flash_ring,
             shared,
             stats,
             poll,
@@ -141,8 +151,10 @@ impl Worker {
     pub fn run(mut self) {
         let mut events = Events::with_capacity(1024);
         let mut ticker = lifecycle::Ticker::default();
+        let mut flash_retry = false;
         loop {
-            let timeout = if self.yielded.is_empty() { Duration::from_millis(500) } else { Duration::ZERO };
+            let idle = self.yielded.is_empty() && !flash_retry;
+            let timeout = if idle { Duration::from_millis(500) } else { Duration::ZERO };
             let timeout = self.dumping.timeout(timeout);
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != io::ErrorKind::Interrupted {
@@ -156,6 +168,10 @@ impl Worker {
                 if event.token() == WAKE_TOKEN {
                     self.accept_new();
                     self.flash_finished(&mut ready);
+                    continue;
+                }
+                if event.token() == FLASH_TOKEN {
+                    self.flash_ring_finished(&mut ready);
                     continue;
                 }
                 if event.token().0 > UDP_TOKEN_BASE - MAX_UDP_SOCKETS {
@@ -175,6 +191,7 @@ impl Worker {
             for index in ready {
                 self.drive(index);
             }
+            flash_retry = self.submit_flash_reads();
             if self.shared.is_shutting_down() {
                 self.drain_and_close();
                 return;
@@ -264,7 +281,11 @@ impl Worker {
                         self.yielded.push(index);
                     }
                     Progress::Dumping => self.dumping.push(index),
-                    Progress::FlashWait => submit_flash(client, index, &self.shared, self.flash_inbox.as_ref()),
+                    Progress::FlashWait => {
+                        if submit_flash(client, index, &self.shared, self.flash_inbox.as_ref(), self.flash_ring.as_mut()) {
+                            self.yielded.push(index);
+                        }
+                    }
                     Progress::NeedInput | Progress::OutputFull => {}
                 }
             }
@@ -324,6 +345,36 @@ impl Worker {
             self.free.push(index);
             self.yielded.retain(|&i| i != index);
             self.dumping.remove(index);
+        }
+    }
+
+    /// Hand this turn's queued flash reads to the kernel, all in one
+    /// call. A failed submit (EAGAIN, EBUSY: the kernel is short of room)
+    /// leaves them queued, and the next turn does not wait before trying again.
+    fn submit_flash_reads(&mut self) -> bool {
+        let Some(ring) = self.flash_ring.as_mut() else { return false };
+        let _ = ring.submit();
+        ring.has_queued()
+    }
+
+    /// The worker's own flash reads that finished: to their connections,
+    /// and those to `ready`.
+    fn flash_ring_finished(&mut self, ready: &mut Vec<usize>) {
+        let Some(ring) = self.flash_ring.as_mut() else { return };
+        let mut finished = Vec::new();
+        ring.completions(&mut finished);
+        for done in finished {
+            let whole = done.result >= 0 && done.buf.as_ref().is_some_and(|b| b.len() == done.result as usize);
+            let Some(Some(client)) = self.clients.get_mut(done.slot) else { continue };
+            if client.id != done.conn_id {
+                continue;
+            }
+            if let Some(wait) = client.conn.flash.as_mut() {
+                if matches!(wait.state, crate::flash_io::ReadState::InFlight) {
+                    wait.state = crate::flash_io::ReadState::Done(if whole { done.buf } else { None });
+                    ready.push(done.slot);
+                }
+            }
         }
     }
 
@@ -416,16 +467,41 @@ impl Worker {
     }
 }
 
-/// A connection parked on a new flash read: hand it to the I/O threads.
-fn submit_flash(client: &mut Client, index: usize, shared: &Shared, inbox: Option<&Arc<crate::flash_io::Inbox>>) {
-    let Some(wait) = client.conn.flash.as_mut() else { return };
+/// A connection parked on a new flash read: queue it on the worker's ring
+/// (submitted at the end of the turn), or hand it to the I/O threads.
+/// True: the read failed at once (a miss), run the connection again.
+fn submit_flash(
+    client: &mut Client,
+    index: usize,
+    shared: &Shared,
+    inbox: Option<&Arc<crate::flash_io::Inbox>>,
+    ring: Option<&mut crate::sys::uring::ReadRing>,
+) -> bool {
+    let Some(wait) = client.conn.flash.as_mut() else { return false };
     if !matches!(wait.state, crate::flash_io::ReadState::Unsubmitted) {
-        return;
+        return false;
+    }
+    if let Some(ring) = ring {
+        use std::os::fd::AsRawFd;
+        let (fd, offset) = (wait.read.file.as_raw_fd(), wait.read.offset_bytes);
+        if ring.read(fd, index, client.id, wait.read.buffer(), offset).is_ok() {
+            wait.state = crate::flash_io::ReadState::InFlight;
+            return false;
+        }
+        // Not queued: a failed read, which is a miss.
+        wait.state = crate::flash_io::ReadState::Done(None);
+        return true;
     }
     match (shared.flash_pool.get(), inbox) {
-        (Some(pool), Some(inbox)) => pool.submit(wait, index, client.id, inbox),
+        (Some(pool), Some(inbox)) => {
+            pool.submit(wait, index, client.id, inbox);
+            false
+        }
         // No I/O threads: the read fails, which is a miss.
-        _ => wait.state = crate::flash_io::ReadState::Done(None),
+        _ => {
+            wait.state = crate::flash_io::ReadState::Done(None);
+            true
+        }
     }
 }
 

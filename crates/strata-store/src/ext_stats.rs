@@ -17,7 +17,10 @@
 //!   page to the write buffer again (FIFO with reinsertion); `compact_lost`:
 //!   such items there was no room for;
 //! - `write_errors` / `write_fallbacks`: a failed or impossible write (error,
-//!   full device) and the items that then were evicted as without flash.
+//!   full device) and the items that then were evicted as without flash;
+//! - `reads_shared`: flash items answered from the bytes another key of
+//!   the same request had read (a multi-get's keys in one device block):
+//!   no I/O of their own, so `get_extstore` minus this is the reads issued.
 
 /// One `stats extstore` page row.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -90,6 +93,9 @@ pub struct ExtStats {
     pub client_bytes_stored: u64,
     /// Bytes of RAM the flash indexes take, counted in `-m`.
     pub index_bytes: u64,
+    /// Flash items answered from a read made for another key of the same
+    /// request (`extstore_reads_shared`).
+    pub reads_shared: u64,
 
     /// `stats extstore`: one row per page.
     pub pages: Vec<ExtPageStats>,

@@ -43,6 +43,8 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
+pub use crate::flash_buf::FlashBuf;
+
 /// Alignment of a flash read's offset, length and buffer (O_DIRECT; 4 KiB
 /// covers every logical block size in use).
 pub const FLASH_ALIGN_BYTES: usize = 4096;
@@ -73,6 +75,8 @@ pub(crate) struct FlashId {
     pub version: u32,
     /// The item's byte offset within the read buffer.
     pub at: u32,
+    /// Answered from bytes read for another key ([`FlashRead::covered_by`]).
+    pub shared: bool,
 }
 
 impl FlashRead {
@@ -89,52 +93,26 @@ impl FlashRead {
         Ok(buf)
     }
 
+    /// Where this read's bytes lie within `buf`, the bytes a finished read
+    /// `other` brought back, when they lie wholly within it (same file,
+    /// same or wider extent): then this read needs no I/O of its own, and
+    /// is counted in `extstore_reads_shared` when finished with them.
+    /// The bytes are checked as any read's (`finish_flash_read`: the
+    /// page's version, the entry, the record's check), so a page
+    /// rewritten since `other` was read is a miss, never a wrong value.
+    pub fn covered_by(&mut self, other: &FlashRead, buf: &[u8]) -> Option<std::ops::Range<usize>> {
+        let start = self.offset_bytes.checked_sub(other.offset_bytes)? as usize;
+        let end = start.checked_add(self.len_bytes)?;
+        if !Arc::ptr_eq(&self.file, &other.file) || end > buf.len() {
+            return None;
+        }
+        self.id.shared = true;
+        Some(start..end)
+    }
+
     /// The key this read is for.
     pub fn key(&self) -> &[u8] {
         &self.id.key
-    }
-}
-
-/// A page-aligned buffer (an anonymous mapping), usable for O_DIRECT reads
-/// and as an io_uring read target (`as_mut_ptr`, valid while it lives).
-pub struct FlashBuf {
-    map: memmap2::MmapMut,
-    len: usize,
-}
-
-impl FlashBuf {
-    pub fn new(len: usize) -> FlashBuf {
-        let map = memmap2::MmapMut::map_anon(len.max(1)).expect("mapping a flash read buffer");
-        FlashBuf { map, len }
-    }
-
-    /// A buffer over a shared file mapping (the flash tier's write buffers
-    /// with `-e`: their bytes outlive a `kill -9`); `len` at most its size.
-    pub fn from_map(map: memmap2::MmapMut, len: usize) -> FlashBuf {
-        assert!(map.len() >= len, "a mapping shorter than its buffer");
-        FlashBuf { map, len }
-    }
-
-    /// `new`, or the mapping's error (a size not known in advance).
-    pub fn try_new(len: usize) -> std::io::Result<FlashBuf> {
-        Ok(FlashBuf { map: memmap2::MmapMut::map_anon(len.max(1))?, len })
-    }
-
-    pub fn as_mut_ptr(&mut self) -> *mut u8 {
-        self.map.as_mut_ptr()
-    }
-}
-
-impl std::ops::Deref for FlashBuf {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        &self.map[..self.len]
-    }
-}
-
-impl std::ops::DerefMut for FlashBuf {
-    fn deref_mut(&mut self) -> &mut [u8] {
-        &mut self.map[..self.len]
     }
 }
 

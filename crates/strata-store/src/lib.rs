@@ -26,6 +26,7 @@ pub mod classes;
 pub mod clock;
 pub mod ext_config;
 pub mod ext_stats;
+mod flash_buf;
 pub mod flash_read;
 pub mod flash_tier;
 pub mod map;

@@ -103,14 +103,16 @@ pub fn storage_lines(e: &ExtStats, stat: &mut dyn FnMut(&'static str, String)) {
 
 /// Strata's own flash lines, after memcached's fields: failed writes, items
 /// evicted because they could not go to flash, the bytes clients stored,
-/// flash bytes written per byte stored (write amplification), and the
-/// flash indexes' bytes (counted in `-m`).
+/// flash bytes written per byte stored (write amplification), the
+/// flash indexes' bytes (counted in `-m`), and the flash items answered
+/// from another key's read of the same request.
 pub fn own_lines(e: &ExtStats, stat: &mut dyn FnMut(&'static str, String)) {
     stat("extstore_write_errors", e.write_errors.to_string());
     stat("extstore_write_fallbacks", e.write_fallbacks.to_string());
     stat("extstore_client_bytes_stored", e.client_bytes_stored.to_string());
     stat("extstore_write_amp", format!("{:.3}", e.write_amplification()));
     stat("extstore_index_bytes", e.index_bytes.to_string());
+    stat("extstore_reads_shared", e.reads_shared.to_string());
 }
 
 /// `stats extstore`: memcached's `process_extstore_stats`, four lines per

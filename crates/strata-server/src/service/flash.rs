@@ -22,10 +22,10 @@
 
 use std::cell::{Cell, RefCell};
 
-use strata_store::{FlashFinish, FlashRead, FlashTier, GetAction, GetOptions, ItemView};
+use strata_store::{FlashBuf, FlashFinish, FlashRead, FlashTier, GetAction, GetOptions, ItemView};
 
 use super::{hooks, Service};
-use crate::flash_io::FlashWait;
+use crate::flash_io::{FlashWait, ReadState};
 
 /// A request is waiting for a flash read: stop, reply nothing.
 pub struct Parked;
@@ -48,7 +48,22 @@ pub(crate) struct FlashState<'a> {
     resume_from: Cell<usize>,
     /// The read the current request parked on.
     park: RefCell<Option<Box<FlashWait>>>,
+    /// The reads finished in this turn of the connection (the last
+    /// [`HELD_READS`]; this state lives for one turn): a later key of the
+    /// request (a multi-get) whose record lies in the same device blocks
+    /// as one of them is answered from those bytes, with no read of its
+    /// own. Keeping them past the request costs nothing per request, and
+    /// is as safe: every use is checked as a read is (page version, index
+    /// entry, record check).
+    held: RefCell<Vec<(FlashRead, FlashBuf)>>,
 }
+
+/// Reads a request keeps for its later keys (each shard's items go to
+/// flash a segment at a time, so a shard's keys set one after another sit
+/// side by side, and a multi-get of them finds them in blocks read for an
+/// earlier key); 32 reads of 4-8 KiB are at most 256 KiB per connection,
+/// and only for one turn of the connection.
+const HELD_READS: usize = 32;
 
 impl<'a> FlashState<'a> {
     pub fn new(tier: Option<&'a dyn FlashTier>) -> FlashState<'a> {
@@ -157,8 +172,16 @@ impl<'a> Service<'a> {
         let Some(tier) = self.flash.tier else {
             return hit(engine.get(key, opts, now, visit));
         };
-        if let Some(wait) = self.take_resume(index) {
-            return match tier.finish_flash_read(&wait.read, wait.data(), opts, false, now, visit) {
+        if let Some(mut wait) = self.take_resume(index) {
+            let finish = tier.finish_flash_read(&wait.read, wait.data(), opts, false, now, visit);
+            if let ReadState::Done(Some(buf)) = std::mem::replace(&mut wait.state, ReadState::Done(None)) {
+                let mut held = self.flash.held.borrow_mut();
+                if held.len() == HELD_READS {
+                    held.remove(0);
+                }
+                held.push((wait.read, buf));
+            }
+            return match finish {
                 FlashFinish::Visited => Read::Hit,
                 FlashFinish::InRam | FlashFinish::Absent => hit(engine.get(key, opts, now, visit)),
             };
@@ -173,7 +196,20 @@ impl<'a> Service<'a> {
             return Read::Hit;
         }
         match tier.flash_check(key, now) {
-            Some(read) => {
+            Some(mut read) => {
+                // Another key of this request read these blocks already.
+                let finish = {
+                    let held = self.flash.held.borrow();
+                    held.iter().rev().find_map(|(other, buf)| {
+                        let range = read.covered_by(other, buf)?;
+                        Some(tier.finish_flash_read(&read, Some(&buf[range]), opts, false, now, visit))
+                    })
+                };
+                match finish {
+                    Some(FlashFinish::Visited) => return Read::Hit,
+                    Some(FlashFinish::InRam | FlashFinish::Absent) => return hit(engine.get(key, opts, now, visit)),
+                    None => {}
+                }
                 self.park(read, index);
                 Read::Parked
             }

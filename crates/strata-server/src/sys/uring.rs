@@ -408,6 +408,132 @@ impl Drop for Ring {
     }
 }
 
+/// An epoll worker's flash reads (`-o io_engine=epoll` with `ext_path`): a
+/// small io_uring of its own that only reads the flash files, so a worker
+/// keeps as many reads in flight as it has parked connections instead of
+/// as many as there are `ext_threads` I/O threads (1 by default, one
+/// blocking `pread` each: measured 10k gets/s where the device does 54k at
+/// queue depth 16). The ring signals an eventfd when a read completes; the
+/// worker polls that eventfd with its sockets ([`ReadRing::event_fd`]),
+/// then takes the completions. Buffers stay put as with [`Ring::read_flash`]:
+/// the ring keeps each [`FlashBuf`] until its completion hands it back.
+///
+/// Reads are queued by [`ReadRing::read`] and go to the kernel in one
+/// `io_uring_enter` per worker turn ([`ReadRing::submit`]).
+pub struct ReadRing {
+    ring: IoUring,
+    event: EventFd,
+    /// Buffers in flight by slot, and whose (worker slot, connection id).
+    reads: Vec<Option<FlashBuf>>,
+    owner: Vec<(usize, u64)>,
+    free: Vec<usize>,
+    /// Reads queued but not yet submitted.
+    queued: usize,
+    in_flight: usize,
+}
+
+/// One finished read of a [`ReadRing`]: its owner, the result (bytes read
+/// or -errno) and the buffer.
+pub struct ReadDone {
+    pub slot: usize,
+    pub conn_id: u64,
+    pub result: i32,
+    pub buf: Option<FlashBuf>,
+}
+
+impl ReadRing {
+    pub fn new(entries: u32) -> io::Result<ReadRing> {
+        // No deferred task work: a completion must be posted (and the
+        // eventfd signalled) while the worker sleeps in epoll_wait.
+        let ring = IoUring::builder().build(entries)?;
+        let event = EventFd::new()?;
+        ring.submitter().register_eventfd(event.fd())?;
+        Ok(ReadRing { ring, event, reads: Vec::new(), owner: Vec::new(), free: Vec::new(), queued: 0, in_flight: 0 })
+    }
+
+    /// The eventfd to poll for completions (readable: call `completions`).
+    pub fn event_fd(&self) -> RawFd {
+        self.event.fd()
+    }
+
+    /// Queue a read of `buf.len()` bytes at `offset` of `fd` for
+    /// connection `conn_id` in worker slot `slot`.
+    pub fn read(&mut self, fd: RawFd, slot: usize, conn_id: u64, mut buf: FlashBuf, offset: u64) -> io::Result<()> {
+        let index = self.free.pop().unwrap_or_else(|| {
+            self.reads.push(None);
+            self.owner.push((0, 0));
+            self.reads.len() - 1
+        });
+        let entry = opcode::Read::new(types::Fd(fd), buf.as_mut_ptr(), buf.len().min(u32::MAX as usize) as u32)
+            .offset(offset)
+            .build()
+            .user_data(index as u64);
+        loop {
+            // SAFETY: the entry points into `buf`, an anonymous mapping that
+            // this ring keeps (in `reads`) until the read's completion.
+            if unsafe { self.ring.submission().push(&entry) }.is_ok() {
+                break;
+            }
+            if let Err(e) = self.submit() {
+                self.free.push(index);
+                return Err(e);
+            }
+        }
+        self.reads[index] = Some(buf);
+        self.owner[index] = (slot, conn_id);
+        self.queued += 1;
+        self.in_flight += 1;
+        Ok(())
+    }
+
+    /// Hand the queued reads to the kernel (one system call).
+    pub fn submit(&mut self) -> io::Result<()> {
+        if self.queued > 0 {
+            self.ring.submit()?;
+            self.queued = 0;
+        }
+        Ok(())
+    }
+
+    /// Reads queued and not yet taken by the kernel (a failed submit,
+    /// EAGAIN or EBUSY, leaves them queued for the next).
+    pub fn has_queued(&self) -> bool {
+        self.queued > 0
+    }
+
+    /// Take every finished read (after the eventfd was readable).
+    pub fn completions(&mut self, out: &mut Vec<ReadDone>) {
+        self.event.drain();
+        for cqe in self.ring.completion() {
+            let index = cqe.user_data() as usize;
+            let Some(buf) = self.reads.get_mut(index).and_then(Option::take) else { continue };
+            let (slot, conn_id) = self.owner[index];
+            self.free.push(index);
+            self.in_flight -= 1;
+            out.push(ReadDone { slot, conn_id, result: cqe.result(), buf: Some(buf) });
+        }
+    }
+}
+
+impl Drop for ReadRing {
+    fn drop(&mut self) {
+        // The kernel may still write into buffers in flight: wait for them
+        // (O_DIRECT reads end in milliseconds); if waiting fails, leak them
+        // rather than free memory the kernel may write.
+        let mut done = Vec::new();
+        while self.in_flight > 0 {
+            if self.ring.submit_and_wait(1).is_err() {
+                for buf in self.reads.drain(..).flatten() {
+                    std::mem::forget(buf);
+                }
+                return;
+            }
+            self.completions(&mut done);
+            done.clear();
+        }
+    }
+}
+
 /// An eventfd used to wake a worker blocked in its ring.
 pub struct EventFd(RawFd);
 
@@ -423,6 +549,13 @@ impl EventFd {
 
     pub fn fd(&self) -> RawFd {
         self.0
+    }
+
+    /// Reset the counter (non-blocking; nothing to read is fine).
+    pub fn drain(&self) {
+        let mut count: u64 = 0;
+        // SAFETY: reads at most 8 bytes into a valid u64 from our own eventfd.
+        unsafe { libc::read(self.0, (&mut count as *mut u64).cast(), 8) };
     }
 
     pub fn wake(&self) {

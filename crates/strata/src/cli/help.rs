@@ -39,7 +39,7 @@ const EXTENDED: &str = "\
    - ext_page_size:       size in megabytes of flash pages. (default: 64)
    - ext_wbuf_size:       size in megabytes of page write buffers. (default: 4)
    - ext_threads:         number of flash I/O threads (epoll engine). (default: 1)
-   - ext_item_size:       store items larger than this (bytes, default 512)
+   - ext_item_size:       store items larger than this (bytes, default 64; memcached: 512)
    - ext_item_age:        store items idle at least this long (seconds, default: no age limit)
    - ext_low_ttl:         keep items with fewer seconds to live in RAM (default: 0)
    - ext_recache_rate:    recache an item every N accesses (default: 2000)

@@ -192,7 +192,7 @@ impl SegStore {
                 file: tier.files[spot.file].clone(),
                 offset_bytes: spot.base + aligned,
                 len_bytes: e.blocks as usize * crate::FLASH_ALIGN_BYTES,
-                id: FlashId { key: key.into(), hash, page: e.page, version, at: (e.offset - aligned) as u32 },
+                id: FlashId { key: key.into(), hash, page: e.page, version, at: (e.offset - aligned) as u32, shared: false },
             });
         }
     }
@@ -232,6 +232,9 @@ impl SegStore {
             tier.c.miss.fetch_add(1, relaxed());
             return FlashFinish::Absent;
         };
+        if id.shared {
+            tier.c.reads_shared.fetch_add(1, relaxed());
+        }
         let seed = record::seed(tier.secret, id.page, id.version);
         self.accept(shard, tier, id.hash, &id.key, e, &data[id.at as usize..], seed, opts, into_ram, now, visit)
     }

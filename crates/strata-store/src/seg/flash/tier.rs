@@ -128,6 +128,7 @@ pub struct Counters {
     pub bytes_read: AtomicU64,
     pub write_errors: AtomicU64,
     pub write_fallbacks: AtomicU64,
+    pub reads_shared: AtomicU64,
     pub io_queue: AtomicU64,
     pub recache_counter: AtomicU64,
 }
@@ -759,6 +760,7 @@ impl Inner {
             limit_maxbytes: n * self.page_size,
             io_queue: c.io_queue.load(r),
             write_errors: c.write_errors.load(r),
+            reads_shared: c.reads_shared.load(r),
             write_fallbacks: c.write_fallbacks.load(r),
             pages,
             ..ExtStats::default()
