@@ -431,6 +431,7 @@ const STRATA_GENERAL: &[Simple] = &[
     c("strata_extstore_client_bytes_stored_total", "extstore_client_bytes_stored", "Bytes clients stored (write amplification's denominator)."),
     g("strata_extstore_write_amplification", "extstore_write_amp", "Flash bytes written per byte clients stored."),
     g("strata_extstore_index_bytes", "extstore_index_bytes", "Bytes of the flash indexes (counted in -m)."),
+    c("strata_extstore_reads_shared_total", "extstore_reads_shared", "Flash items answered from another key's read of the same request."),
 ];
 
 fn strata_families(x: &mut Exposition, shared: &Shared, m: &StatMaps) {
@@ -445,7 +446,7 @@ fn strata_families(x: &mut Exposition, shared: &Shared, m: &StatMaps) {
     x.sample("strata_index_slots", "Slots of the key index, every shard.", Kind::Gauge, &[], e.index_slots as f64);
     let help = "Lock-free get attempts repeated because a writer ran in the shard meanwhile.";
     x.sample("strata_get_retries_total", help, Kind::Counter, &[], e.get_retries as f64);
-    let help = "Gets the lock-free read handed to the shard lock (writers kept running, or a bump, expiry or token to write).";
+    let help = "Gets the lock-free read handed to the shard lock (writers kept running, or a first fetch, expiry or token a reply may show).";
     x.sample("strata_get_locked_total", help, Kind::Counter, &[], e.get_locked as f64);
 }
 

@@ -160,7 +160,7 @@ fn extstore_options() {
     let load = |a: &std::sync::atomic::AtomicU32| a.load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!((ext.page_size_bytes, ext.wbuf_size_bytes, ext.threads, ext.io_depth), (64 << 20, 4 << 20, 1, 1));
     let t = &ext.tunables;
-    assert_eq!((load(&t.item_size), load(&t.item_age), load(&t.recache_rate), t.max_frag()), (512, u32::MAX, 2000, 0.8));
+    assert_eq!((load(&t.item_size), load(&t.item_age), load(&t.recache_rate), t.max_frag()), (64, u32::MAX, 2000, 0.8), "ext_item_size defaults to 64 (memcached: 512)");
     assert_eq!((load(&t.compact_under), load(&t.drop_under)), (0, 0), "filled in by the engine from its pages");
     let opts = format!(
         "ext_page_size=8,ext_wbuf_size=2,ext_threads=3,ext_io_depth=4,ext_item_size=100,ext_item_age=60,ext_low_ttl=5,\
