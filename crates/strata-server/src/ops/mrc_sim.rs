@@ -6,8 +6,8 @@
 //! like the full cache of `size`).
 //!
 //! ```text
-//!  index: HashMap<key hash, Entry { seg, slot, freq 0..=MAX_FREQ }>
-//!  segs[id]: items Vec<(key hash, bytes)>, used bytes      (capacity seg_bytes)
+//!  index: HashMap<key hash, Entry: seg 24 bits | slot 32 | freq 0..=MAX_FREQ>
+//!  segs[id]: hashes Vec<key hash>, sizes Vec<bytes>, used bytes  (capacity seg_bytes)
 //!  open:  one Small, one Main segment, appended to
 //!  small, main: sealed segment ids in seal order (the two FIFO queues)
 //! ```
@@ -47,16 +47,43 @@ impl Hasher for IdHasher {
     }
 }
 
-#[derive(Clone, Copy)]
-struct Entry {
-    seg: u32,
-    slot: u32,
-    freq: u8,
+/// A sampled key's copy: its segment, its slot there and its frequency,
+/// packed in one word so an index entry is 16 bytes, not 24 (the
+/// simulations are `stats mrc`'s whole memory).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Entry(u64);
+
+impl Entry {
+    const SEG_BITS: u32 = 24;
+
+    fn new(seg: u32, slot: u32, freq: u8) -> Entry {
+        debug_assert!(seg < 1 << Self::SEG_BITS);
+        Entry(u64::from(seg) << 40 | u64::from(slot) << 8 | u64::from(freq))
+    }
+
+    fn seg(self) -> u32 {
+        (self.0 >> 40) as u32
+    }
+
+    fn slot(self) -> u32 {
+        (self.0 >> 8) as u32
+    }
+
+    fn freq(self) -> u8 {
+        self.0 as u8
+    }
+
+    fn with_freq(self, freq: u8) -> Entry {
+        Entry(self.0 & !0xff | u64::from(freq))
+    }
 }
 
+/// A segment's items in slot order, hashes and sizes side by side (12
+/// bytes an item; a `Vec<(u64, u32)>` pads each to 16).
 #[derive(Default)]
 struct Seg {
-    items: Vec<(u64, u32)>,
+    hashes: Vec<u64>,
+    sizes: Vec<u32>,
     used: usize,
 }
 
@@ -105,7 +132,7 @@ impl Sim {
         use std::mem::size_of;
         crate::ops::memory::hash_map_bytes(self.index.capacity(), size_of::<(u64, Entry)>())
             + self.segs.capacity() * size_of::<Seg>()
-            + self.segs.iter().map(|s| s.items.capacity() * size_of::<(u64, u32)>()).sum::<usize>()
+            + self.segs.iter().map(|s| s.hashes.capacity() * size_of::<u64>() + s.sizes.capacity() * size_of::<u32>()).sum::<usize>()
             + (self.free.capacity() + self.small.capacity() + self.main.capacity()) * size_of::<u32>()
     }
 
@@ -113,7 +140,7 @@ impl Sim {
     pub fn get(&mut self, hash: u64) -> bool {
         match self.index.get_mut(&hash) {
             Some(e) => {
-                e.freq = (e.freq + 1).min(MAX_FREQ);
+                *e = e.with_freq((e.freq() + 1).min(MAX_FREQ));
                 self.hits += 1;
                 true
             }
@@ -159,9 +186,10 @@ impl Sim {
             }
         };
         let seg = &mut self.segs[id as usize];
-        seg.items.push((hash, bytes as u32));
+        seg.hashes.push(hash);
+        seg.sizes.push(bytes as u32);
         seg.used += bytes;
-        self.index.insert(hash, Entry { seg: id, slot: seg.items.len() as u32 - 1, freq });
+        self.index.insert(hash, Entry::new(id, seg.hashes.len() as u32 - 1, freq));
     }
 
     fn in_use(&self) -> usize {
@@ -193,15 +221,15 @@ impl Sim {
         let keep_limit = self.seg_bytes * KEEP_PERCENT / 100;
         let mut kept = Vec::new();
         let mut kept_bytes = 0;
-        for (slot, &(hash, bytes)) in seg.items.iter().enumerate() {
+        for (slot, (&hash, &bytes)) in seg.hashes.iter().zip(&seg.sizes).enumerate() {
             let Some(e) = self.index.get(&hash).copied() else { continue };
-            if e.seg != v || e.slot != slot as u32 {
+            if e.seg() != v || e.slot() != slot as u32 {
                 continue;
             }
             self.index.remove(&hash);
-            if e.freq > 0 && kept_bytes + bytes as usize <= keep_limit {
+            if e.freq() > 0 && kept_bytes + bytes as usize <= keep_limit {
                 kept_bytes += bytes as usize;
-                kept.push((hash, bytes, e.freq - 1));
+                kept.push((hash, bytes, e.freq() - 1));
             }
         }
         self.free.push(v);
@@ -237,6 +265,17 @@ mod tests {
         assert_eq!(segments_per_shard(2 << 20), 8, "4 shards and 64 KiB segments at the least");
         assert_eq!(segments_per_shard(1 << 30), 128, "256 KiB segments from 256 MiB");
         assert_eq!(segments_per_shard(64 << 30), 8192, "32 shards from 1 GiB");
+    }
+
+    #[test]
+    fn an_entry_packs_its_fields_and_keeps_them_apart() {
+        for (seg, slot, freq) in [(0, 0, 0), ((1 << 24) - 1, u32::MAX, MAX_FREQ), (12_345, 678_901, 1)] {
+            let e = Entry::new(seg, slot, freq);
+            assert_eq!((e.seg(), e.slot(), e.freq()), (seg, slot, freq));
+            let f = e.with_freq(2);
+            assert_eq!((f.seg(), f.slot(), f.freq()), (seg, slot, 2));
+        }
+        assert_eq!(std::mem::size_of::<(u64, Entry)>(), 16);
     }
 
     #[test]
