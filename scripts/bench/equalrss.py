@@ -35,7 +35,7 @@ import os
 import types
 
 from common import Server, strata_bin
-from hitratio import stream
+from hitratio import demand_batch, stream
 
 STREAMS = {
     "6m": dict(alpha=0.99, half=3_000_000),
@@ -67,24 +67,9 @@ def run(template, mem_mb, keys, counted_from, value_size=200, batch=100):
     misses = 0
     try:
         for start in range(0, len(keys), batch):
-            chunk = keys[start:start + batch]
-            server.sock.sendall(b"".join(b"mg %s\r\n" % k for k in chunk))
-            missed = []
-            for k in chunk:
-                line = server.readline()
-                if line == b"EN":
-                    missed.append(k)
-                elif line != b"HD":
-                    raise RuntimeError(f"unexpected reply {line!r}")
+            missed = demand_batch(server, keys[start:start + batch], value, template.split()[0])
             if start >= counted_from:
-                misses += len(missed)
-            if missed:
-                server.sock.sendall(b"".join(b"ms %s %d q\r\n%s\r\n" % (k, len(value), value) for k in missed) + b"mn\r\n")
-                line = server.readline()
-                while line != b"MN":
-                    if not line.startswith(b"SERVER_ERROR"):
-                        raise RuntimeError(f"unexpected reply {line!r}")
-                    line = server.readline()
+                misses += missed
         items = int(server.stats().get("curr_items", 0))
         rss = server.rss_bytes()
         if "memcached" not in template.split()[0]:

@@ -68,6 +68,27 @@ def stream(args):
     return out
 
 
+def demand_batch(server, keys, value, name):
+    """One batch of a demand-filled stream over meta commands, pipelined: a
+    get of each key, then a set of each key that missed. How many missed."""
+    server.sock.sendall(b"".join(b"mg %s\r\n" % k for k in keys))
+    missed = []
+    for k in keys:
+        line = server.readline()
+        if line == b"EN":
+            missed.append(k)
+        elif line != b"HD":
+            raise RuntimeError(f"{name}: unexpected reply {line!r}")
+    if missed:
+        server.sock.sendall(b"".join(b"ms %s %d q\r\n%s\r\n" % (k, len(value), value) for k in missed) + b"mn\r\n")
+        line = server.readline()
+        while line != b"MN":
+            if not line.startswith(b"SERVER_ERROR"):
+                raise RuntimeError(f"{name}: unexpected reply {line!r}")
+            line = server.readline()
+    return len(missed)
+
+
 def run(name, template, keys, args):
     value = b"x" * args.value_size
     server = Server(template)
@@ -78,24 +99,9 @@ def run(name, template, keys, args):
             if args.mrc and name == "strata" and start == counted_from:
                 server.sock.sendall(b"stats reset\r\n")
                 assert server.readline() == b"RESET"
-            batch = keys[start:start + args.batch]
-            server.sock.sendall(b"".join(b"mg %s\r\n" % k for k in batch))
-            missed = []
-            for k in batch:
-                line = server.readline()
-                if line == b"EN":
-                    missed.append(k)
-                elif line != b"HD":
-                    raise RuntimeError(f"{name}: unexpected reply {line!r}")
+            missed = demand_batch(server, keys[start:start + args.batch], value, name)
             if start >= counted_from:
-                misses += len(missed)
-            if missed:
-                server.sock.sendall(b"".join(b"ms %s %d q\r\n%s\r\n" % (k, len(value), value) for k in missed) + b"mn\r\n")
-                line = server.readline()
-                while line != b"MN":
-                    if not line.startswith(b"SERVER_ERROR"):
-                        raise RuntimeError(f"{name}: unexpected reply {line!r}")
-                    line = server.readline()
+                misses += missed
         stats = server.stats()
         if args.mrc and name == "strata":
             server.sock.sendall(b"stats mrc\r\n")
