@@ -6,9 +6,8 @@
 
 use std::sync::atomic::Ordering;
 
-use super::item::{access_delta, FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
+use super::item::{FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
 use super::shard::{self, Gone};
-use super::table::{slot_freq, MAX_FREQ};
 use super::{hash_key, sample, Change, FlashIdle, SegStore};
 use crate::{
     counter_bytes, memcached_chunked, memcached_item_size, parse_counter, DeleteRequest, DeleteResult, DeltaMode,
@@ -71,17 +70,7 @@ impl Engine for SegStore {
         let action = visit(ItemView { key, value: h.value(item), meta }, created);
         let mut change = Change { exptime: if created { None } else { opts.touch }, ..Change::default() };
         if !opts.no_bump {
-            let freq = slot_freq(shard.table.slot(slot));
-            if freq < MAX_FREQ {
-                shard.table.set_freq(slot, freq + 1);
-            }
-            // Write only what changes: an item read again within the same
-            // second keeps its cache line clean (shared between cores).
-            let create_time = shard.seg(loc).create_time;
-            if !meta.fetched || access_delta(meta.last_access, create_time) != access_delta(now, create_time) {
-                change.set |= FETCHED;
-                change.access = Some(now);
-            }
+            super::read::bump_read(shard, slot, loc, meta.fetched, meta.last_access, now, &mut change);
         }
         if action.set_token_sent {
             change.set |= TOKEN_SENT;

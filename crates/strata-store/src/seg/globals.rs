@@ -109,8 +109,7 @@ impl Globals {
             let mut pool = lock(&self.pool);
             let mut jumbo = lock(&self.jumbo_pool);
             if size == self.segment_size {
-                if let Some(buf) = pool.pop() {
-                    self.pooled.store(pool.len(), Ordering::Relaxed);
+                if let Some(buf) = self.pop_pooled(&mut pool) {
                     return Some(buf);
                 }
             } else if let Some(i) = jumbo.iter().position(|b| b.len() == size) {
@@ -121,11 +120,8 @@ impl Globals {
             while self.allocated.load(Ordering::Relaxed) + size as u64 > limit {
                 let freed = match jumbo.pop() {
                     Some(buf) => buf,
-                    None if size != self.segment_size => match pool.pop() {
-                        Some(buf) => {
-                            self.pooled.store(pool.len(), Ordering::Relaxed);
-                            buf
-                        }
+                    None if size != self.segment_size => match self.pop_pooled(&mut pool) {
+                        Some(buf) => buf,
                         None => break,
                     },
                     None => break,
@@ -201,17 +197,17 @@ impl Globals {
     pub(super) fn shed_pooled(&self) {
         let limit = self.memory_limit.load(Ordering::Relaxed);
         while self.allocated.load(Ordering::Relaxed) > limit {
-            let buf = {
-                let mut pool = lock(&self.pool);
-                let buf = pool.pop();
-                self.pooled.store(pool.len(), Ordering::Relaxed);
-                buf
-            };
-            match buf {
-                Some(buf) => self.discard(buf),
-                None => return,
-            }
+            let Some(buf) = self.pop_pooled(&mut lock(&self.pool)) else { return };
+            self.discard(buf);
         }
+    }
+
+    /// A pooled segment buffer off `pool` (the pool's locked list), with
+    /// `pooled` kept equal to the list's length.
+    fn pop_pooled(&self, pool: &mut Vec<Buffer>) -> Option<Buffer> {
+        let buf = pool.pop()?;
+        self.pooled.store(pool.len(), Ordering::Relaxed);
+        Some(buf)
     }
 
     /// Memory is full: no room under `-m` for a new segment, and fewer

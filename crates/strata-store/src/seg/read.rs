@@ -46,6 +46,7 @@ use super::buffer::{copy_racy, read_slot_racy};
 use super::item::{access_delta, Header, FETCHED, TOKEN_SENT};
 use super::table::{home_of, slot_freq, slot_loc, tag_of, Loc, MAX_FREQ, TAG_MASK, TAG_SHIFT, USED};
 use super::view::{ReadView, SegRef};
+use super::shard::Shard;
 use super::{Change, SegStore};
 use crate::class_stats::Queue;
 use crate::{GetAction, GetOptions, ItemView, RelTime};
@@ -246,16 +247,8 @@ impl SegStore {
         }
         if bump {
             let (index, _, h) = found;
-            let freq = slot_freq(shard.table.slot(index));
-            if freq < MAX_FREQ {
-                shard.table.set_freq(index, freq + 1);
-            }
-            let create_time = shard.seg(loc).create_time;
-            let fetched = h.bits & FETCHED != 0;
-            if !fetched || access_delta(h.access(shard.item(loc), create_time), create_time) != access_delta(now, create_time) {
-                change.set |= FETCHED;
-                change.access = Some(now);
-            }
+            let last_access = h.access(shard.item(loc), shard.seg(loc).create_time);
+            bump_read(shard, index, loc, h.bits & FETCHED != 0, last_access, now, &mut change);
         }
         if change.set != 0 || change.access.is_some() {
             self.modify(shard, key, hash, found, change, now);
@@ -310,6 +303,24 @@ impl SegStore {
                 i = if i + 1 == capacity { 0 } else { i + 1 };
             }
         }
+    }
+}
+
+/// The bump a read owes its item, under the lock, for the locked get and
+/// `bump_after_read` alike: the slot's frequency one step up (to
+/// `MAX_FREQ`), and into `change` the fetched mark and the access time when
+/// the item was not fetched yet or last accessed in an earlier second.
+/// Written only when it changes something, so an item read again within
+/// the same second keeps its cache lines clean.
+pub(super) fn bump_read(shard: &mut Shard, slot: usize, loc: Loc, fetched: bool, last_access: RelTime, now: RelTime, change: &mut Change) {
+    let freq = slot_freq(shard.table.slot(slot));
+    if freq < MAX_FREQ {
+        shard.table.set_freq(slot, freq + 1);
+    }
+    let create_time = shard.seg(loc).create_time;
+    if !fetched || access_delta(last_access, create_time) != access_delta(now, create_time) {
+        change.set |= FETCHED;
+        change.access = Some(now);
     }
 }
 
