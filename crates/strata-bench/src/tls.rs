@@ -87,20 +87,48 @@ pub fn connect_blocking(addr: SocketAddr, config: &Arc<ClientConfig>) -> io::Res
     Ok((conn, tcp))
 }
 
-/// A blocking stream, plain or TLS (probe and prefill).
+/// A blocking stream, plain or TLS (probe and prefill). Its reads retry
+/// `EINTR`: a socket with a receive timeout is not restarted after a stop
+/// signal, so a load generator paused (`SIGSTOP`, a shell's `^Z`) and
+/// resumed in the middle of a prefill would otherwise fail it.
 pub fn stream(addr: SocketAddr, tls: Option<&Arc<ClientConfig>>, timeout: Duration) -> io::Result<Box<dyn ReadWrite>> {
     match tls {
         None => {
             let tcp = TcpStream::connect(addr)?;
             tcp.set_nodelay(true).ok();
             tcp.set_read_timeout(Some(timeout))?;
-            Ok(Box::new(tcp))
+            Ok(Box::new(Restarting(tcp)))
         }
         Some(config) => {
             let (conn, tcp) = connect_blocking(addr, config)?;
             tcp.set_read_timeout(Some(timeout))?;
-            Ok(Box::new(StreamOwned::new(conn, tcp)))
+            Ok(Box::new(Restarting(StreamOwned::new(conn, tcp))))
         }
+    }
+}
+
+/// A blocking stream whose reads are retried when a signal interrupts
+/// them (writes already are: `write_all` retries `Interrupted`).
+struct Restarting<S>(S);
+
+impl<S: Read> Read for Restarting<S> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match self.0.read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                other => return other,
+            }
+        }
+    }
+}
+
+impl<S: Write> Write for Restarting<S> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
     }
 }
 
@@ -191,4 +219,40 @@ pub fn handshake_thread(addr: SocketAddr, resumed: bool, end: Instant) -> Handsh
         }
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Fails its first `interrupts` reads with `Interrupted`, then yields `data`.
+    struct Flaky {
+        interrupts: usize,
+        data: &'static [u8],
+    }
+
+    impl Read for Flaky {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.interrupts > 0 {
+                self.interrupts -= 1;
+                return Err(io::ErrorKind::Interrupted.into());
+            }
+            let n = self.data.len().min(buf.len());
+            buf[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn reads_are_retried_after_a_signal() {
+        let mut buf = [0u8; 16];
+        let mut plain = Flaky { interrupts: 1, data: b"STORED\r\n" };
+        assert_eq!(plain.read(&mut buf).unwrap_err().kind(), io::ErrorKind::Interrupted);
+        let mut restarting = Restarting(Flaky { interrupts: 3, data: b"STORED\r\n" });
+        assert_eq!(restarting.read(&mut buf).unwrap(), 8);
+        assert_eq!(&buf[..8], b"STORED\r\n");
+        // Other errors and the end of the stream pass through.
+        assert_eq!(restarting.read(&mut buf).unwrap(), 0);
+    }
 }
