@@ -64,17 +64,6 @@ impl WorkerMemory {
     }
 }
 
-/// Bytes of a std `HashMap` (hashbrown) that can hold `capacity` entries of
-/// `entry_bytes` without growing: its buckets (a power of two, 7/8 of them
-/// usable from 8 up), one control byte each, plus one group of them.
-pub fn hash_map_bytes(capacity: usize, entry_bytes: usize) -> usize {
-    if capacity == 0 {
-        return 0;
-    }
-    let buckets = if capacity < 7 { (capacity + 1).next_power_of_two() } else { (capacity * 8 / 7).next_power_of_two() };
-    buckets * (entry_bytes + 1) + 16
-}
-
 /// `VmRSS` of /proc/self/status, in bytes.
 pub fn rss_bytes() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -193,20 +182,6 @@ pub fn prometheus(x: &mut super::metrics::Exposition, shared: &Shared) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hash_map_bytes_follows_std_growth() {
-        for n in [1usize, 3, 7, 8, 100, 1000, 5000] {
-            let mut m: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
-            m.reserve(n);
-            let cap = m.capacity();
-            let bytes = hash_map_bytes(cap, 16);
-            // The buckets hold at least `cap` entries and fewer than twice the 8/7 needed.
-            assert!(bytes >= cap * 17, "{n}: {bytes} for capacity {cap}");
-            assert!(bytes <= (cap * 8 / 7 + 1) * 2 * 17 + 16, "{n}: {bytes} for capacity {cap}");
-        }
-        assert_eq!(hash_map_bytes(0, 16), 0);
-    }
 
     #[test]
     fn mapping_headers_are_told_from_fields() {

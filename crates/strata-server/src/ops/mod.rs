@@ -36,6 +36,7 @@ pub mod memory;
 pub mod hotkeys;
 pub mod mrc;
 pub mod mrc_feed;
+pub mod mrc_index;
 pub mod mrc_sim;
 pub mod stats_cmd;
 

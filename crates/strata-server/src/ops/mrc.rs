@@ -9,8 +9,9 @@
 //!                                  ▼
 //!  Mrc (AccessSampler) ── the thread's lane of the Feed (mrc_feed.rs);
 //!     a full lane (64 events) ──► Mutex<Curve>: one mrc_sim::Sim per scale in
-//!     SCALES_QUARTERS, capacity scale x limit x R, S3-FIFO at segment
-//!     granularity (a get: a hit or a miss in each; a store: a new copy in each)
+//!     SCALES_QUARTERS, fed the events of its own rate R_s (R up to 1x,
+//!     R / scale above), capacity scale x limit x R_s, S3-FIFO at segment
+//!     granularity (a get: a hit or a miss; a store: a new copy)
 //!  readers (stats mrc, /metrics, stats reset, the tick) drain every lane first
 //!  tick (acceptor, once a second): roll the window, follow the limit
 //! ```
@@ -20,11 +21,17 @@
 //! The store already hashes every key, so the request path pays one
 //! multiply and a compare for the decision (nothing with `-o no_mrc`: the
 //! threshold is 0). `R` keeps the 1x simulation near [`SIM_BYTES_AT_1X`]
-//! whatever `-m` is (1/64 at `-m 64`, 1/1024 at 1 GiB; at most 1/16), so
-//! the curve costs a few MiB. Estimates use SHARDS' adjustment: misses are
-//! divided by `R x` all gets counted in `stats` (not by the sampled gets),
-//! so a hot key that happens to be in (or out of) the sample does not tilt
-//! the curve.
+//! whatever `-m` is (1/64 at `-m 64`, 1/1024 at 1 GiB; at most 1/16). The
+//! sizes above 1x keep a sub-sample of that sample (the same mixed hash
+//! under a lower threshold), at `R x 1x / size`, so every simulation holds
+//! about `SIM_BYTES_AT_1X` of items (fixed-size SHARDS): 4.75x that in all
+//! where sampling every size at `R` simulated 15.75x, and the 8x size alone
+//! took half of it (at `-m 64`, about 0.6 MB of heap instead of 1.9 MB:
+//! memory outside `-m`, which a node sized by its RSS pays for in items).
+//! Estimates use SHARDS' adjustment: a size's misses are divided by its
+//! rate x all gets counted in `stats` (not by its sampled gets), so a hot
+//! key that happens to be in (or out of) the sample does not tilt the
+//! curve.
 //!
 //! Window: counts cover the current and the previous [`WINDOW_S`]-second
 //! window (60-120 s of traffic); `stats reset` restarts them (the simulated
@@ -47,6 +54,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
+use strata_store::seg::in_sample;
 use strata_store::{AccessSampler, Engine};
 
 use super::mrc_feed::{Event, Feed};
@@ -66,8 +74,13 @@ pub struct Mrc {
 
 struct Curve {
     limit_bytes: u64,
+    /// The sample's rate (1 in this): the 1x simulation's and the smaller ones'.
     sample_one_in: u64,
     sims: Vec<Sim>,
+    /// Each simulation's own rate (1 in this; [`sim_one_in`]) and the
+    /// threshold that keeps its keys.
+    sim_one_in: Vec<u64>,
+    sim_threshold: Vec<u64>,
     /// Misses of each sim at the start of the current and previous windows.
     window_start_s: u32,
     base_prev: Vec<u64>,
@@ -84,28 +97,49 @@ fn threshold(one_in: u64) -> u64 {
     (1u64 << 32) / one_in
 }
 
+/// The rate (1 in this) of the simulation of `quarters` x the limit: the
+/// sample's up to 1x, a sub-sample above, so it simulates as many bytes as
+/// the 1x one.
+fn sim_one_in(one_in: u64, quarters: u64) -> u64 {
+    one_in * (quarters / 4).max(1)
+}
+
 impl Curve {
     fn new(limit_bytes: u64, now_s: u32, gets: u64) -> Curve {
         let one_in = sample_one_in(limit_bytes);
+        let sim_one_in: Vec<u64> = SCALES_QUARTERS.iter().map(|&q| sim_one_in(one_in, q)).collect();
         let sims = SCALES_QUARTERS
             .iter()
-            .map(|&q| {
+            .zip(&sim_one_in)
+            .map(|(&q, &rate)| {
                 let real = limit_bytes * q / 4;
-                Sim::new((real / one_in) as usize, segments_per_shard(real))
+                Sim::new((real / rate) as usize, segments_per_shard(real))
             })
             .collect();
         let n = SCALES_QUARTERS.len();
-        Curve { limit_bytes, sample_one_in: one_in, sims, window_start_s: now_s, base_prev: vec![0; n], base_cur: vec![0; n], gets_prev: gets, gets_cur: gets }
+        Curve {
+            limit_bytes,
+            sample_one_in: one_in,
+            sims,
+            sim_threshold: sim_one_in.iter().map(|&r| threshold(r)).collect(),
+            sim_one_in,
+            window_start_s: now_s,
+            base_prev: vec![0; n],
+            base_cur: vec![0; n],
+            gets_prev: gets,
+            gets_cur: gets,
+        }
     }
 
     fn apply(&mut self, events: &[Event]) {
-        for sim in &mut self.sims {
+        for (sim, &threshold) in self.sims.iter_mut().zip(&self.sim_threshold) {
             for &e in events {
                 match e {
-                    Event::Get(hash) => {
+                    Event::Get(hash) if in_sample(hash, threshold) => {
                         sim.get(hash);
                     }
-                    Event::Stored(hash, bytes) => sim.set(hash, bytes as usize),
+                    Event::Stored(hash, bytes) if in_sample(hash, threshold) => sim.set(hash, bytes as usize),
+                    _ => {}
                 }
             }
         }
@@ -200,13 +234,13 @@ pub fn curve(shared: &Shared) -> Vec<(f64, f64)> {
     let Some(mrc) = &shared.mrc else { return Vec::new() };
     let c = mrc.curve();
     let all_gets = gets(shared).saturating_sub(c.gets_prev);
-    let expected_sampled = all_gets as f64 / c.sample_one_in as f64;
     SCALES_QUARTERS
         .iter()
         .zip(&c.sims)
-        .zip(&c.base_prev)
-        .map(|((&q, sim), &base)| {
+        .zip(c.base_prev.iter().zip(&c.sim_one_in))
+        .map(|((&q, sim), (&base, &one_in))| {
             let mb = (c.limit_bytes * q / 4) as f64 / (1 << 20) as f64;
+            let expected_sampled = all_gets as f64 / one_in as f64;
             let misses = sim.misses.saturating_sub(base) as f64;
             let ratio = if expected_sampled > 0.0 { (misses / expected_sampled).min(1.0) } else { 0.0 };
             (mb, ratio)
@@ -253,5 +287,19 @@ mod tests {
         assert_eq!(sample_one_in(1 << 30), 1024);
         assert_eq!(megabytes(16.0), "16");
         assert_eq!(megabytes(2.5), "2.50");
+    }
+
+    #[test]
+    fn sizes_above_1x_keep_a_sub_sample_as_big_as_the_1x_one() {
+        let rates: Vec<u64> = SCALES_QUARTERS.iter().map(|&q| sim_one_in(64, q)).collect();
+        assert_eq!(rates, [64, 64, 64, 128, 256, 512]);
+        let c = Curve::new(64 << 20, 0, 0);
+        let capacities: Vec<u64> = SCALES_QUARTERS.iter().zip(&c.sim_one_in).map(|(&q, &r)| (64 << 20) * q / 4 / r).collect();
+        assert_eq!(capacities, [1 << 18, 1 << 19, 1 << 20, 1 << 20, 1 << 20, 1 << 20]);
+        // A sub-sample's keys are all in the sample (the same mixed hash, a lower threshold).
+        let (all, sub) = (threshold(64), threshold(512));
+        for h in (0..100_000u64).map(|i| strata_store::seg::hash_key(&i.to_le_bytes())) {
+            assert!(!in_sample(h, sub) || in_sample(h, all));
+        }
     }
 }

@@ -6,7 +6,7 @@
 //! like the full cache of `size`).
 //!
 //! ```text
-//!  index: HashMap<key hash, Entry: seg 24 bits | slot 32 | freq 0..=MAX_FREQ>
+//!  index: key hash -> Entry: seg 24 bits | slot 32 | freq 0..=MAX_FREQ (mrc_index.rs)
 //!  segs[id]: hashes Vec<key hash>, sizes Vec<bytes>, used bytes  (capacity seg_bytes)
 //!  open:  one Small, one Main segment, appended to
 //!  small, main: sealed segment ids in seal order (the two FIFO queues)
@@ -23,29 +23,12 @@
 //! segments is a real shard's at that memory size (`segments_per_shard`),
 //! so victims are the same share of the cache as Strata's.
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
 
 // The store's own policy constants, so the model follows any retuning.
 use strata_store::seg::{KEEP_PERCENT, MAX_FREQ, SMALL_SHARE_PERCENT};
 
-/// The keys are hashes already: use them as they are.
-#[derive(Default)]
-pub struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8) | u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
+use super::mrc_index::Index;
 
 /// A sampled key's copy: its segment, its slot there and its frequency,
 /// packed in one word so an index entry is 16 bytes, not 24 (the
@@ -96,7 +79,7 @@ enum Class {
 pub struct Sim {
     seg_bytes: usize,
     max_segs: usize,
-    index: HashMap<u64, Entry, BuildHasherDefault<IdHasher>>,
+    index: Index,
     segs: Vec<Seg>,
     free: Vec<u32>,
     small: VecDeque<u32>,
@@ -114,7 +97,7 @@ impl Sim {
         Sim {
             seg_bytes: (capacity_bytes / max_segs).max(256),
             max_segs,
-            index: HashMap::default(),
+            index: Index::default(),
             segs: Vec::new(),
             free: Vec::new(),
             small: VecDeque::new(),
@@ -130,7 +113,7 @@ impl Sim {
     /// index's table, the segments' item lists and the queues.
     pub fn bytes(&self) -> usize {
         use std::mem::size_of;
-        crate::ops::memory::hash_map_bytes(self.index.capacity(), size_of::<(u64, Entry)>())
+        self.index.slot_count() * size_of::<(u64, u64)>()
             + self.segs.capacity() * size_of::<Seg>()
             + self.segs.iter().map(|s| s.hashes.capacity() * size_of::<u64>() + s.sizes.capacity() * size_of::<u32>()).sum::<usize>()
             + (self.free.capacity() + self.small.capacity() + self.main.capacity()) * size_of::<u32>()
@@ -138,9 +121,10 @@ impl Sim {
 
     /// A read of key `hash`: a hit (and its frequency rises) or a miss.
     pub fn get(&mut self, hash: u64) -> bool {
-        match self.index.get_mut(&hash) {
-            Some(e) => {
-                *e = e.with_freq((e.freq() + 1).min(MAX_FREQ));
+        match self.index.get_mut(hash) {
+            Some(word) => {
+                let e = Entry(*word);
+                *word = e.with_freq((e.freq() + 1).min(MAX_FREQ)).0;
                 self.hits += 1;
                 true
             }
@@ -154,7 +138,7 @@ impl Sim {
     /// A write of key `hash` with an item of `bytes`: a new copy in Small.
     pub fn set(&mut self, hash: u64, bytes: usize) {
         let bytes = bytes.min(self.seg_bytes);
-        self.index.remove(&hash);
+        self.index.remove(hash);
         self.append(Class::Small, hash, bytes, 0);
     }
 
@@ -167,6 +151,9 @@ impl Sim {
             Some(id) if self.segs[id as usize].used + bytes <= self.seg_bytes => id,
             _ => {
                 if let Some(id) = open {
+                    let seg = &mut self.segs[id as usize];
+                    seg.hashes.shrink_to_fit();
+                    seg.sizes.shrink_to_fit();
                     match class {
                         Class::Small => self.small.push_back(id),
                         Class::Main => self.main.push_back(id),
@@ -189,7 +176,7 @@ impl Sim {
         seg.hashes.push(hash);
         seg.sizes.push(bytes as u32);
         seg.used += bytes;
-        self.index.insert(hash, Entry::new(id, seg.hashes.len() as u32 - 1, freq));
+        self.index.insert(hash, Entry::new(id, seg.hashes.len() as u32 - 1, freq).0);
     }
 
     fn in_use(&self) -> usize {
@@ -222,11 +209,11 @@ impl Sim {
         let mut kept = Vec::new();
         let mut kept_bytes = 0;
         for (slot, (&hash, &bytes)) in seg.hashes.iter().zip(&seg.sizes).enumerate() {
-            let Some(e) = self.index.get(&hash).copied() else { continue };
+            let Some(e) = self.index.get(hash).map(Entry) else { continue };
             if e.seg() != v || e.slot() != slot as u32 {
                 continue;
             }
-            self.index.remove(&hash);
+            self.index.remove(hash);
             if e.freq() > 0 && kept_bytes + bytes as usize <= keep_limit {
                 kept_bytes += bytes as usize;
                 kept.push((hash, bytes, e.freq() - 1));
@@ -296,3 +283,4 @@ mod tests {
         assert!(sim.get(5000), "a hot key survives a scan");
     }
 }
+

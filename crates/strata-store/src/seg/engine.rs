@@ -364,7 +364,7 @@ impl Engine for SegStore {
             stats.charged_index_bytes += shard.per_item_bytes() as u64;
             stats.meta_bytes += (shard.meta_bytes() + shard.view.bytes()) as u64;
         }
-        stats.meta_bytes += (std::mem::size_of_val(&*self.shards) + self.hits.bytes()) as u64;
+        stats.meta_bytes += (std::mem::size_of_val(&*self.shards) + self.hits.bytes() + self.g.walk_buffer_bytes.load(Ordering::Relaxed)) as u64;
         if let Some(tier) = self.g.flash.as_ref() {
             stats.flash_index_bytes = tier.index_bytes.load(Ordering::Relaxed);
             stats.flash_buffer_bytes = tier.buffer_bytes();

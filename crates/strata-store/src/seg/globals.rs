@@ -9,6 +9,8 @@
 //!   pool, jumbo_pool           free buffers (segment-sized / single-item)
 //!   cas_counter                own cache line (written by every store)
 //!   oldest_live, oldest_cas    flush_all's epoch (read by every get)
+//!   walk_buffers               copy buffers of victim walks, one per walk
+//!                              running at once
 //! ```
 //!
 //! Invariant: `allocated` counts every buffer held by a shard or pooled
@@ -74,6 +76,14 @@ pub(crate) struct Globals {
     /// open segment of another shard still has. Cleared when an item
     /// leaves or the limit grows; written only on those events.
     pub exhausted: std::sync::atomic::AtomicBool,
+    /// Copy buffers of victim walks (`shard/evict.rs`: the kept items,
+    /// up to `KEEP_PERCENT` of a segment), shared by the shards: as many
+    /// as walks ever ran at once, about one per thread that evicts, where
+    /// each shard kept one of its own (58 KiB at `-m 64`, 8 of them: memory
+    /// outside `-m`).
+    pub(super) walk_buffers: Mutex<Vec<Vec<u8>>>,
+    /// Their capacity in all (`stats memory` `store_meta_bytes`).
+    pub(super) walk_buffer_bytes: AtomicUsize,
 }
 
 impl Globals {
@@ -90,6 +100,18 @@ impl Globals {
         if let Some(file) = &self.file {
             file.free(buf);
         }
+    }
+
+    /// A victim walk's copy buffer, empty (capacity kept from earlier walks).
+    pub(super) fn take_walk_buffer(&self) -> Vec<u8> {
+        lock(&self.walk_buffers).pop().unwrap_or_default()
+    }
+
+    /// Return a walk's copy buffer, which had `capacity_before` when taken.
+    pub(super) fn give_walk_buffer(&self, mut buf: Vec<u8>, capacity_before: usize) {
+        buf.clear();
+        self.walk_buffer_bytes.fetch_add(buf.capacity().saturating_sub(capacity_before), Ordering::Relaxed);
+        lock(&self.walk_buffers).push(buf);
     }
 
     /// The CAS a client sees: none with `-C`. A memory file numbers items

@@ -59,6 +59,9 @@ mod hits;
 mod read;
 mod region;
 mod sample;
+/// The spatial sample's membership test, for samplers that keep sub-samples
+/// of it (`stats mrc`'s larger simulations).
+pub use self::sample::in_sample;
 mod seqlock;
 /// The shard sequence protocol, public for its loom model (tests/loom_read.rs).
 #[doc(hidden)]

@@ -203,6 +203,8 @@ impl SegStore {
                 oldest_live: AtomicU32::new(0),
                 oldest_cas: AtomicU64::new(0),
                 explicit_cas_max: AtomicU64::new(0),
+                walk_buffers: Mutex::new(Vec::new()),
+                walk_buffer_bytes: AtomicUsize::new(0),
                 config,
             },
         }

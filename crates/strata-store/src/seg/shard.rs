@@ -268,6 +268,8 @@ pub struct Shard {
     by_ttl: Vec<VecDeque<(u32, u32)>>,
     pub curr_items: u64,
     pub bytes: u64,
+    /// A hot item copied out of a drained victim while it is rewritten
+    /// (one item; whole walks copy into `Globals::walk_buffers`).
     scratch: Vec<u8>,
     /// A value copied out while the item it came from is rewritten.
     pub scratch_value: Vec<u8>,

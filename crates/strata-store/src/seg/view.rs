@@ -8,10 +8,18 @@
 //!   view: Arc<ReadView> ───────► ReadView (shared with the Shard)
 //!                                 seq      even: stable, odd: a writer is in
 //!                                 slots, capacity   the index's slot array
-//!                                 dir[id >> 12][id & 4095]: DirEntry
+//!                                 dir[chunk][i]: DirEntry (place(id))
 //!                                   ptr, len            the segment's buffer
 //!                                   cas_base, create_time, main
 //! ```
+//!
+//! The directory's chunks double: chunk 0 holds ids 0..256, chunk k >= 1
+//! the next 256 << (k - 1) (ids 2^(7+k) .. 2^(8+k)), 15 chunks up to
+//! `MAX_SEGMENTS` (2^22). A shard holds about 128 segments at any `-m`
+//! from 32 MiB to 1 GiB (`mod.rs`), so it makes chunk 0 (8 KiB of 32-byte
+//! entries) and perhaps 1; the fixed 4096-entry chunks and 1024-slot
+//! directory this replaced took 152 KiB a shard from the first segment
+//! (1.2 MiB at `-m 64`'s 8 shards: memory outside `-m`).
 //!
 //! Invariants:
 //! - Every `ShardGuard` (the only way to lock a shard) makes the sequence
@@ -35,9 +43,30 @@ use super::shard::Shard;
 use super::table::MAX_SEGMENTS;
 use crate::RelTime;
 
-const CHUNK_BITS: u32 = 12;
-const CHUNK: usize = 1 << CHUNK_BITS;
-const CHUNKS: usize = (MAX_SEGMENTS as usize) >> CHUNK_BITS;
+/// Ids in chunk 0; chunk k >= 1 holds `FIRST << (k - 1)` (the module doc).
+const FIRST_BITS: u32 = 8;
+const FIRST: usize = 1 << FIRST_BITS;
+const CHUNKS: usize = (MAX_SEGMENTS.trailing_zeros() - FIRST_BITS + 1) as usize;
+
+/// The chunk holding segment `id` and its index there.
+#[inline]
+fn place(id: u32) -> (usize, usize) {
+    let bits = u32::BITS - id.leading_zeros();
+    if bits <= FIRST_BITS {
+        (0, id as usize)
+    } else {
+        ((bits - FIRST_BITS) as usize, (id - (1 << (bits - 1))) as usize)
+    }
+}
+
+/// Entries of chunk `k`.
+fn chunk_len(k: usize) -> usize {
+    if k == 0 {
+        FIRST
+    } else {
+        FIRST << (k - 1)
+    }
+}
 
 /// A segment as readers see it.
 #[derive(Default)]
@@ -83,8 +112,8 @@ impl ReadView {
     /// chunk of entries made so far (a chunk is made whole, on its first
     /// segment, and kept).
     pub fn bytes(&self) -> usize {
-        let chunks = self.dir.iter().filter(|c| c.get().is_some()).count();
-        self.dir.len() * std::mem::size_of::<OnceLock<Box<[DirEntry]>>>() + chunks * CHUNK * std::mem::size_of::<DirEntry>()
+        let entries: usize = self.dir.iter().filter_map(|c| c.get()).map(|c| c.len()).sum();
+        self.dir.len() * std::mem::size_of::<OnceLock<Box<[DirEntry]>>>() + entries * std::mem::size_of::<DirEntry>()
     }
 
     /// The index's slot array (its address and length), as last published.
@@ -101,7 +130,8 @@ impl ReadView {
     /// Segment `id` as readers see it; None if no chunk holds it yet.
     #[inline]
     pub fn segment(&self, id: u32) -> Option<SegRef> {
-        let e = self.dir.get((id >> CHUNK_BITS) as usize)?.get()?.get(id as usize & (CHUNK - 1))?;
+        let (chunk, i) = place(id);
+        let e = self.dir.get(chunk)?.get()?.get(i)?;
         Some(SegRef {
             ptr: e.ptr.load(Ordering::Relaxed),
             len: e.len.load(Ordering::Relaxed),
@@ -114,8 +144,9 @@ impl ReadView {
     /// Record segment `id`'s buffer (empty: the segment is free). Called
     /// under the shard's guard.
     pub fn publish_segment(&self, id: u32, buf: &Buffer, cas_base: u64, create_time: RelTime, main: bool) {
-        let chunk = self.dir[(id >> CHUNK_BITS) as usize].get_or_init(|| (0..CHUNK).map(|_| DirEntry::default()).collect());
-        let e = &chunk[id as usize & (CHUNK - 1)];
+        let (k, i) = place(id);
+        let chunk = self.dir[k].get_or_init(|| (0..chunk_len(k)).map(|_| DirEntry::default()).collect());
+        let e = &chunk[i];
         let ptr = if buf.is_empty() { std::ptr::null_mut() } else { buf.as_ptr().cast_mut() };
         e.ptr.store(ptr, Ordering::Relaxed);
         e.len.store(buf.len(), Ordering::Relaxed);
@@ -181,5 +212,37 @@ impl std::ops::Deref for ShardGuard<'_> {
 impl std::ops::DerefMut for ShardGuard<'_> {
     fn deref_mut(&mut self) -> &mut Shard {
         &mut self.guard
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_cover_every_id_once_in_order() {
+        let mut next = (0, 0);
+        for id in 0..1u32 << 16 {
+            let (k, i) = place(id);
+            assert_eq!((k, i), next, "id {id}");
+            assert!(i < chunk_len(k));
+            next = if i + 1 == chunk_len(k) { (k + 1, 0) } else { (k, i + 1) };
+        }
+        let (k, i) = place(MAX_SEGMENTS - 1);
+        assert_eq!((k, i), (CHUNKS - 1, chunk_len(CHUNKS - 1) - 1), "the last id ends the last chunk");
+    }
+
+    #[test]
+    fn a_shard_of_a_few_hundred_segments_makes_small_chunks() {
+        let view = ReadView::new();
+        let buf = Buffer::default();
+        for id in [0, 127, 300] {
+            view.publish_segment(id, &buf, 7, 0, true);
+            assert_eq!(view.segment(id).map(|s| s.cas_base), Some(7));
+        }
+        assert!(view.segment(1 << 20).is_none(), "no chunk holds it yet");
+        let entries = FIRST + chunk_len(1);
+        assert_eq!(view.bytes(), CHUNKS * std::mem::size_of::<OnceLock<Box<[DirEntry]>>>() + entries * std::mem::size_of::<DirEntry>());
+        assert!(view.bytes() < 20 << 10, "{}", view.bytes());
     }
 }

@@ -293,8 +293,8 @@ impl Shard {
             Mode::Evict { keep_hot: false } => 0,
             Mode::Compact => usize::MAX,
         };
-        let mut scratch = std::mem::take(&mut self.scratch);
-        scratch.clear();
+        let mut scratch = g.take_walk_buffer();
+        let capacity_before = scratch.capacity();
         // (offset, frequency, key hash) of each kept item, by offset.
         let mut kept: Vec<(u32, u8, u64)> = Vec::new();
         let mut offset = g.data_start;
@@ -349,7 +349,7 @@ impl Shard {
             let from = (mode != Mode::Compact).then_some(class);
             self.relink(g, id, bytes, &spec, (old, hash), freq, from);
         }
-        self.scratch = scratch;
+        g.give_walk_buffer(scratch, capacity_before);
         debug_assert_eq!(self.segs[v as usize].live_items, 0);
         self.release(v);
         match spare {
