@@ -206,13 +206,14 @@ pub const RECV_BUFFER_SIZE: usize = 8192;
 const BUFFER_GROUP: u16 = 0;
 
 impl Ring {
-    pub fn new(entries: u32) -> io::Result<Ring> {
+    /// A ring of `sq_entries` submissions and `cq_entries` completions.
+    pub fn new(sq_entries: u32, cq_entries: u32) -> io::Result<Ring> {
         // Deferred task work: completions are posted only when this thread
         // asks for them (the wait at the top of each loop turn), not by
         // interrupting it while it runs requests. Kernels before 6.1 lack it.
-        let ring = match IoUring::builder().setup_defer_taskrun().setup_single_issuer().build(entries) {
+        let ring = match IoUring::builder().setup_defer_taskrun().setup_single_issuer().setup_cqsize(cq_entries).build(sq_entries) {
             Ok(ring) => ring,
-            Err(_) => IoUring::builder().setup_coop_taskrun().setup_single_issuer().build(entries)?,
+            Err(_) => IoUring::builder().setup_coop_taskrun().setup_single_issuer().setup_cqsize(cq_entries).build(sq_entries)?,
         };
         let bufs = BufRing::new(&ring, BUFFER_GROUP, RECV_BUFFERS, RECV_BUFFER_SIZE)?;
         Ok(Ring {
@@ -257,7 +258,7 @@ impl Ring {
     pub fn probe() -> io::Result<()> {
         std::thread::Builder::new()
             .name("strata-probe".into())
-            .spawn(|| Ring::new(8).map(drop))?
+            .spawn(|| Ring::new(8, 16).map(drop))?
             .join()
             .unwrap_or_else(|_| Err(io::Error::other("io_uring probe thread panicked")))
     }
