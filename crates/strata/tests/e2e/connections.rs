@@ -71,6 +71,16 @@ fn ten_thousand_idle_connections() {
     for i in [0, IDLE / 2, IDLE - 1] {
         assert_eq!(ask_line(&mut idle[i], b"touch k 0\r\n"), "TOUCHED\r\n");
     }
+    // All of them at once: a worker's turn then has thousands of receives
+    // and sends, past its ring's 1,024 submissions and 4,096 completions.
+    for stream in &mut idle {
+        stream.write_all(b"mn\r\n").unwrap();
+    }
+    for (i, stream) in idle.iter_mut().enumerate() {
+        let mut reply = [0u8; 4];
+        stream.read_exact(&mut reply).unwrap();
+        assert_eq!(&reply, b"MN\r\n", "connection {i}");
+    }
     drop(idle);
 }
 
