@@ -106,7 +106,8 @@ pub fn storage_lines(e: &ExtStats, stat: &mut dyn FnMut(&'static str, String)) {
 /// flash bytes written per byte stored (write amplification), the
 /// flash indexes' bytes (counted in `-m`), and the flash items answered
 /// from another key's read of the same request, and the zero bytes
-/// written so that no record of up to 4 KiB straddles a block.
+/// written so that a record straddles no block when at most 1 KiB of
+/// padding prevents it.
 pub fn own_lines(e: &ExtStats, stat: &mut dyn FnMut(&'static str, String)) {
     stat("extstore_write_errors", e.write_errors.to_string());
     stat("extstore_write_fallbacks", e.write_fallbacks.to_string());

@@ -207,15 +207,24 @@ fn relaxed() -> Ordering {
     Ordering::Relaxed
 }
 
+/// Padding is at most this: a quarter of a block.
+pub const PAD_MAX_BYTES: usize = FLASH_ALIGN_BYTES / 4;
+
 /// Zero bytes to put before a record of `len` bytes at page offset
-/// `offset` so that it does not straddle a 4 KiB block: a record that fits
-/// in one block is read with one 4 KiB read, never an 8 KiB one (1 KiB
-/// records crossed a boundary 26% of the time). Longer records start
-/// where they are (they span several blocks anyway).
+/// `offset` so that it does not straddle a 4 KiB block, if that takes at
+/// most [`PAD_MAX_BYTES`]: such a record is read with one 4 KiB read, not
+/// an 8 KiB one (1 KiB records crossed a boundary 26% of the time; gets
+/// of 1M x 1 KiB +1-22% in 8 of 8 rounds, docs/bench/flash.md). The
+/// bound keeps padding under a quarter of the flash whatever the record
+/// size: unbounded, records just over 2 KiB would each take a block of
+/// their own (twice the space). So a record of up to 1 KiB never
+/// straddles, and a longer one of up to 4 KiB only where more than 1 KiB
+/// would be left empty; longer records start where they are.
 pub fn block_pad(offset: u64, len: usize) -> usize {
     let at = (offset % BLOCK) as usize;
-    if len <= BLOCK as usize && at + len > BLOCK as usize {
-        BLOCK as usize - at
+    let pad = BLOCK as usize - at;
+    if len <= BLOCK as usize && at + len > BLOCK as usize && pad <= PAD_MAX_BYTES {
+        pad
     } else {
         0
     }
