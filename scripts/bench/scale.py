@@ -19,6 +19,11 @@ flash tier, and default flags beyond those.
 
     sudo scripts/bench/scale.py --flash-dir /work/tmp-scale [--items 100000000] [--memory-mb 3000]
 
+The read path alone, smaller (no -e, no restart; fio and the gets as above):
+
+    sudo scripts/bench/scale.py --no-memory-file --flash-dir /work/tmp-scale --items 1000000 \
+        --key-size 16 --value-size 1024 --memory-mb 64 --flash-gb 2 --duration 10s --extra "-o io_engine=epoll"
+
 `--memory-mb`: the flash index (12-byte entries, 80-90% full: ~14 B an item)
 is counted in -m and may take half of it, so -m must be at least ~2 x 14 B x
 items for every item to get an entry; RSS is -m plus the process (~10 MiB).
