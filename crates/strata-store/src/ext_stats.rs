@@ -20,7 +20,10 @@
 //!   full device) and the items that then were evicted as without flash;
 //! - `reads_shared`: flash items answered from the bytes another key of
 //!   the same request had read (a multi-get's keys in one device block):
-//!   no I/O of their own, so `get_extstore` minus this is the reads issued.
+//!   no I/O of their own, so `get_extstore` minus this is the reads issued;
+//! - `bytes_padded`: zero bytes written before a record of up to 4 KiB
+//!   that would have crossed a 4 KiB block, so that its read is one block,
+//!   where that takes at most 1 KiB (included in `bytes_written`).
 
 /// One `stats extstore` page row.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -96,6 +99,10 @@ pub struct ExtStats {
     /// Flash items answered from a read made for another key of the same
     /// request (`extstore_reads_shared`).
     pub reads_shared: u64,
+    /// Zero bytes written before records that would otherwise have
+    /// straddled a 4 KiB block (`extstore_bytes_padded`), at most 1 KiB
+    /// each: such a record is read with one block.
+    pub bytes_padded: u64,
 
     /// `stats extstore`: one row per page.
     pub pages: Vec<ExtPageStats>,

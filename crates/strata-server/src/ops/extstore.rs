@@ -105,7 +105,9 @@ pub fn storage_lines(e: &ExtStats, stat: &mut dyn FnMut(&'static str, String)) {
 /// evicted because they could not go to flash, the bytes clients stored,
 /// flash bytes written per byte stored (write amplification), the
 /// flash indexes' bytes (counted in `-m`), and the flash items answered
-/// from another key's read of the same request.
+/// from another key's read of the same request, and the zero bytes
+/// written so that a record straddles no block when at most 1 KiB of
+/// padding prevents it.
 pub fn own_lines(e: &ExtStats, stat: &mut dyn FnMut(&'static str, String)) {
     stat("extstore_write_errors", e.write_errors.to_string());
     stat("extstore_write_fallbacks", e.write_fallbacks.to_string());
@@ -113,6 +115,7 @@ pub fn own_lines(e: &ExtStats, stat: &mut dyn FnMut(&'static str, String)) {
     stat("extstore_write_amp", format!("{:.3}", e.write_amplification()));
     stat("extstore_index_bytes", e.index_bytes.to_string());
     stat("extstore_reads_shared", e.reads_shared.to_string());
+    stat("extstore_bytes_padded", e.bytes_padded.to_string());
 }
 
 /// `stats extstore`: memcached's `process_extstore_stats`, four lines per

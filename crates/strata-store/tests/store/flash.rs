@@ -532,3 +532,61 @@ fn many_shards_growing_their_flash_indexes_at_once_restart_intact() {
     assert_eq!(wrong, 0);
     assert!(hits * 100 >= 4 * per_thread * 99, "{hits}");
 }
+
+/// No record of up to 1 KiB straddles a 4 KiB block: each such item is
+/// read from flash with exactly one block (values of 1 to 6,000 bytes in
+/// steps that land records at every 16-byte offset of a block), longer
+/// ones are padded only where that leaves at most 1 KiB empty, and the
+/// zero bytes written to keep records whole are counted.
+#[test]
+fn a_record_of_at_most_1_kib_is_read_with_one_block() {
+    let dir = TempDir::new("noncrossing");
+    let s = flash_store(2 << 20, &dir.file("flash"), 64 << 20);
+    let now = 100;
+    let n = 8000;
+    let len_of = |i: usize| 1 + (i * 577) % 6000;
+    for i in 0..n {
+        let key = format!("key:{i}");
+        assert!(matches!(set(&s, key.as_bytes(), &value_for(i, len_of(i)), now), StoreResult::Stored { .. }));
+    }
+    s.flash_flush();
+    let (mut from_flash, mut longer, mut straddling) = (0, 0, 0);
+    for i in 0..n {
+        let key = format!("key:{i}");
+        let Some(read) = s.flash_check(key.as_bytes(), now) else { continue };
+        // 32-byte header, key, value, padded to 16 bytes.
+        let record = (32 + key.len() + len_of(i) + 15) & !15;
+        if record <= 1024 {
+            assert_eq!(read.len_bytes, 4096, "key {i}: a record of {record} bytes read with {} bytes", read.len_bytes);
+        } else if record <= 4096 {
+            assert!(read.len_bytes <= 8192, "key {i}: a record of {record} bytes read with {} bytes", read.len_bytes);
+            straddling += usize::from(read.len_bytes == 8192);
+        } else {
+            longer += 1;
+        }
+        let data = read.read_blocking().expect("flash read");
+        let mut seen = None;
+        let mut visit = |view: strata_store::ItemView<'_>, _created: bool| {
+            seen = Some(view.value.to_vec());
+            GetAction::default()
+        };
+        match s.finish_flash_read(&read, Some(&data), GetOptions::default(), false, now, &mut visit) {
+            FlashFinish::Visited => {}
+            // The ext_recache_rate-th flash hit goes back to RAM.
+            FlashFinish::InRam => assert!(s.get(key.as_bytes(), GetOptions::default(), now, &mut visit), "key {i}"),
+            other => panic!("key {i}: {other:?}"),
+        }
+        assert_eq!(seen.as_deref(), Some(&value_for(i, len_of(i))[..]), "key {i}: a wrong value");
+        from_flash += 1;
+    }
+    assert!(from_flash > n / 2, "{from_flash} of {n} read from flash");
+    assert!(longer > 0, "no record longer than a block was tried");
+    // Records of 1-4 KiB straddle only where padding would leave more than
+    // 1 KiB empty: some do, and padding stays under a quarter of the bytes.
+    assert!(straddling > 0, "no record of 1-4 KiB straddles: padding unbounded?");
+    let stats = s.ext_stats().expect("flash stats");
+    assert!(stats.bytes_padded > 0, "{stats:?}");
+    assert!(stats.bytes_padded * 4 < stats.bytes_written, "{stats:?}");
+    assert_eq!(stats.badcrc_from_extstore, 0);
+    s.check_integrity();
+}
