@@ -151,12 +151,8 @@ pub fn prefill(cfg: &RunConfig) -> Result<u64, RunError> {
                 Err(e) => return Err(failed(format!("bad reply: {e:?}"))),
                 Ok(Status::Partial) => {
                     let mut buf = [0u8; 16384];
-                    // A stop and continue (SIGSTOP/SIGCONT) ends a read that
-                    // has a timeout with EINTR: read again.
-                    let n = match conn.read(&mut buf) {
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                        r => r.map_err(|e| failed(e.to_string()))?,
-                    };
+                    // `tls::stream` reads again after EINTR.
+                    let n = conn.read(&mut buf).map_err(|e| failed(e.to_string()))?;
                     if n == 0 {
                         return Err(failed("server closed the connection".into()));
                     }
