@@ -1,6 +1,7 @@
 """Shared helpers for the store benchmarks: start a server pinned to a CPU,
 read its RSS, and talk the meta protocol in pipelined batches."""
 
+import json
 import os
 import shlex
 import socket
@@ -92,6 +93,39 @@ class Server(Reader):
 def strata_bin():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return os.path.join(root, "target", "release", "strata")
+
+
+BENCH = os.path.join(os.path.dirname(strata_bin()), "strata-bench")
+
+
+def run_bench(port, args, get_ratio, duration, extra=(), prefix=()):
+    """One strata-bench run of uniform keys (`args.items` or `args.keys`,
+    `args.key_size`, `args.value_size`, `args.conns`) against `port`: its
+    JSON report. `extra` goes after the options, `prefix` before the
+    command (e.g. `nice -n 10`)."""
+    keys = getattr(args, "items", None) or args.keys
+    cmd = list(prefix) + [BENCH, "run", "--server", f"127.0.0.1:{port}", "--keys", str(keys), "--key-size",
+                          str(args.key_size), "--value-size", str(args.value_size), "--get-ratio", str(get_ratio),
+                          "--duration", duration, "--conns", str(args.conns), "--quiet", "--json", "-"] + list(extra)
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"strata-bench failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout)
+
+
+def drop_caches():
+    """Drop the page cache (root only); says whether it did."""
+    if os.geteuid() != 0:
+        return "not root: page cache NOT dropped"
+    subprocess.run(["sync"], check=True)
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+    return "page cache dropped"
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
 
 
 def add_server_args(parser, memory_mb):

@@ -34,7 +34,7 @@ import argparse
 import os
 import types
 
-from common import Server, strata_bin
+from common import Server, loadavg, strata_bin
 from hitratio import demand_batch, stream
 
 STREAMS = {
@@ -53,11 +53,6 @@ def keys_of(spec, seed):
                               warmup=spec["half"], requests=spec["half"],
                               shift_every=spec.get("shift_every", 0), shift_by=spec.get("shift_by", 0))
     return stream(a)
-
-
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
 
 
 def run(template, mem_mb, keys, counted_from, value_size=200, batch=100):

@@ -23,14 +23,11 @@ mappings) is printed after the read phase.
 """
 
 import argparse
-import json
 import os
-import subprocess
 import time
 
-from common import Server, strata_bin
+from common import Server, drop_caches, run_bench, strata_bin
 
-BENCH = os.path.join(os.path.dirname(strata_bin()), "strata-bench")
 MASK = (1 << 64) - 1
 # keyspace.rs filler_words: word w is the seed rotated left 16 w bits, xor MIX[w].
 MIX = (0, 0x5BD1E9955BD1E995, 0x27D4EB2F165667C5, 0x85EBCA6BC2B2AE35)
@@ -88,22 +85,7 @@ def load(server, args):
 
 
 def bench(server, args, get_ratio, duration):
-    cmd = [BENCH, "run", "--server", f"127.0.0.1:{server.port}", "--keys", str(args.keys), "--key-size",
-           str(args.key_size), "--value-size", str(args.value_size), "--get-ratio", str(get_ratio), "--duration",
-           duration, "--conns", str(args.conns), "--load-cpu", "1", "--no-prefill", "--quiet", "--json", "-"]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"strata-bench failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
-    return json.loads(done.stdout)
-
-
-def drop_caches():
-    if os.geteuid() != 0:
-        return "not root: page cache NOT dropped"
-    subprocess.run(["sync"], check=True)
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
-    return "page cache dropped"
+    return run_bench(server.port, args, get_ratio, duration, extra=["--load-cpu", "1", "--no-prefill"])
 
 
 def rss_breakdown(pid):

@@ -14,8 +14,8 @@ import argparse
 import socket
 import time
 
-from common import Server, strata_bin
-from equalrss import loadavg, memory
+from common import Server, loadavg, strata_bin
+from equalrss import memory
 
 
 def fill(server, keys, value, conns=4, batch=200):

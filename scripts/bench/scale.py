@@ -39,14 +39,8 @@ import socket
 import subprocess
 import time
 
-from common import Reader, free_port, strata_bin
+from common import Reader, drop_caches, free_port, loadavg, run_bench, strata_bin
 
-BENCH = os.path.join(os.path.dirname(strata_bin()), "strata-bench")
-
-
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
 
 
 class Proc(Reader):
@@ -93,25 +87,8 @@ class Proc(Reader):
 
 
 def bench(port, args, duration, prefill, nice):
-    cmd = ["nice", "-n", str(nice)] if nice else []
-    cmd += [BENCH, "run", "--server", f"127.0.0.1:{port}", "--keys", str(args.items), "--key-size",
-            str(args.key_size), "--value-size", str(args.value_size), "--get-ratio", "1.0", "--duration",
-            duration, "--conns", str(args.conns), "--quiet", "--json", "-"]
-    if not prefill:
-        cmd.append("--no-prefill")
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"strata-bench failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
-    return json.loads(done.stdout)
-
-
-def drop_caches():
-    if os.geteuid() != 0:
-        return "not root: page cache NOT dropped"
-    subprocess.run(["sync"], check=True)
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
-    return "page cache dropped"
+    prefix = ["nice", "-n", str(nice)] if nice else []
+    return run_bench(port, args, 1.0, duration, extra=[] if prefill else ["--no-prefill"], prefix=prefix)
 
 
 def fio(path, size, seconds, depth):
