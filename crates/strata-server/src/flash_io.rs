@@ -14,7 +14,7 @@
 //!  io_uring: a Read on the worker's own ring into a FlashBuf owned by the
 //!            ring until its completion (sys/uring.rs)
 //!  epoll:    a Read on the worker's own small flash ring ([`read_ring`],
-//!            sys/uring.rs `ReadRing`), all of a turn's reads submitted in
+//!            sys/read_ring.rs `ReadRing`), all of a turn's reads submitted in
 //!            one call; its eventfd, polled with the sockets, says when
 //!            reads are back. Where the kernel has no io_uring: a Job to
 //!            the `ext_threads` I/O threads ([`Pool`]); the thread preads,
@@ -67,6 +67,16 @@ impl FlashWait {
         matches!(self.state, ReadState::Done(_))
     }
 
+    /// Its read came back (`buf`: the bytes, None if it failed): true if
+    /// the connection was waiting for it, which is then to run again.
+    pub fn complete(&mut self, buf: Option<FlashBuf>) -> bool {
+        if !matches!(self.state, ReadState::InFlight) {
+            return false;
+        }
+        self.state = ReadState::Done(buf);
+        true
+    }
+
     /// The bytes read, if the read succeeded.
     pub fn data(&self) -> Option<&[u8]> {
         match &self.state {
@@ -83,8 +93,8 @@ const READ_RING_ENTRIES: u32 = 256;
 /// An epoll worker's own flash read ring, its eventfd registered with the
 /// worker's poll as `token`; None where io_uring is missing or refused
 /// (the worker then uses the I/O threads).
-pub fn read_ring(registry: &mio::Registry, token: mio::Token) -> Option<crate::sys::uring::ReadRing> {
-    let ring = crate::sys::uring::ReadRing::new(READ_RING_ENTRIES).ok()?;
+pub fn read_ring(registry: &mio::Registry, token: mio::Token) -> Option<crate::sys::read_ring::ReadRing> {
+    let ring = crate::sys::read_ring::ReadRing::new(READ_RING_ENTRIES).ok()?;
     let fd = ring.event_fd();
     registry.register(&mut mio::unix::SourceFd(&fd), token, mio::Interest::READABLE).ok()?;
     Some(ring)
@@ -100,12 +110,18 @@ struct Job {
     inbox: Arc<Inbox>,
 }
 
-/// A finished read on its way back to the worker.
+/// A finished read on its way back to the worker: its connection (worker
+/// slot and id) and the bytes, None if the read failed (a miss).
 pub struct Finished {
     pub slot: usize,
     pub conn_id: u64,
-    pub read: FlashRead,
     pub buf: Option<FlashBuf>,
+}
+
+/// An io_uring read's buffer when the read (`result`: bytes read or
+/// -errno) brought all of it, else None: a short or failed read is a miss.
+pub fn whole(result: i32, buf: FlashBuf) -> Option<FlashBuf> {
+    (usize::try_from(result).ok() == Some(buf.len())).then_some(buf)
 }
 
 /// One epoll worker's finished reads, and how to wake it.
@@ -155,8 +171,7 @@ impl Pool {
         let sent = self.jobs.lock().unwrap_or_else(|e| e.into_inner()).send(job);
         if let Err(failed) = sent {
             // No I/O thread left: the read fails, which is a miss.
-            let job = failed.0;
-            job.inbox.push(Finished { slot, conn_id, read: job.read, buf: None });
+            failed.0.inbox.push(Finished { slot, conn_id, buf: None });
         }
     }
 }
@@ -169,6 +184,6 @@ fn io_thread(jobs: &Mutex<Receiver<Job>>) {
         };
         let Job { read, mut buf, slot, conn_id, inbox } = job;
         let ok = std::os::unix::fs::FileExt::read_exact_at(&*read.file, &mut buf, read.offset_bytes).is_ok();
-        inbox.push(Finished { slot, conn_id, read, buf: ok.then_some(buf) });
+        inbox.push(Finished { slot, conn_id, buf: ok.then_some(buf) });
     }
 }

@@ -71,7 +71,7 @@ pub struct Worker {
     flash_inbox: Option<Arc<crate::flash_io::Inbox>>,
     /// This worker's own ring for flash reads, where the kernel has
     /// io_uring (else the I/O threads read for it).
-    flash_ring: Option<crate::sys::uring::ReadRing>,
+    flash_ring: Option<crate::sys::read_ring::ReadRing>,
     /// Ciphertext read from a TLS socket before rustls takes it.
     tls_scratch: Vec<u8>,
 }
@@ -361,38 +361,29 @@ impl Worker {
     /// and those to `ready`.
     fn flash_ring_finished(&mut self, ready: &mut Vec<usize>) {
         let Some(ring) = self.flash_ring.as_mut() else { return };
-        let mut finished = Vec::new();
-        ring.completions(&mut finished);
-        for done in finished {
-            let whole = done.result >= 0 && done.buf.as_ref().is_some_and(|b| b.len() == done.result as usize);
-            let Some(Some(client)) = self.clients.get_mut(done.slot) else { continue };
-            if client.id != done.conn_id {
-                continue;
-            }
-            if let Some(wait) = client.conn.flash.as_mut() {
-                if matches!(wait.state, crate::flash_io::ReadState::InFlight) {
-                    wait.state = crate::flash_io::ReadState::Done(if whole { done.buf } else { None });
-                    ready.push(done.slot);
-                }
-            }
-        }
+        let mut done = Vec::new();
+        ring.completions(&mut done);
+        let finished = done.into_iter().map(|d| crate::flash_io::Finished { slot: d.slot, conn_id: d.conn_id, buf: crate::flash_io::whole(d.result, d.buf) });
+        self.hand_back(finished, ready);
     }
 
-    /// Hand finished flash reads to their connections, and those to `ready`.
+    /// Hand the I/O threads' finished flash reads to their connections,
+    /// and those to `ready`.
     fn flash_finished(&mut self, ready: &mut Vec<usize>) {
         let Some(inbox) = &self.flash_inbox else { return };
         let mut finished = Vec::new();
         inbox.drain(&mut finished);
+        self.hand_back(finished, ready);
+    }
+
+    /// Finished flash reads to the connections still waiting for them
+    /// (the same connection: a slot reused since is another's), and those
+    /// to `ready`.
+    fn hand_back(&mut self, finished: impl IntoIterator<Item = crate::flash_io::Finished>, ready: &mut Vec<usize>) {
         for done in finished {
             let Some(Some(client)) = self.clients.get_mut(done.slot) else { continue };
-            if client.id != done.conn_id {
-                continue;
-            }
-            if let Some(wait) = client.conn.flash.as_mut() {
-                if matches!(wait.state, crate::flash_io::ReadState::InFlight) {
-                    wait.state = crate::flash_io::ReadState::Done(done.buf);
-                    ready.push(done.slot);
-                }
+            if client.id == done.conn_id && client.conn.flash.as_mut().is_some_and(|wait| wait.complete(done.buf)) {
+                ready.push(done.slot);
             }
         }
     }
@@ -475,7 +466,7 @@ fn submit_flash(
     index: usize,
     shared: &Shared,
     inbox: Option<&Arc<crate::flash_io::Inbox>>,
-    ring: Option<&mut crate::sys::uring::ReadRing>,
+    ring: Option<&mut crate::sys::read_ring::ReadRing>,
 ) -> bool {
     let Some(wait) = client.conn.flash.as_mut() else { return false };
     if !matches!(wait.state, crate::flash_io::ReadState::Unsubmitted) {

@@ -257,12 +257,9 @@ impl UringWorker {
         let Some(index) = self.slot(c.token) else { return };
         let Some(client) = self.clients[index].as_mut() else { return };
         let Some(wait) = client.conn.flash.as_mut() else { return };
-        if !matches!(wait.state, crate::flash_io::ReadState::InFlight) {
-            return;
+        if wait.complete(c.flash_buf.and_then(|buf| crate::flash_io::whole(c.result, buf))) {
+            self.ready.push(index);
         }
-        let whole = c.result >= 0 && c.flash_buf.as_ref().is_some_and(|b| b.len() == c.result as usize);
-        wait.state = crate::flash_io::ReadState::Done(if whole { c.flash_buf } else { None });
-        self.ready.push(index);
     }
 
     fn sent(&mut self, c: Completion) {

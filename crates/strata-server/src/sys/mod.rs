@@ -12,12 +12,15 @@ use std::path::{Path, PathBuf};
 pub mod affinity;
 #[allow(unsafe_code)]
 pub mod fdpass;
+pub mod in_flight;
 #[allow(unsafe_code)]
 pub mod malloc;
 #[allow(unsafe_code)]
 pub mod mmsg;
 #[allow(unsafe_code)]
 pub mod priority;
+#[allow(unsafe_code)]
+pub mod read_ring;
 #[allow(unsafe_code)]
 pub mod socket_writer;
 #[allow(unsafe_code)]

@@ -1,6 +1,7 @@
 //! A small safe wrapper over one io_uring instance, for one worker.
 //!
-//! Every `unsafe` block of the io_uring engine is in this file. The wrapper
+//! Every `unsafe` block of the io_uring engine is in this file (and the
+//! epoll engine's flash read ring in read_ring.rs). The wrapper
 //! keeps the two promises the kernel needs and callers cannot break:
 //!
 //! - **Send buffers stay put.** [`Ring::send`] takes ownership of the `Vec`
@@ -30,6 +31,8 @@ use std::time::Duration;
 use io_uring::types::{BufRingEntry, SubmitArgs, Timespec};
 use strata_store::FlashBuf;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
+
+use super::in_flight::InFlight;
 
 /// What an operation was, in the low byte of its user data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -180,18 +183,14 @@ impl BufRing {
 pub struct Ring {
     ring: IoUring,
     bufs: BufRing,
-    /// Send buffers in flight, by slot; the slot is the send's token.
-    sends: Vec<Option<(Vec<u8>, usize)>>,
-    free_sends: Vec<usize>,
-    /// Which connection each in-flight send belongs to.
-    send_owner: Vec<u64>,
+    /// Send buffers (and the offset sent from) in flight, with their
+    /// connections; the slot is the send's token.
+    sends: InFlight<(Vec<u8>, usize), u64>,
     /// Target of the eventfd read; owned here so it outlives the operation.
     wake_buf: Box<[u8; 8]>,
-    /// Flash read buffers in flight, by slot, and their connections: the
-    /// ring owns each until its completion, as it owns send buffers.
-    reads: Vec<Option<FlashBuf>>,
-    free_reads: Vec<usize>,
-    read_owner: Vec<u64>,
+    /// Flash read buffers in flight, with their connections: the ring
+    /// owns each until its completion, as it owns send buffers.
+    reads: InFlight<FlashBuf, u64>,
 }
 
 /// Receive buffers: at most `RECV_BUFFERS` of `RECV_BUFFER_SIZE` bytes per
@@ -219,13 +218,9 @@ impl Ring {
         Ok(Ring {
             ring,
             bufs,
-            sends: Vec::new(),
-            free_sends: Vec::new(),
-            send_owner: Vec::new(),
+            sends: InFlight::default(),
             wake_buf: Box::new([0; 8]),
-            reads: Vec::new(),
-            free_reads: Vec::new(),
-            read_owner: Vec::new(),
+            reads: InFlight::default(),
         })
     }
 
@@ -285,15 +280,9 @@ impl Ring {
     /// Send `buf[offset..]` on `fd` for connection `token`; the ring keeps
     /// `buf` until the completion hands it back.
     pub fn send(&mut self, fd: RawFd, token: u64, buf: Vec<u8>, offset: usize) -> io::Result<()> {
-        let slot = self.free_sends.pop().unwrap_or_else(|| {
-            self.sends.push(None);
-            self.send_owner.push(0);
-            self.sends.len() - 1
-        });
         let len = (buf.len() - offset).min(u32::MAX as usize) as u32;
         let ptr = buf[offset..].as_ptr();
-        self.sends[slot] = Some((buf, offset));
-        self.send_owner[slot] = token;
+        let slot = self.sends.insert((buf, offset), token);
         let entry = opcode::Send::new(types::Fd(fd), ptr, len)
             .flags(libc::MSG_NOSIGNAL)
             .build()
@@ -305,15 +294,9 @@ impl Ring {
     /// `buf`, for connection `token`; the ring keeps `buf` (an anonymous
     /// mapping, so its bytes never move) until the completion hands it back.
     pub fn read_flash(&mut self, fd: RawFd, token: u64, mut buf: FlashBuf, offset: u64) -> io::Result<()> {
-        let slot = self.free_reads.pop().unwrap_or_else(|| {
-            self.reads.push(None);
-            self.read_owner.push(0);
-            self.reads.len() - 1
-        });
         let len = buf.len().min(u32::MAX as usize) as u32;
         let ptr = buf.as_mut_ptr();
-        self.reads[slot] = Some(buf);
-        self.read_owner[slot] = token;
+        let slot = self.reads.insert(buf, token);
         let entry = opcode::Read::new(types::Fd(fd), ptr, len)
             .offset(offset)
             .build()
@@ -363,16 +346,14 @@ impl Ring {
             let mut buffer = None;
             let mut flash_buf = None;
             if kind == Kind::FlashRead {
-                let slot = token as usize;
-                flash_buf = self.reads.get_mut(slot).and_then(Option::take);
-                token = self.read_owner.get(slot).copied().unwrap_or(0);
-                self.free_reads.push(slot);
+                let held = self.reads.take(token as usize);
+                token = held.as_ref().map_or(0, |h| h.1);
+                flash_buf = held.map(|h| h.0);
             }
             if kind == Kind::Send {
-                let slot = token as usize;
-                buffer = self.sends.get_mut(slot).and_then(Option::take);
-                token = self.send_owner.get(slot).copied().unwrap_or(0);
-                self.free_sends.push(slot);
+                let held = self.sends.take(token as usize);
+                token = held.as_ref().map_or(0, |h| h.1);
+                buffer = held.map(|h| h.0);
             }
             out.push(Completion {
                 kind,
@@ -406,132 +387,6 @@ impl Drop for BufRing {
 impl Drop for Ring {
     fn drop(&mut self) {
         let _ = self.ring.submitter().unregister_buf_ring(self.bufs.bgid);
-    }
-}
-
-/// An epoll worker's flash reads (`-o io_engine=epoll` with `ext_path`): a
-/// small io_uring of its own that only reads the flash files, so a worker
-/// keeps as many reads in flight as it has parked connections instead of
-/// as many as there are `ext_threads` I/O threads (1 by default, one
-/// blocking `pread` each: measured 10k gets/s where the device does 54k at
-/// queue depth 16). The ring signals an eventfd when a read completes; the
-/// worker polls that eventfd with its sockets ([`ReadRing::event_fd`]),
-/// then takes the completions. Buffers stay put as with [`Ring::read_flash`]:
-/// the ring keeps each [`FlashBuf`] until its completion hands it back.
-///
-/// Reads are queued by [`ReadRing::read`] and go to the kernel in one
-/// `io_uring_enter` per worker turn ([`ReadRing::submit`]).
-pub struct ReadRing {
-    ring: IoUring,
-    event: EventFd,
-    /// Buffers in flight by slot, and whose (worker slot, connection id).
-    reads: Vec<Option<FlashBuf>>,
-    owner: Vec<(usize, u64)>,
-    free: Vec<usize>,
-    /// Reads queued but not yet submitted.
-    queued: usize,
-    in_flight: usize,
-}
-
-/// One finished read of a [`ReadRing`]: its owner, the result (bytes read
-/// or -errno) and the buffer.
-pub struct ReadDone {
-    pub slot: usize,
-    pub conn_id: u64,
-    pub result: i32,
-    pub buf: Option<FlashBuf>,
-}
-
-impl ReadRing {
-    pub fn new(entries: u32) -> io::Result<ReadRing> {
-        // No deferred task work: a completion must be posted (and the
-        // eventfd signalled) while the worker sleeps in epoll_wait.
-        let ring = IoUring::builder().build(entries)?;
-        let event = EventFd::new()?;
-        ring.submitter().register_eventfd(event.fd())?;
-        Ok(ReadRing { ring, event, reads: Vec::new(), owner: Vec::new(), free: Vec::new(), queued: 0, in_flight: 0 })
-    }
-
-    /// The eventfd to poll for completions (readable: call `completions`).
-    pub fn event_fd(&self) -> RawFd {
-        self.event.fd()
-    }
-
-    /// Queue a read of `buf.len()` bytes at `offset` of `fd` for
-    /// connection `conn_id` in worker slot `slot`.
-    pub fn read(&mut self, fd: RawFd, slot: usize, conn_id: u64, mut buf: FlashBuf, offset: u64) -> io::Result<()> {
-        let index = self.free.pop().unwrap_or_else(|| {
-            self.reads.push(None);
-            self.owner.push((0, 0));
-            self.reads.len() - 1
-        });
-        let entry = opcode::Read::new(types::Fd(fd), buf.as_mut_ptr(), buf.len().min(u32::MAX as usize) as u32)
-            .offset(offset)
-            .build()
-            .user_data(index as u64);
-        loop {
-            // SAFETY: the entry points into `buf`, an anonymous mapping that
-            // this ring keeps (in `reads`) until the read's completion.
-            if unsafe { self.ring.submission().push(&entry) }.is_ok() {
-                break;
-            }
-            if let Err(e) = self.submit() {
-                self.free.push(index);
-                return Err(e);
-            }
-        }
-        self.reads[index] = Some(buf);
-        self.owner[index] = (slot, conn_id);
-        self.queued += 1;
-        self.in_flight += 1;
-        Ok(())
-    }
-
-    /// Hand the queued reads to the kernel (one system call).
-    pub fn submit(&mut self) -> io::Result<()> {
-        if self.queued > 0 {
-            self.ring.submit()?;
-            self.queued = 0;
-        }
-        Ok(())
-    }
-
-    /// Reads queued and not yet taken by the kernel (a failed submit,
-    /// EAGAIN or EBUSY, leaves them queued for the next).
-    pub fn has_queued(&self) -> bool {
-        self.queued > 0
-    }
-
-    /// Take every finished read (after the eventfd was readable).
-    pub fn completions(&mut self, out: &mut Vec<ReadDone>) {
-        self.event.drain();
-        for cqe in self.ring.completion() {
-            let index = cqe.user_data() as usize;
-            let Some(buf) = self.reads.get_mut(index).and_then(Option::take) else { continue };
-            let (slot, conn_id) = self.owner[index];
-            self.free.push(index);
-            self.in_flight -= 1;
-            out.push(ReadDone { slot, conn_id, result: cqe.result(), buf: Some(buf) });
-        }
-    }
-}
-
-impl Drop for ReadRing {
-    fn drop(&mut self) {
-        // The kernel may still write into buffers in flight: wait for them
-        // (O_DIRECT reads end in milliseconds); if waiting fails, leak them
-        // rather than free memory the kernel may write.
-        let mut done = Vec::new();
-        while self.in_flight > 0 {
-            if self.ring.submit_and_wait(1).is_err() {
-                for buf in self.reads.drain(..).flatten() {
-                    std::mem::forget(buf);
-                }
-                return;
-            }
-            self.completions(&mut done);
-            done.clear();
-        }
     }
 }
 
