@@ -5,7 +5,8 @@ flash tier, and default flags beyond those.
 
 1. load: strata-bench's prefill (one connection, pipelined sets of 256, every
    reply read), timed; the server and the loader run under `nice -n 10` (the
-   load takes both cores for minutes);
+   load takes both cores for minutes; the server is back at niceness 0 for
+   the gets);
 2. after --settle seconds: `curr_items`, RSS (VmRSS and smaps_rollup), RSS per
    item, the flash counters (items on flash, index bytes, fallbacks);
 3. fio, 4 KiB random reads (O_DIRECT, io_uring, queue depth 16) over the
@@ -77,6 +78,12 @@ class Proc(Reader):
                     out["VmRSS"] = int(line.split()[1]) * 1024
         return out
 
+    def renice(self, n):
+        """Every thread of the server to niceness `n` (niceness is a thread's:
+        the workers kept the `nice -n 10` they were started under)."""
+        for tid in os.listdir(f"/proc/{self.proc.pid}/task"):
+            os.setpriority(os.PRIO_PROCESS, int(tid), n)
+
     def stop(self):
         """Graceful stop that keeps the memory file (SIGUSR1); seconds taken."""
         self.sock.close()
@@ -89,6 +96,30 @@ class Proc(Reader):
 def bench(port, args, duration, prefill, nice):
     prefix = ["nice", "-n", str(nice)] if nice else []
     return run_bench(port, args, 1.0, duration, extra=[] if prefill else ["--no-prefill"], prefix=prefix)
+
+
+class Device:
+    """The block device under a file, as the kernel counts it
+    (/sys/dev/block/MAJ:MIN/stat): reads completed, the milliseconds they
+    took from their start in the block layer to completion, and the
+    milliseconds weighted by requests in flight. Over an interval these give
+    the device's read rate, its mean read latency and its mean queue (Little's
+    law), for fio and for the server alike, whatever either reports."""
+
+    def __init__(self, path):
+        st = os.stat(path)
+        self.path = f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/stat"
+
+    def sample(self):
+        with open(self.path) as f:
+            v = [int(x) for x in f.read().split()]
+        return time.monotonic(), v[0], v[3], v[10]
+
+    @staticmethod
+    def between(a, b):
+        """(reads/s, mean read latency µs, mean queue) from two samples."""
+        secs, reads = b[0] - a[0], b[1] - a[1]
+        return reads / secs, (b[2] - a[2]) * 1000 / max(1, reads), (b[3] - a[3]) / 1000 / secs
 
 
 def fio(path, size, seconds, depth):
@@ -106,17 +137,26 @@ def fio(path, size, seconds, depth):
 
 def gets(server, port, args, label):
     written = int(server.stats().get("extstore_bytes_written", 0)) & ~((1 << 20) - 1)
+    device = Device(args.flash_file)
     cache = drop_caches()
+    d0 = device.sample()
     fio_iops, fio_p50, fio_p99 = fio(args.flash_file, written, args.fio_seconds, 16)
+    fio_dev = Device.between(d0, device.sample())
     cache = drop_caches()
+    server.renice(0)
     load = loadavg()
     before = server.stats()
+    d0 = device.sample()
     r = bench(port, args, args.duration, False, 0)
+    gets_dev = Device.between(d0, device.sample())
     after = server.stats()
     flash = int(after.get("get_extstore", 0)) - int(before.get("get_extstore", 0))
     print(f"| {label} | {r['hits'] / max(1, r['keys_requested']) * 100:.2f}% | {r['error_total']} | "
           f"{r['throughput_rps']:,.0f} | {r['latency']['p50_us']:,.0f} / {r['latency']['p99_us']:,.0f} | "
           f"{flash:,} | {fio_iops:,.0f} | {fio_p50:,.0f} / {fio_p99:,.0f} | {load} |", flush=True)
+    for who, (rate, lat, queue) in (("fio", fio_dev), ("gets", gets_dev)):
+        print(f"  the device under {who}: {rate:,.0f} reads/s, {lat:,.0f} µs a read, {queue:.2f} in flight on average",
+              flush=True)
     return cache
 
 

@@ -22,7 +22,7 @@
 
 use std::cell::{Cell, RefCell};
 
-use strata_store::{FlashBuf, FlashFinish, FlashRead, FlashTier, GetAction, GetOptions, ItemView};
+use strata_store::{Engine, FlashBuf, FlashFinish, FlashRead, FlashTier, GetAction, GetOptions, ItemView};
 
 use super::{hooks, Service};
 use crate::flash_io::{FlashWait, ReadState};
@@ -162,7 +162,7 @@ impl<'a> Service<'a> {
         now: u32,
         visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
     ) -> Read {
-        let engine = &self.shared.engine;
+        let engine = self.shared.engine.as_ref();
         if opts.touch.is_some() || opts.vivify.is_some() {
             hooks::journal(self, key);
         } else {
@@ -181,10 +181,7 @@ impl<'a> Service<'a> {
                 }
                 held.push((wait.read, buf));
             }
-            return match finish {
-                FlashFinish::Visited => Read::Hit,
-                FlashFinish::InRam | FlashFinish::Absent => hit(engine.get(key, opts, now, visit)),
-            };
+            return finished(finish, engine, key, opts, now, visit);
         }
         // A read that changes the item (a touch) or creates it on a miss
         // must see a flash copy first: the engine drops a key's flash
@@ -205,10 +202,8 @@ impl<'a> Service<'a> {
                         Some(tier.finish_flash_read(&read, Some(&buf[range]), opts, false, now, visit))
                     })
                 };
-                match finish {
-                    Some(FlashFinish::Visited) => return Read::Hit,
-                    Some(FlashFinish::InRam | FlashFinish::Absent) => return hit(engine.get(key, opts, now, visit)),
-                    None => {}
+                if let Some(finish) = finish {
+                    return finished(finish, engine, key, opts, now, visit);
                 }
                 self.park(read, index);
                 Read::Parked
@@ -217,5 +212,23 @@ impl<'a> Service<'a> {
             // into RAM (no I/O) and answers None: look once more.
             None => hit(engine.get(key, opts, now, visit)),
         }
+    }
+}
+
+/// The answer once flash bytes were offered to `visit`: a hit if it saw the
+/// item; otherwise the key is read from RAM (a newer copy got there, or the
+/// record was not this key's).
+fn finished(
+    finish: FlashFinish,
+    engine: &dyn Engine,
+    key: &[u8],
+    opts: GetOptions,
+    now: u32,
+    visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
+) -> Read {
+    match finish {
+        FlashFinish::Visited => Read::Hit,
+        FlashFinish::InRam | FlashFinish::Absent if engine.get(key, opts, now, visit) => Read::Hit,
+        FlashFinish::InRam | FlashFinish::Absent => Read::Miss,
     }
 }
