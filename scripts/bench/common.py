@@ -26,6 +26,30 @@ def free_port():
 class Reader:
     """Reply reading over `self.sock`, buffered in `self.buf`."""
 
+    def await_serving(self, what, timeout=None, probe=True):
+        """Connect to `self.port` until the server answers `mn` (so it serves,
+        not just listens; `probe=False`: until it accepts, for servers without
+        meta commands), raising if `self.proc` exits first or `timeout`
+        seconds pass; the seconds it took."""
+        start = time.monotonic()
+        while True:
+            try:
+                self.sock = socket.create_connection(("127.0.0.1", self.port))
+                self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self.buf = b""
+                if not probe:
+                    return time.monotonic() - start
+                self.sock.sendall(b"mn\r\n")
+                if self.readline() == b"MN":
+                    return time.monotonic() - start
+            except OSError:
+                if self.proc.poll() is not None:
+                    err = self.proc.stderr.read().decode()[-2000:] if self.proc.stderr else ""
+                    raise RuntimeError(f"{what}: exited with {self.proc.returncode} {err}".rstrip())
+                if timeout is not None and time.monotonic() - start > timeout:
+                    raise
+                time.sleep(0.002)
+
     def stats(self):
         self.sock.sendall(b"stats\r\n")
         out = {}
@@ -65,17 +89,7 @@ class Server(Reader):
             cmd += " -u root"
         self.proc = subprocess.Popen(["taskset", "-c", str(cpu)] + shlex.split(cmd),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 10
-        while True:
-            try:
-                self.sock = socket.create_connection(("127.0.0.1", self.port))
-                break
-            except OSError:
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.05)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = b""
+        self.await_serving(cmd, timeout=10, probe=False)
 
     def rss_bytes(self):
         with open(f"/proc/{self.proc.pid}/status") as f:

@@ -19,7 +19,6 @@ import argparse
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -39,21 +38,9 @@ class Proc(Reader):
         cmd = template.format(port=self.port, file=file, mem=memory_mb)
         if os.geteuid() == 0 and cmd.split()[0].endswith("memcached"):
             cmd += " -u root"
-        start = time.monotonic()
         self.proc = subprocess.Popen(["taskset", "-c", "0"] + shlex.split(cmd),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        while True:
-            try:
-                self.sock = socket.create_connection(("127.0.0.1", self.port))
-                self.sock.sendall(b"mn\r\n")
-                self.buf = b""
-                if self.readline() == b"MN":
-                    break
-            except OSError:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"{cmd}: exited with {self.proc.returncode}")
-                time.sleep(0.002)
-        self.seconds_to_serve = time.monotonic() - start
+        self.seconds_to_serve = self.await_serving(cmd)
 
     def stop(self, sig):
         self.proc.send_signal(sig)

@@ -36,7 +36,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import time
 
@@ -49,21 +48,8 @@ class Proc(Reader):
 
     def __init__(self, cmd, port):
         self.port = port
-        start = time.monotonic()
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        while True:
-            try:
-                self.sock = socket.create_connection(("127.0.0.1", port))
-                self.sock.sendall(b"mn\r\n")
-                self.buf = b""
-                if self.readline() == b"MN":
-                    break
-            except OSError:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"{shlex.join(cmd)}: exited with {self.proc.returncode}: "
-                                       f"{self.proc.stderr.read().decode()[-2000:]}")
-                time.sleep(0.005)
-        self.seconds_to_serve = time.monotonic() - start
+        self.seconds_to_serve = self.await_serving(shlex.join(cmd))
 
     def rss(self):
         out = {}
@@ -136,7 +122,10 @@ def fio(path, size, seconds, depth):
 
 
 def gets(server, port, args, label):
-    written = int(server.stats().get("extstore_bytes_written", 0)) & ~((1 << 20) - 1)
+    # The file's allocated bytes, not `extstore_bytes_written`: that counts
+    # from the process's start, so after a restart fio would read extents
+    # never written (zeros, without the device).
+    written = os.stat(args.flash_file).st_blocks * 512 & ~((1 << 20) - 1)
     device = Device(args.flash_file)
     cache = drop_caches()
     d0 = device.sample()
