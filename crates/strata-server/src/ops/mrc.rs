@@ -74,13 +74,10 @@ pub struct Mrc {
 
 struct Curve {
     limit_bytes: u64,
-    /// The sample's rate (1 in this): the 1x simulation's and the smaller ones'.
+    /// The sample's rate (1 in this): the 1x simulation's and the smaller
+    /// ones'; each size's own is [`sim_one_in`] of it.
     sample_one_in: u64,
     sims: Vec<Sim>,
-    /// Each simulation's own rate (1 in this; [`sim_one_in`]) and the
-    /// threshold that keeps its keys.
-    sim_one_in: Vec<u64>,
-    sim_threshold: Vec<u64>,
     /// Misses of each sim at the start of the current and previous windows.
     window_start_s: u32,
     base_prev: Vec<u64>,
@@ -107,13 +104,11 @@ fn sim_one_in(one_in: u64, quarters: u64) -> u64 {
 impl Curve {
     fn new(limit_bytes: u64, now_s: u32, gets: u64) -> Curve {
         let one_in = sample_one_in(limit_bytes);
-        let sim_one_in: Vec<u64> = SCALES_QUARTERS.iter().map(|&q| sim_one_in(one_in, q)).collect();
         let sims = SCALES_QUARTERS
             .iter()
-            .zip(&sim_one_in)
-            .map(|(&q, &rate)| {
+            .map(|&q| {
                 let real = limit_bytes * q / 4;
-                Sim::new((real / rate) as usize, segments_per_shard(real))
+                Sim::new((real / sim_one_in(one_in, q)) as usize, segments_per_shard(real))
             })
             .collect();
         let n = SCALES_QUARTERS.len();
@@ -121,8 +116,6 @@ impl Curve {
             limit_bytes,
             sample_one_in: one_in,
             sims,
-            sim_threshold: sim_one_in.iter().map(|&r| threshold(r)).collect(),
-            sim_one_in,
             window_start_s: now_s,
             base_prev: vec![0; n],
             base_cur: vec![0; n],
@@ -132,7 +125,8 @@ impl Curve {
     }
 
     fn apply(&mut self, events: &[Event]) {
-        for (sim, &threshold) in self.sims.iter_mut().zip(&self.sim_threshold) {
+        for (sim, q) in self.sims.iter_mut().zip(SCALES_QUARTERS) {
+            let threshold = threshold(sim_one_in(self.sample_one_in, q));
             for &e in events {
                 match e {
                     Event::Get(hash) if in_sample(hash, threshold) => {
@@ -237,10 +231,10 @@ pub fn curve(shared: &Shared) -> Vec<(f64, f64)> {
     SCALES_QUARTERS
         .iter()
         .zip(&c.sims)
-        .zip(c.base_prev.iter().zip(&c.sim_one_in))
-        .map(|((&q, sim), (&base, &one_in))| {
+        .zip(&c.base_prev)
+        .map(|((&q, sim), &base)| {
             let mb = (c.limit_bytes * q / 4) as f64 / (1 << 20) as f64;
-            let expected_sampled = all_gets as f64 / one_in as f64;
+            let expected_sampled = all_gets as f64 / sim_one_in(c.sample_one_in, q) as f64;
             let misses = sim.misses.saturating_sub(base) as f64;
             let ratio = if expected_sampled > 0.0 { (misses / expected_sampled).min(1.0) } else { 0.0 };
             (mb, ratio)
@@ -294,7 +288,7 @@ mod tests {
         let rates: Vec<u64> = SCALES_QUARTERS.iter().map(|&q| sim_one_in(64, q)).collect();
         assert_eq!(rates, [64, 64, 64, 128, 256, 512]);
         let c = Curve::new(64 << 20, 0, 0);
-        let capacities: Vec<u64> = SCALES_QUARTERS.iter().zip(&c.sim_one_in).map(|(&q, &r)| (64 << 20) * q / 4 / r).collect();
+        let capacities: Vec<u64> = SCALES_QUARTERS.iter().map(|&q| (64 << 20) * q / 4 / sim_one_in(c.sample_one_in, q)).collect();
         assert_eq!(capacities, [1 << 18, 1 << 19, 1 << 20, 1 << 20, 1 << 20, 1 << 20]);
         // A sub-sample's keys are all in the sample (the same mixed hash, a lower threshold).
         let (all, sub) = (threshold(64), threshold(512));
