@@ -70,12 +70,30 @@ fn get(s: &SegStore, key: &[u8], into_ram: bool, now: RelTime) -> (Option<(Vec<u
         s.get(key, GetOptions::default(), now, &mut visit);
         return (seen, None);
     };
+    let (seen, done) = read_flash(s, key, &read, into_ram, now);
+    (seen, Some(done))
+}
+
+/// `read` (the key's `flash_check`) done as the server does it: the blocking
+/// read, `finish_flash_read`, and RAM again when the bytes were not visited.
+fn read_flash(
+    s: &SegStore,
+    key: &[u8],
+    read: &strata_store::FlashRead,
+    into_ram: bool,
+    now: RelTime,
+) -> (Option<(Vec<u8>, ItemMeta)>, FlashFinish) {
+    let mut seen = None;
+    let mut visit = |view: strata_store::ItemView<'_>, _created: bool| {
+        seen = Some((view.value.to_vec(), view.meta));
+        GetAction::default()
+    };
     let data = read.read_blocking().ok();
-    let done = s.finish_flash_read(&read, data.as_deref(), GetOptions::default(), into_ram, now, &mut visit);
+    let done = s.finish_flash_read(read, data.as_deref(), GetOptions::default(), into_ram, now, &mut visit);
     if done != FlashFinish::Visited {
         s.get(key, GetOptions::default(), now, &mut visit);
     }
-    (seen, Some(done))
+    (seen, done)
 }
 
 fn value_for(i: usize, len: usize) -> Vec<u8> {
@@ -564,19 +582,10 @@ fn a_record_of_at_most_1_kib_is_read_with_one_block() {
         } else {
             longer += 1;
         }
-        let data = read.read_blocking().expect("flash read");
-        let mut seen = None;
-        let mut visit = |view: strata_store::ItemView<'_>, _created: bool| {
-            seen = Some(view.value.to_vec());
-            GetAction::default()
-        };
-        match s.finish_flash_read(&read, Some(&data), GetOptions::default(), false, now, &mut visit) {
-            FlashFinish::Visited => {}
-            // The ext_recache_rate-th flash hit goes back to RAM.
-            FlashFinish::InRam => assert!(s.get(key.as_bytes(), GetOptions::default(), now, &mut visit), "key {i}"),
-            other => panic!("key {i}: {other:?}"),
-        }
-        assert_eq!(seen.as_deref(), Some(&value_for(i, len_of(i))[..]), "key {i}: a wrong value");
+        let (seen, done) = read_flash(&s, key.as_bytes(), &read, false, now);
+        // InRam: the ext_recache_rate-th flash hit goes back to RAM, and is read there.
+        assert!(matches!(done, FlashFinish::Visited | FlashFinish::InRam), "key {i}: {done:?}");
+        assert_eq!(seen.map(|(v, _)| v).as_deref(), Some(&value_for(i, len_of(i))[..]), "key {i}: a wrong value");
         from_flash += 1;
     }
     assert!(from_flash > n / 2, "{from_flash} of {n} read from flash");
