@@ -317,8 +317,8 @@ pub struct Conn {
     pub awaiting: usize,
     /// A key dump in progress: it runs before any further request.
     dump: Option<Box<crate::ops::dump::Dump>>,
-    /// The request at the front of `input` is parked on this flash read.
-    pub flash: Option<Box<crate::flash_io::FlashWait>>,
+    /// The request at the front of `input` is parked on these flash reads.
+    pub flash: crate::flash_io::FlashWaits,
     /// The client's socket, for a key dump to write to (`ops/dump_feed.rs`).
     socket: Option<std::os::fd::RawFd>,
     /// A TLS connection (`tls/`): a key dump must not write to its socket
@@ -372,7 +372,7 @@ impl Conn {
         svc.flushed(self.wpos);
         let dump_socket = if self.tls { None } else { self.socket };
         loop {
-            if self.flash.as_ref().is_some_and(|w| !w.is_done()) {
+            if self.flash.pending() {
                 return Progress::FlashWait;
             }
             if let Some(wait) = crate::ops::dump::pump(&mut self.dump, svc.take_started(), svc.shared, &mut self.out, self.wpos, dump_socket) {
@@ -400,8 +400,8 @@ impl Conn {
                 return Progress::OutputFull;
             }
             budget -= 1;
-            if let Some(read) = self.flash.take() {
-                svc.resume_flash(read);
+            if !self.flash.is_empty() {
+                svc.resume_flash(std::mem::take(&mut self.flash));
             }
             let buf = self.input.filled();
             let tracing = svc.shared.ops.verbose.tracing();
@@ -416,9 +416,10 @@ impl Conn {
                 Protocol::Binary => binary_step(buf, svc, &mut self.out, &mut self.unauthenticated),
                 _ => text_step(buf, svc, &mut self.out, &mut self.unauthenticated),
             };
-            if let Some(read) = svc.take_park() {
-                // Not consumed: the same request runs again with the read.
-                self.flash = Some(read);
+            let parked = svc.take_park();
+            if !parked.is_empty() {
+                // Not consumed: the same request runs again with the reads.
+                self.flash = parked;
                 return Progress::FlashWait;
             }
             svc.end_request();

@@ -7,7 +7,9 @@
 //!        │                  (or a plain get missed in RAM, then the check)
 //!        │                  output of this key truncated, nothing counted
 //!        ▼
-//!  conn.flash = FlashWait { read, key_index, Unsubmitted }   request NOT consumed
+//!  conn.flash = [FlashWait { read, key_index, Unsubmitted }, ..]   request NOT consumed
+//!        │  (a multi-get also queues reads for up to READ_AHEAD of its later
+//!        │  keys whose records are on flash, so they run at once)
 //!        │  Progress::FlashWait: replies before it are written, input is
 //!        │  still read (bounded), no later request runs
 //!        ▼
@@ -21,12 +23,15 @@
 //!            queues the result on the worker's [`Inbox`] and wakes the
 //!            worker's mio Waker
 //!        ▼
-//!  FlashWait { Done(Some(buf) | None) } ── Conn::process runs the same
-//!  request again with the wait handed to the service ("resume"): keys
-//!  before `key_index` (a multi-get) are skipped, their replies are already
-//!  out; the key at `key_index` is answered by tier.finish_flash_read
-//!  (a plain read, through the same visitor as a RAM hit), or finished into
-//!  RAM and the command runs as usual without another check.
+//!  every FlashWait Done(Some(buf) | None) ── Conn::process runs the same
+//!  request again with the waits handed to the service ("resume"): keys
+//!  before the first `key_index` (a multi-get) are skipped, their replies
+//!  are already out; each key with a wait is answered by
+//!  tier.finish_flash_read (a plain read, through the same visitor as a RAM
+//!  hit), or finished into RAM and the command runs as usual without
+//!  another check. A later key that needs flash and has no read (it left
+//!  RAM meanwhile) parks the request again, keeping the finished reads of
+//!  the keys after it.
 //! ```
 //!
 //! (`tier` is the engine's `FlashTier`, from `Engine::flash`; none of this
@@ -48,7 +53,15 @@ pub enum ReadState {
     InFlight,
     /// Back: the bytes, or None when the read failed (a miss).
     Done(Option<FlashBuf>),
+    /// No read of its own: its blocks lie within those of an earlier key's
+    /// read of the same request, whose bytes answer it.
+    Covered,
 }
+
+/// Later keys of a multi-get whose flash reads are queued with the read it
+/// parked on: at most this many reads a request has at once (16 of 4-8
+/// KiB, at most 128 KiB a parked connection).
+pub const READ_AHEAD: usize = 16;
 
 /// A connection parked on a flash read.
 pub struct FlashWait {
@@ -59,12 +72,12 @@ pub struct FlashWait {
 }
 
 impl FlashWait {
-    pub fn new(read: FlashRead, key_index: usize) -> Box<FlashWait> {
-        Box::new(FlashWait { read, key_index, state: ReadState::Unsubmitted })
+    pub fn new(read: FlashRead, key_index: usize) -> FlashWait {
+        FlashWait { read, key_index, state: ReadState::Unsubmitted }
     }
 
     pub fn is_done(&self) -> bool {
-        matches!(self.state, ReadState::Done(_))
+        matches!(self.state, ReadState::Done(_) | ReadState::Covered)
     }
 
     /// Its read came back (`buf`: the bytes, None if it failed): true if
@@ -82,6 +95,43 @@ impl FlashWait {
         match &self.state {
             ReadState::Done(Some(buf)) => Some(buf),
             _ => None,
+        }
+    }
+}
+
+/// The reads a parked request waits for, in key order: it runs again once
+/// every one is back.
+#[derive(Default)]
+pub struct FlashWaits(pub Vec<FlashWait>);
+
+impl FlashWaits {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Some read is not back yet.
+    pub fn pending(&self) -> bool {
+        self.0.iter().any(|w| !w.is_done())
+    }
+
+    /// The read for key `key_index` came back (`buf`: the bytes, None if it
+    /// failed): true if that was the last one the request waited for, so
+    /// it is to run again.
+    pub fn complete(&mut self, key_index: usize, buf: Option<FlashBuf>) -> bool {
+        let Some(wait) = self.0.iter_mut().find(|w| w.key_index == key_index) else { return false };
+        wait.complete(buf) && !self.pending()
+    }
+
+    /// The reads not yet handed to the kernel or the I/O threads.
+    pub fn unsubmitted(&mut self) -> impl Iterator<Item = &mut FlashWait> {
+        self.0.iter_mut().filter(|w| matches!(w.state, ReadState::Unsubmitted))
+    }
+
+    /// Every read given up (the connection closed): the tier's count of
+    /// reads in flight stays true.
+    pub fn abandon(&mut self, tier: &dyn strata_store::FlashTier) {
+        for wait in self.0.drain(..) {
+            tier.abandon_flash_read(&wait.read);
         }
     }
 }
@@ -104,17 +154,20 @@ pub fn read_ring(registry: &mio::Registry, token: mio::Token) -> Option<crate::s
 struct Job {
     read: FlashRead,
     buf: FlashBuf,
-    /// The worker slot and connection id it is for.
+    /// The worker slot, connection id and key position it is for.
     slot: usize,
     conn_id: u64,
+    key_index: usize,
     inbox: Arc<Inbox>,
 }
 
 /// A finished read on its way back to the worker: its connection (worker
-/// slot and id) and the bytes, None if the read failed (a miss).
+/// slot and id), the key position of its request it is for, and the bytes,
+/// None if the read failed (a miss).
 pub struct Finished {
     pub slot: usize,
     pub conn_id: u64,
+    pub key_index: usize,
     pub buf: Option<FlashBuf>,
 }
 
@@ -166,12 +219,13 @@ impl Pool {
     /// Hand `wait`'s read to an I/O thread; the result comes back through
     /// `inbox`.
     pub fn submit(&self, wait: &mut FlashWait, slot: usize, conn_id: u64, inbox: &Arc<Inbox>) {
-        let job = Job { read: wait.read.clone(), buf: wait.read.buffer(), slot, conn_id, inbox: inbox.clone() };
+        let key_index = wait.key_index;
+        let job = Job { read: wait.read.clone(), buf: wait.read.buffer(), slot, conn_id, key_index, inbox: inbox.clone() };
         wait.state = ReadState::InFlight;
         let sent = self.jobs.lock().unwrap_or_else(|e| e.into_inner()).send(job);
         if let Err(failed) = sent {
             // No I/O thread left: the read fails, which is a miss.
-            failed.0.inbox.push(Finished { slot, conn_id, buf: None });
+            failed.0.inbox.push(Finished { slot, conn_id, key_index, buf: None });
         }
     }
 }
@@ -182,8 +236,8 @@ fn io_thread(jobs: &Mutex<Receiver<Job>>) {
             Ok(job) => job,
             Err(_) => return,
         };
-        let Job { read, mut buf, slot, conn_id, inbox } = job;
+        let Job { read, mut buf, slot, conn_id, key_index, inbox } = job;
         let ok = std::os::unix::fs::FileExt::read_exact_at(&*read.file, &mut buf, read.offset_bytes).is_ok();
-        inbox.push(Finished { slot, conn_id, buf: ok.then_some(buf) });
+        inbox.push(Finished { slot, conn_id, key_index, buf: ok.then_some(buf) });
     }
 }

@@ -103,7 +103,7 @@ pub fn carry(conn: &Conn, tls: bool) -> Option<Resume> {
 
 /// A connection's bookkeeping as it closes: out of `stats conns`, the
 /// `conn_close` line for `watch connevents` and `-vv`, the connection
-/// count, and its flash read abandoned (an I/O thread may still hold its
+/// count, and its flash reads abandoned (an I/O thread may still hold its
 /// copy: that one is dropped when it comes back to a connection that is
 /// gone).
 pub fn closed(shared: &Arc<Shared>, stats: &WorkerStats, id: u64, info: &ConnInfo, conn: &mut Conn, fd: i32, reason: &'static str) {
@@ -113,7 +113,7 @@ pub fn closed(shared: &Arc<Shared>, stats: &WorkerStats, id: u64, info: &ConnInf
         crate::ops::verbose::conn_closed(fd);
     }
     shared.curr_connections.fetch_sub(1, Ordering::Relaxed);
-    if let (Some(wait), Some(tier)) = (conn.flash.take(), shared.engine.flash()) {
-        tier.abandon_flash_read(&wait.read);
+    if let (false, Some(tier)) = (conn.flash.is_empty(), shared.engine.flash()) {
+        conn.flash.abandon(tier);
     }
 }

@@ -74,6 +74,7 @@ counters!(
     bytes_read,
     bytes_written,
     conn_yields,
+    extstore_reads_ahead,
     total_connections,
     rejected_connections,
     idle_kicks,

@@ -363,7 +363,12 @@ impl Worker {
         let Some(ring) = self.flash_ring.as_mut() else { return };
         let mut done = Vec::new();
         ring.completions(&mut done);
-        let finished = done.into_iter().map(|d| crate::flash_io::Finished { slot: d.slot, conn_id: d.conn_id, buf: crate::flash_io::whole(d.result, d.buf) });
+        let finished = done.into_iter().map(|d| crate::flash_io::Finished {
+            slot: d.slot,
+            conn_id: d.conn_id,
+            key_index: d.key_index,
+            buf: crate::flash_io::whole(d.result, d.buf),
+        });
         self.hand_back(finished, ready);
     }
 
@@ -382,7 +387,7 @@ impl Worker {
     fn hand_back(&mut self, finished: impl IntoIterator<Item = crate::flash_io::Finished>, ready: &mut Vec<usize>) {
         for done in finished {
             let Some(Some(client)) = self.clients.get_mut(done.slot) else { continue };
-            if client.id == done.conn_id && client.conn.flash.as_mut().is_some_and(|wait| wait.complete(done.buf)) {
+            if client.id == done.conn_id && client.conn.flash.complete(done.key_index, done.buf) {
                 ready.push(done.slot);
             }
         }
@@ -458,42 +463,42 @@ impl Worker {
     }
 }
 
-/// A connection parked on a new flash read: queue it on the worker's ring
-/// (submitted at the end of the turn), or hand it to the I/O threads.
-/// True: the read failed at once (a miss), run the connection again.
+/// A connection parked on new flash reads: queue them on the worker's ring
+/// (submitted at the end of the turn), or hand them to the I/O threads.
+/// True: the reads that failed at once (misses) left none in flight, run
+/// the connection again.
 fn submit_flash(
     client: &mut Client,
     index: usize,
     shared: &Shared,
     inbox: Option<&Arc<crate::flash_io::Inbox>>,
-    ring: Option<&mut crate::sys::read_ring::ReadRing>,
+    mut ring: Option<&mut crate::sys::read_ring::ReadRing>,
 ) -> bool {
-    let Some(wait) = client.conn.flash.as_mut() else { return false };
-    if !matches!(wait.state, crate::flash_io::ReadState::Unsubmitted) {
-        return false;
-    }
-    if let Some(ring) = ring {
-        use std::os::fd::AsRawFd;
-        let (fd, offset) = (wait.read.file.as_raw_fd(), wait.read.offset_bytes);
-        if ring.read(fd, index, client.id, wait.read.buffer(), offset).is_ok() {
-            wait.state = crate::flash_io::ReadState::InFlight;
-            return false;
-        }
-        // Not queued: a failed read, which is a miss.
-        wait.state = crate::flash_io::ReadState::Done(None);
-        return true;
-    }
-    match (shared.flash_pool.get(), inbox) {
-        (Some(pool), Some(inbox)) => {
-            pool.submit(wait, index, client.id, inbox);
-            false
-        }
-        // No I/O threads: the read fails, which is a miss.
-        _ => {
+    let mut failed = false;
+    for wait in client.conn.flash.unsubmitted() {
+        if let Some(ring) = ring.as_deref_mut() {
+            use std::os::fd::AsRawFd;
+            let (fd, offset) = (wait.read.file.as_raw_fd(), wait.read.offset_bytes);
+            if ring.read(fd, (index, client.id, wait.key_index), wait.read.buffer(), offset).is_ok() {
+                wait.state = crate::flash_io::ReadState::InFlight;
+                continue;
+            }
+            // Not queued: a failed read, which is a miss.
             wait.state = crate::flash_io::ReadState::Done(None);
-            true
+            failed = true;
+            continue;
+        }
+        match (shared.flash_pool.get(), inbox) {
+            (Some(pool), Some(inbox)) => pool.submit(wait, index, client.id, inbox),
+            // No I/O threads: the read fails, which is a miss.
+            _ => {
+                wait.state = crate::flash_io::ReadState::Done(None);
+                failed = true;
+            }
         }
     }
+    // Every read failed or is back: the request runs again now.
+    failed && !client.conn.flash.pending()
 }
 
 /// Reply bytes not yet on the socket (TLS: 1 more while ciphertext waits).

@@ -256,8 +256,8 @@ impl UringWorker {
     fn flash_read_done(&mut self, c: Completion) {
         let Some(index) = self.slot(c.token) else { return };
         let Some(client) = self.clients[index].as_mut() else { return };
-        let Some(wait) = client.conn.flash.as_mut() else { return };
-        if wait.complete(c.flash_buf.and_then(|buf| crate::flash_io::whole(c.result, buf))) {
+        let Some((buf, key_index)) = c.flash_buf else { return };
+        if client.conn.flash.complete(key_index, crate::flash_io::whole(c.result, buf)) {
             self.ready.push(index);
         }
     }
@@ -377,20 +377,22 @@ impl UringWorker {
                 Progress::Dumping if client.eof && client.conn.is_watching() => client.closing = true,
                 Progress::Dumping => self.dumping.push(index),
                 Progress::FlashWait => {
-                    if let Some(wait) = client.conn.flash.as_mut() {
-                        if matches!(wait.state, crate::flash_io::ReadState::Unsubmitted) {
-                            use std::os::fd::AsRawFd;
-                            let buf = wait.read.buffer();
-                            let (fd, offset) = (wait.read.file.as_raw_fd(), wait.read.offset_bytes);
-                            wait.state = match self.ring.read_flash(fd, client.token, buf, offset) {
-                                Ok(()) => crate::flash_io::ReadState::InFlight,
-                                // Not submitted: a failed read, which is a miss.
-                                Err(_) => {
-                                    self.ready.push(index);
-                                    crate::flash_io::ReadState::Done(None)
-                                }
-                            };
-                        }
+                    let mut failed = false;
+                    for wait in client.conn.flash.unsubmitted() {
+                        use std::os::fd::AsRawFd;
+                        let buf = wait.read.buffer();
+                        let (fd, offset) = (wait.read.file.as_raw_fd(), wait.read.offset_bytes);
+                        wait.state = match self.ring.read_flash(fd, client.token, wait.key_index, buf, offset) {
+                            Ok(()) => crate::flash_io::ReadState::InFlight,
+                            // Not submitted: a failed read, which is a miss.
+                            Err(_) => {
+                                failed = true;
+                                crate::flash_io::ReadState::Done(None)
+                            }
+                        };
+                    }
+                    if failed && !client.conn.flash.pending() {
+                        self.ready.push(index);
                     }
                 }
                 Progress::NeedInput | Progress::OutputFull => {}

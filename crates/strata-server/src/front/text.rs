@@ -107,8 +107,10 @@ fn get<'k>(svc: &Service<'_>, kind: GetKind, keys: impl Iterator<Item = &'k [u8]
             batch.get_or_insert_with(|| svc.shared.engine.read_batch());
             svc.shared.engine.prefetch(&window[..n]);
         }
-        for &key in &window[..n] {
+        for (at, &key) in window[..n].iter().enumerate() {
             if !get_one(svc, get, key, i, out) {
+                // Parked on a flash read: the later keys' reads go with it.
+                svc.read_ahead(window[at + 1..n].iter().copied().chain(keys), i + 1);
                 return;
             }
             i += 1;

@@ -266,6 +266,7 @@ fn general(ctx: &Ctx<'_>, t: &mut Stats) {
     crate::journal::warm::warm_lines(shared.warm.as_ref(), &shared.catchup, &mut |name, value| stat(t, name, value));
     if let Some(x) = &ext {
         crate::ops::extstore::own_lines(x, &mut |name, value| stat(t, name, value));
+        stat(t, "extstore_reads_ahead", s.extstore_reads_ahead);
     }
     if let Some(g) = &shared.memory_governor {
         g.stats(&mut |name, value| stat(t, name, value));

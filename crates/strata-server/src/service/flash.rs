@@ -25,7 +25,7 @@ use std::cell::{Cell, RefCell};
 use strata_store::{Engine, FlashBuf, FlashFinish, FlashRead, FlashTier, GetAction, GetOptions, ItemView};
 
 use super::{hooks, Service};
-use crate::flash_io::{FlashWait, ReadState};
+use crate::flash_io::{FlashWait, FlashWaits, ReadState, READ_AHEAD};
 
 /// A request is waiting for a flash read: stop, reply nothing.
 pub struct Parked;
@@ -42,12 +42,13 @@ pub enum Read {
 pub(crate) struct FlashState<'a> {
     /// The engine's flash tier; None: no flash path runs.
     tier: Option<&'a dyn FlashTier>,
-    /// The finished read of the request being run again.
-    resume: RefCell<Option<Box<FlashWait>>>,
+    /// The finished reads of the request being run again.
+    resume: RefCell<Vec<FlashWait>>,
     /// Keys of the request before this one were answered before it parked.
     resume_from: Cell<usize>,
-    /// The read the current request parked on.
-    park: RefCell<Option<Box<FlashWait>>>,
+    /// The reads the current request parked on: the key it stopped at,
+    /// then later keys of a multi-get read ahead ([`Service::read_ahead`]).
+    park: RefCell<Vec<FlashWait>>,
     /// The reads finished in this turn of the connection (the last
     /// [`HELD_READS`]; this state lives for one turn): a later key of the
     /// request (a multi-get) whose record lies in the same device blocks
@@ -72,31 +73,39 @@ impl<'a> FlashState<'a> {
 }
 
 impl<'a> Service<'a> {
-    /// Hand a finished read back before its request runs again.
-    pub fn resume_flash(&self, wait: Box<FlashWait>) {
-        self.flash.resume_from.set(wait.key_index);
-        *self.flash.resume.borrow_mut() = Some(wait);
+    /// Hand the finished reads back before their request runs again.
+    pub fn resume_flash(&self, waits: FlashWaits) {
+        self.flash.resume_from.set(waits.0.iter().map(|w| w.key_index).min().unwrap_or(0));
+        *self.flash.resume.borrow_mut() = waits.0;
     }
 
     /// The request just run parked on a read.
     pub fn is_parked(&self) -> bool {
-        self.flash.park.borrow().is_some()
+        !self.flash.park.borrow().is_empty()
     }
 
-    /// The read the request just run parked on, if it did.
-    pub fn take_park(&self) -> Option<Box<FlashWait>> {
-        self.flash.park.borrow_mut().take()
+    /// The reads the request just run parked on (empty: it did not park).
+    /// Finished reads of its later keys that it did not reach stay with it.
+    pub fn take_park(&self) -> FlashWaits {
+        let mut park = std::mem::take(&mut *self.flash.park.borrow_mut());
+        if !park.is_empty() {
+            park.append(&mut self.flash.resume.borrow_mut());
+            park.sort_by_key(|w| w.key_index);
+        }
+        FlashWaits(park)
     }
 
-    /// After a request ran to its end: a resumed read it did not use (the
-    /// key is no longer asked for) is abandoned. Inlined: it runs per
-    /// request, and the `take` is of an empty `Option` without a flash tier.
+    /// After a request ran to its end: resumed reads it did not use (the
+    /// keys are no longer asked for) are abandoned. Inlined: it runs per
+    /// request, and the `take` is of an empty `Vec` without a flash tier.
     #[inline]
     pub fn end_request(&self) {
         self.flash.resume_from.set(0);
-        if let Some(wait) = self.flash.resume.borrow_mut().take() {
+        let mut resume = self.flash.resume.borrow_mut();
+        if !resume.is_empty() {
+            let mut unused = FlashWaits(std::mem::take(&mut *resume));
             if let Some(tier) = self.flash.tier {
-                tier.abandon_flash_read(&wait.read);
+                unused.abandon(tier);
             }
         }
     }
@@ -110,21 +119,54 @@ impl<'a> Service<'a> {
     /// (hooks that already ran for it on the first run, such as a `watch`
     /// line, are not repeated).
     pub(crate) fn resuming(&self, index: usize) -> bool {
-        self.flash.tier.is_some() && self.flash.resume.borrow().as_ref().is_some_and(|w| w.key_index == index)
+        self.flash.tier.is_some() && self.flash.resume.borrow().iter().any(|w| w.key_index == index)
     }
 
     fn park(&self, read: FlashRead, key_index: usize) {
-        *self.flash.park.borrow_mut() = Some(FlashWait::new(read, key_index));
+        self.flash.park.borrow_mut().push(FlashWait::new(read, key_index));
     }
 
-    /// The finished read for key `index` of this request, if that is the
-    /// key it was for.
-    fn take_resume(&self, index: usize) -> Option<Box<FlashWait>> {
+    /// The finished read for key `index` of this request, if it has one.
+    fn take_resume(&self, index: usize) -> Option<FlashWait> {
         let mut resume = self.flash.resume.borrow_mut();
-        if resume.as_ref().is_some_and(|w| w.key_index == index) {
-            resume.take()
-        } else {
-            None
+        let at = resume.iter().position(|w| w.key_index == index)?;
+        Some(resume.remove(at))
+    }
+
+    /// A multi-get parked at a key on flash: queue the reads of its later
+    /// `keys` (positions from `first`) whose records are on flash too, up
+    /// to [`READ_AHEAD`] reads in all, so they go to the device together
+    /// and the request runs again once, not once per key. Nothing is
+    /// answered or counted here: each key is read as usual when the
+    /// request runs again, and finds its read there. A key whose blocks a
+    /// queued read already covers is marked [`ReadState::Covered`], no read
+    /// of its own (it is answered from those bytes); one that has a
+    /// finished read already gets nothing.
+    pub(crate) fn read_ahead<'k>(&self, keys: impl Iterator<Item = &'k [u8]>, first: usize) {
+        let Some(tier) = self.flash.tier else { return };
+        if !self.is_parked() {
+            return;
+        }
+        let engine = self.shared.engine.as_ref();
+        let now = self.now();
+        let quiet = GetOptions { uncounted: true, no_bump: true, ..GetOptions::default() };
+        for (index, key) in (first..).zip(keys) {
+            if self.flash.park.borrow().len() >= READ_AHEAD || key.len() > strata_proto::KEY_MAX_LENGTH {
+                return;
+            }
+            if self.flash.resume.borrow().iter().any(|w| w.key_index == index) || engine.get(key, quiet, now, &mut |_, _| GetAction::default()) {
+                continue;
+            }
+            let Some(read) = tier.flash_check(key, now) else { continue };
+            let mut park = self.flash.park.borrow_mut();
+            let covered = park.iter().any(|w| within(&read, &w.read));
+            let mut wait = FlashWait::new(read, index);
+            if covered {
+                wait.state = ReadState::Covered;
+            } else {
+                crate::stats::WorkerStats::incr(&self.stats.extstore_reads_ahead);
+            }
+            park.push(wait);
         }
     }
 
@@ -139,7 +181,16 @@ impl<'a> Service<'a> {
         let now = self.now();
         if let Some(wait) = self.take_resume(index) {
             let opts = GetOptions::default();
-            tier.finish_flash_read(&wait.read, wait.data(), opts, true, now, &mut |_, _| GetAction::default());
+            let mut visit = |_: ItemView<'_>, _: bool| GetAction::default();
+            if let ReadState::Covered = wait.state {
+                let mut read = wait.read;
+                if self.finish_from_held(tier, &mut read, opts, true, now, &mut visit).is_none() {
+                    self.park(read, index);
+                    return Err(Parked);
+                }
+                return Ok(());
+            }
+            tier.finish_flash_read(&wait.read, wait.data(), opts, true, now, &mut visit);
             return Ok(());
         }
         match tier.flash_check(key, now) {
@@ -173,6 +224,18 @@ impl<'a> Service<'a> {
             return hit(engine.get(key, opts, now, visit));
         };
         if let Some(mut wait) = self.take_resume(index) {
+            if let ReadState::Covered = wait.state {
+                // The covering read's bytes are held, unless it failed or
+                // the request parked again since: then a read of its own.
+                let mut read = wait.read;
+                return match self.finish_from_held(tier, &mut read, opts, false, now, visit) {
+                    Some(finish) => finished(finish, engine, key, opts, now, visit),
+                    None => {
+                        self.park(read, index);
+                        Read::Parked
+                    }
+                };
+            }
             let finish = tier.finish_flash_read(&wait.read, wait.data(), opts, false, now, visit);
             if let ReadState::Done(Some(buf)) = std::mem::replace(&mut wait.state, ReadState::Done(None)) {
                 let mut held = self.flash.held.borrow_mut();
@@ -194,15 +257,7 @@ impl<'a> Service<'a> {
         }
         match tier.flash_check(key, now) {
             Some(mut read) => {
-                // Another key of this request read these blocks already.
-                let finish = {
-                    let held = self.flash.held.borrow();
-                    held.iter().rev().find_map(|(other, buf)| {
-                        let range = read.covered_by(other, buf)?;
-                        Some(tier.finish_flash_read(&read, Some(&buf[range]), opts, false, now, visit))
-                    })
-                };
-                if let Some(finish) = finish {
+                if let Some(finish) = self.finish_from_held(tier, &mut read, opts, false, now, visit) {
                     return finished(finish, engine, key, opts, now, visit);
                 }
                 self.park(read, index);
@@ -213,6 +268,33 @@ impl<'a> Service<'a> {
             None => hit(engine.get(key, opts, now, visit)),
         }
     }
+}
+
+impl Service<'_> {
+    /// Finish `read` from the held bytes of another key of this request
+    /// that read the same blocks; None if none did.
+    fn finish_from_held(
+        &self,
+        tier: &dyn FlashTier,
+        read: &mut FlashRead,
+        opts: GetOptions,
+        into_ram: bool,
+        now: u32,
+        visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
+    ) -> Option<FlashFinish> {
+        let held = self.flash.held.borrow();
+        held.iter().rev().find_map(|(other, buf)| {
+            let range = read.covered_by(other, buf)?;
+            Some(tier.finish_flash_read(read, Some(&buf[range]), opts, into_ram, now, visit))
+        })
+    }
+}
+
+/// `read`'s blocks lie within `other`'s (same file).
+fn within(read: &FlashRead, other: &FlashRead) -> bool {
+    std::sync::Arc::ptr_eq(&read.file, &other.file)
+        && read.offset_bytes >= other.offset_bytes
+        && read.offset_bytes + read.len_bytes as u64 <= other.offset_bytes + other.len_bytes as u64
 }
 
 /// The answer once flash bytes were offered to `visit`: a hit if it saw the

@@ -28,8 +28,9 @@ use super::uring::EventFd;
 pub struct ReadRing {
     ring: IoUring,
     event: EventFd,
-    /// Buffers in flight, and whose (worker slot, connection id).
-    reads: InFlight<FlashBuf, (usize, u64)>,
+    /// Buffers in flight, and whose (worker slot, connection id, key
+    /// position of its request).
+    reads: InFlight<FlashBuf, (usize, u64, usize)>,
     /// Reads queued but not yet submitted.
     queued: usize,
 }
@@ -39,6 +40,7 @@ pub struct ReadRing {
 pub struct ReadDone {
     pub slot: usize,
     pub conn_id: u64,
+    pub key_index: usize,
     pub result: i32,
     pub buf: FlashBuf,
 }
@@ -58,12 +60,13 @@ impl ReadRing {
         self.event.fd()
     }
 
-    /// Queue a read of `buf.len()` bytes at `offset` of `fd` for
-    /// connection `conn_id` in worker slot `slot`.
-    pub fn read(&mut self, fd: RawFd, slot: usize, conn_id: u64, mut buf: FlashBuf, offset: u64) -> io::Result<()> {
+    /// Queue a read of `buf.len()` bytes at `offset` of `fd` for key
+    /// `key_index` of the request of connection `conn_id` in worker slot
+    /// `slot`.
+    pub fn read(&mut self, fd: RawFd, owner: (usize, u64, usize), mut buf: FlashBuf, offset: u64) -> io::Result<()> {
         let len = buf.len().min(u32::MAX as usize) as u32;
         let ptr = buf.as_mut_ptr();
-        let index = self.reads.insert(buf, (slot, conn_id));
+        let index = self.reads.insert(buf, owner);
         let entry = opcode::Read::new(types::Fd(fd), ptr, len).offset(offset).build().user_data(index as u64);
         loop {
             // SAFETY: the entry points into the buffer held in `reads` (an
@@ -101,8 +104,8 @@ impl ReadRing {
     pub fn completions(&mut self, out: &mut Vec<ReadDone>) {
         self.event.drain();
         for cqe in self.ring.completion() {
-            let Some((buf, (slot, conn_id))) = self.reads.take(cqe.user_data() as usize) else { continue };
-            out.push(ReadDone { slot, conn_id, result: cqe.result(), buf });
+            let Some((buf, (slot, conn_id, key_index))) = self.reads.take(cqe.user_data() as usize) else { continue };
+            out.push(ReadDone { slot, conn_id, key_index, result: cqe.result(), buf });
         }
     }
 }

@@ -76,8 +76,9 @@ pub struct Completion {
     pub buffer_id: Option<u16>,
     /// Send: the buffer handed to [`Ring::send`], and the offset it was sent from.
     pub buffer: Option<(Vec<u8>, usize)>,
-    /// Flash read: the buffer handed to [`Ring::read_flash`].
-    pub flash_buf: Option<FlashBuf>,
+    /// Flash read: the buffer handed to [`Ring::read_flash`], and its key
+    /// position (`key_index`).
+    pub flash_buf: Option<(FlashBuf, usize)>,
 }
 
 /// Provided receive buffers, registered with the kernel as buffer group
@@ -190,7 +191,7 @@ pub struct Ring {
     wake_buf: Box<[u8; 8]>,
     /// Flash read buffers in flight, with their connections: the ring
     /// owns each until its completion, as it owns send buffers.
-    reads: InFlight<FlashBuf, u64>,
+    reads: InFlight<(FlashBuf, usize), u64>,
 }
 
 /// Receive buffers: at most `RECV_BUFFERS` of `RECV_BUFFER_SIZE` bytes per
@@ -291,12 +292,13 @@ impl Ring {
     }
 
     /// Read `buf.len()` bytes at `offset` of the flash file `fd` into
-    /// `buf`, for connection `token`; the ring keeps `buf` (an anonymous
-    /// mapping, so its bytes never move) until the completion hands it back.
-    pub fn read_flash(&mut self, fd: RawFd, token: u64, mut buf: FlashBuf, offset: u64) -> io::Result<()> {
+    /// `buf`, for key `key_index` of connection `token`'s request; the ring
+    /// keeps `buf` (an anonymous mapping, so its bytes never move) until the
+    /// completion hands it back.
+    pub fn read_flash(&mut self, fd: RawFd, token: u64, key_index: usize, mut buf: FlashBuf, offset: u64) -> io::Result<()> {
         let len = buf.len().min(u32::MAX as usize) as u32;
         let ptr = buf.as_mut_ptr();
-        let slot = self.reads.insert(buf, token);
+        let slot = self.reads.insert((buf, key_index), token);
         let entry = opcode::Read::new(types::Fd(fd), ptr, len)
             .offset(offset)
             .build()

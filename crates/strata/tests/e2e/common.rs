@@ -159,6 +159,21 @@ impl Conn {
         Some((value, flags, cas))
     }
 
+    /// `count` sets of `size`-byte values (`f0`, `f1`...) without replies,
+    /// then a round trip: filler that pushes the items set before out of
+    /// RAM (and, with a flash tier, out of its write buffers onto flash).
+    pub fn fill(&mut self, count: usize, size: usize) {
+        let filler = vec![b'f'; size];
+        for i in 0..count {
+            let mut req = format!("set f{i} 0 0 {size} noreply\r\n").into_bytes();
+            req.extend_from_slice(&filler);
+            req.extend_from_slice(b"\r\n");
+            self.stream.write_all(&req).unwrap();
+        }
+        self.stream.write_all(b"mn\r\n").unwrap();
+        assert_eq!(self.line(), "MN\r\n");
+    }
+
     pub fn stat(&mut self, name: &str) -> u64 {
         self.stream.write_all(b"stats\r\n").unwrap();
         let mut found = None;

@@ -315,6 +315,7 @@ fn extstore_stats_and_command_as_memcached() {
                     | "extstore_index_bytes"
                     | "extstore_reads_shared"
                     | "extstore_bytes_padded"
+                    | "extstore_reads_ahead"
                     | "extstore_memory_pressure"
                     | "extstore_compact_resc_cold"
                     | "extstore_compact_resc_old"

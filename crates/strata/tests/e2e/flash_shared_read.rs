@@ -33,15 +33,7 @@ fn run_on(engine: &str) {
     }
     // 24 MB of later items push the first ones out of RAM and out of the
     // write buffer (2 MiB), onto flash.
-    let filler = vec![b'f'; 2000];
-    for i in 0..12_000 {
-        let mut req = format!("set f{i} 0 0 {} noreply\r\n", filler.len()).into_bytes();
-        req.extend_from_slice(&filler);
-        req.extend_from_slice(b"\r\n");
-        c.stream.write_all(&req).unwrap();
-    }
-    c.stream.write_all(b"mn\r\n").unwrap();
-    assert_eq!(c.line(), "MN\r\n");
+    c.fill(12_000, 2000);
     assert!(c.stat("extstore_objects_written") > 1000, "items went to flash");
 
     let (flash_before, shared_before) = (c.stat("get_extstore"), c.stat("extstore_reads_shared"));

@@ -21,6 +21,7 @@ mod flash_limits;
 mod flash_mc_suite;
 mod flash_overwrite;
 mod flash_restart;
+mod flash_read_ahead;
 mod flash_shared_read;
 mod handover;
 mod memory;

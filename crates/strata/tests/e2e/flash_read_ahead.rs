@@ -1,0 +1,132 @@
+//! A multi-get's keys on flash go to the device together (issue 33): the
+//! first key on flash parks the request, and the reads of its later keys
+//! on flash (up to 16 in all) are queued with that one, counted in
+//! `extstore_reads_ahead`, so the request runs again once they are all
+//! back rather than once per key, as memcached queues a multi-get's
+//! extstore reads together. Checked on both engines: every value in order,
+//! each key counted once in `get_extstore` and none aborted, a key asked
+//! twice in one request (the second answered from the first's bytes),
+//! `gat` (the flash copies brought back into RAM), a request that ends in
+//! an error after its reads, and a connection closed with its reads in
+//! flight (each handed-out read finished or abandoned: `extstore_io_queue`
+//! back to 0).
+
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use crate::common::{Conn, Server};
+
+const KEYS: usize = 1000;
+
+fn value(i: usize) -> Vec<u8> {
+    format!("{i:05}").repeat(20).into_bytes()
+}
+
+fn key(i: usize) -> String {
+    format!("r{i:03}")
+}
+
+/// Send `line`, read the `VALUE` replies up to `END` in order: (key, value).
+fn values(c: &mut Conn, line: &str) -> Vec<(String, Vec<u8>)> {
+    c.stream.write_all(format!("{line}\r\n").as_bytes()).unwrap();
+    let mut out = Vec::new();
+    loop {
+        let header = c.line();
+        if header == "END\r\n" {
+            return out;
+        }
+        let f: Vec<&str> = header.split_whitespace().collect();
+        assert_eq!(f[0], "VALUE", "{line}: {header}");
+        let len: usize = f[3].parse().unwrap();
+        let mut data = vec![0u8; len + 2];
+        c.reader.read_exact(&mut data).unwrap();
+        data.truncate(len);
+        out.push((f[1].to_string(), data));
+    }
+}
+
+fn run_on(engine: &str) {
+    let dir = std::env::temp_dir().join(format!("strata-flash-ahead-{engine}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ext = format!("io_engine={engine},ext_path={}:64m,ext_page_size=8,ext_wbuf_size=2", dir.join("flash").display());
+    let server = Server::strata(&["-t", "1", "-m", "8", "-o", &ext]);
+    let mut c = Conn::to(&server);
+    for i in 0..KEYS {
+        assert_eq!(c.set(&key(i), &value(i)), "STORED\r\n");
+    }
+    // 24 MB of later items push the first ones out of RAM and out of the
+    // write buffer (2 MiB), onto flash.
+    c.fill(12_000, 2000);
+    assert!(c.stat("extstore_objects_written") > 1000, "items went to flash");
+
+    // 60 gets of 16 keys 61 apart (in different blocks, mostly).
+    let (ahead_before, fetched_before, aborted_before) =
+        (c.stat("extstore_reads_ahead"), c.stat("get_extstore"), c.stat("get_aborted_extstore"));
+    let mut asked = 0;
+    for j in 0..60 {
+        let ids: Vec<usize> = (0..16).map(|m| (j + 61 * m) % KEYS).collect();
+        let line = format!("get {}", ids.iter().map(|&i| key(i)).collect::<Vec<_>>().join(" "));
+        let got = values(&mut c, &line);
+        let want: Vec<(String, Vec<u8>)> = ids.iter().map(|&i| (key(i), value(i))).collect();
+        assert_eq!(got, want, "{line}");
+        asked += ids.len() as u64;
+    }
+    let ahead = c.stat("extstore_reads_ahead") - ahead_before;
+    let fetched = c.stat("get_extstore") - fetched_before;
+    assert!(fetched >= asked * 9 / 10, "the keys were on flash: {fetched} of {asked}");
+    assert!(fetched <= asked, "each key fetched from flash once: {fetched} for {asked} keys");
+    // At most 15 of each get's 16 reads go ahead of its first; keys whose
+    // blocks another key's read covers, or that are back in RAM, need none.
+    assert!(ahead >= 60 * 10, "{ahead} reads went ahead in 60 gets of 16 keys on flash");
+    assert!(ahead <= 60 * 15, "{ahead}");
+    assert_eq!(c.stat("get_aborted_extstore"), aborted_before, "every read queued ahead was used");
+
+    // A key asked three times: one read, the same value three times.
+    let got = values(&mut c, &format!("get {} {} {} {}", key(500), key(500), key(3), key(500)));
+    let want = vec![(key(500), value(500)), (key(500), value(500)), (key(3), value(3)), (key(500), value(500))];
+    assert_eq!(got, want);
+
+    // gat: the flash copies come back into RAM with the new time, each once.
+    let ids = [7usize, 68, 129, 190, 190, 251];
+    let line = format!("gat 0 {}", ids.iter().map(|&i| key(i)).collect::<Vec<_>>().join(" "));
+    let want: Vec<(String, Vec<u8>)> = ids.iter().map(|&i| (key(i), value(i))).collect();
+    assert_eq!(values(&mut c, &line), want);
+    let fetched_before = c.stat("get_extstore");
+    assert_eq!(values(&mut c, &line), want, "now from RAM");
+    assert_eq!(c.stat("get_extstore"), fetched_before, "brought back into RAM: no flash fetch");
+
+    // An error after the reads: memcached's answer, nothing left in flight.
+    let long = "k".repeat(251);
+    c.stream.write_all(format!("get {} {} {} {long}\r\n", key(11), key(72), key(133)).as_bytes()).unwrap();
+    assert!(c.line().starts_with("CLIENT_ERROR"), "a key too long ends the get with an error");
+    assert_eq!(c.line(), "\r\n", "1.6.45's error line, sent with another CRLF");
+    assert_eq!(c.get(&key(72)), Some(value(72)), "the connection goes on");
+    assert_eq!(c.stat("extstore_io_queue"), 0, "every read handed out was finished");
+
+    // A connection that goes away with its reads in flight abandons them.
+    for j in 0..8 {
+        let mut gone = Conn::to(&server);
+        let ids: Vec<usize> = (0..16).map(|m| (300 + j + 61 * m) % KEYS).collect();
+        let line = format!("get {}\r\n", ids.iter().map(|&i| key(i)).collect::<Vec<_>>().join(" "));
+        gone.stream.write_all(line.as_bytes()).unwrap();
+        drop(gone);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.stat("extstore_io_queue") != 0 {
+        assert!(Instant::now() < deadline, "reads of closed connections still counted in flight");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(c.stat("badcrc_from_extstore"), 0);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_multi_get_reads_its_keys_on_flash_together_with_epoll() {
+    run_on("epoll");
+}
+
+#[test]
+fn a_multi_get_reads_its_keys_on_flash_together_with_the_default_engine() {
+    run_on("auto");
+}
