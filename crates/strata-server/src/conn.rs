@@ -367,7 +367,13 @@ impl Conn {
     }
 
     /// Run buffered requests; at most `budget` of them.
-    pub fn process(&mut self, svc: &Service<'_>, mut budget: usize) -> Progress {
+    pub fn process(&mut self, svc: &Service<'_>, budget: usize) -> Progress {
+        let progress = self.run(svc, budget);
+        svc.end_run();
+        progress
+    }
+
+    fn run(&mut self, svc: &Service<'_>, mut budget: usize) -> Progress {
         let limits = &svc.shared.settings;
         svc.flushed(self.wpos);
         let dump_socket = if self.tls { None } else { self.socket };
@@ -416,6 +422,9 @@ impl Conn {
                 Protocol::Binary => binary_step(buf, svc, &mut self.out, &mut self.unauthenticated),
                 _ => text_step(buf, svc, &mut self.out, &mut self.unauthenticated),
             };
+            if let (true, Step::Done { advance, .. }) = (svc.is_parked(), &step) {
+                svc.read_ahead_later(&buf[*advance..], self.protocol == Protocol::Binary);
+            }
             let parked = svc.take_park();
             if !parked.is_empty() {
                 // Not consumed: the same request runs again with the reads.

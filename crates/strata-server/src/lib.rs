@@ -11,6 +11,7 @@ pub mod ctx;
 pub mod front;
 pub mod flash_age;
 pub mod flash_io;
+mod flash_peek;
 pub mod handover;
 pub mod journal;
 pub mod lifecycle;

@@ -66,6 +66,11 @@ pub(crate) struct FlashState<'a> {
 /// and only for one turn of the connection.
 const HELD_READS: usize = 32;
 
+/// Waits of a parked request numbered from here are for the requests
+/// buffered behind it ([`Service::read_ahead_later`]), found by key; below
+/// it, for the parked request's own keys, found by position.
+const LATER: usize = usize::MAX / 2 + 1;
+
 impl<'a> FlashState<'a> {
     pub fn new(tier: Option<&'a dyn FlashTier>) -> FlashState<'a> {
         FlashState { tier, ..FlashState::default() }
@@ -75,8 +80,18 @@ impl<'a> FlashState<'a> {
 impl<'a> Service<'a> {
     /// Hand the finished reads back before their request runs again.
     pub fn resume_flash(&self, waits: FlashWaits) {
-        self.flash.resume_from.set(waits.0.iter().map(|w| w.key_index).min().unwrap_or(0));
+        self.flash.resume_from.set(waits.0.iter().map(|w| w.key_index).filter(|&i| i < LATER).min().unwrap_or(0));
         *self.flash.resume.borrow_mut() = waits.0;
+    }
+
+    /// The connection's run of requests is over: reads queued for later
+    /// requests that none used are abandoned, so the tier's count of reads
+    /// in flight stays true.
+    pub fn end_run(&self) {
+        let mut resume = self.flash.resume.borrow_mut();
+        if let (false, Some(tier)) = (resume.is_empty(), self.flash.tier) {
+            FlashWaits(std::mem::take(&mut *resume)).abandon(tier);
+        }
     }
 
     /// The request just run parked on a read.
@@ -95,17 +110,19 @@ impl<'a> Service<'a> {
         FlashWaits(park)
     }
 
-    /// After a request ran to its end: resumed reads it did not use (the
-    /// keys are no longer asked for) are abandoned. Inlined: it runs per
+    /// After a request ran to its end: resumed reads of its keys it did not
+    /// use (the keys are no longer asked for) are abandoned. Inlined: it runs per
     /// request, and the `take` is of an empty `Vec` without a flash tier.
     #[inline]
     pub fn end_request(&self) {
         self.flash.resume_from.set(0);
         let mut resume = self.flash.resume.borrow_mut();
         if !resume.is_empty() {
-            let mut unused = FlashWaits(std::mem::take(&mut *resume));
+            // The reads for later requests stay for them.
+            let (later, unused) = std::mem::take(&mut *resume).into_iter().partition(|w| w.key_index >= LATER);
+            *resume = later;
             if let Some(tier) = self.flash.tier {
-                unused.abandon(tier);
+                FlashWaits(unused).abandon(tier);
             }
         }
     }
@@ -133,6 +150,34 @@ impl<'a> Service<'a> {
         Some(resume.remove(at))
     }
 
+    /// The finished read queued for `key` by an earlier request of the
+    /// pipeline ([`Service::read_ahead_later`]), if there is one.
+    fn take_later(&self, key: &[u8]) -> Option<FlashWait> {
+        let mut resume = self.flash.resume.borrow_mut();
+        let at = resume.iter().position(|w| w.key_index >= LATER && w.read.key() == key)?;
+        Some(resume.remove(at))
+    }
+
+    /// The request just run parked: queue the reads of the keys on flash
+    /// of the plain reads buffered behind it (`input`, from the end of the
+    /// parked request; `flash_peek.rs`), within the same [`READ_AHEAD`].
+    /// Each of those requests finds its key's read when it runs
+    /// ([`Service::read_item`]); reads no request used are abandoned when
+    /// the connection's run of requests ends ([`Service::end_run`]).
+    pub(crate) fn read_ahead_later(&self, input: &[u8], binary: bool) {
+        if self.flash.tier.is_none() || !self.is_parked() {
+            return;
+        }
+        crate::flash_peek::later_read_keys(input, binary, &mut |key| {
+            let id = LATER + self.flash.park.borrow().len();
+            let asked = |w: &FlashWait| w.key_index >= LATER && w.read.key() == key;
+            if self.flash.park.borrow().iter().any(asked) || self.flash.resume.borrow().iter().any(asked) {
+                return true;
+            }
+            self.queue_ahead(key, id)
+        });
+    }
+
     /// A multi-get parked at a key on flash: queue the reads of its later
     /// `keys` (positions from `first`) whose records are on flash too, up
     /// to [`READ_AHEAD`] reads in all, so they go to the device together
@@ -143,31 +188,43 @@ impl<'a> Service<'a> {
     /// of its own (it is answered from those bytes); one that has a
     /// finished read already gets nothing.
     pub(crate) fn read_ahead<'k>(&self, keys: impl Iterator<Item = &'k [u8]>, first: usize) {
-        let Some(tier) = self.flash.tier else { return };
-        if !self.is_parked() {
+        if self.flash.tier.is_none() || !self.is_parked() {
             return;
         }
-        let engine = self.shared.engine.as_ref();
-        let now = self.now();
-        let quiet = GetOptions { uncounted: true, no_bump: true, ..GetOptions::default() };
         for (index, key) in (first..).zip(keys) {
-            if self.flash.park.borrow().len() >= READ_AHEAD || key.len() > strata_proto::KEY_MAX_LENGTH {
-                return;
-            }
-            if self.flash.resume.borrow().iter().any(|w| w.key_index == index) || engine.get(key, quiet, now, &mut |_, _| GetAction::default()) {
+            if self.flash.resume.borrow().iter().any(|w| w.key_index == index) {
                 continue;
             }
-            let Some(read) = tier.flash_check(key, now) else { continue };
-            let mut park = self.flash.park.borrow_mut();
-            let covered = park.iter().any(|w| within(&read, &w.read));
-            let mut wait = FlashWait::new(read, index);
-            if covered {
-                wait.state = ReadState::Covered;
-            } else {
-                crate::stats::WorkerStats::incr(&self.stats.extstore_reads_ahead);
+            if !self.queue_ahead(key, index) {
+                return;
             }
-            park.push(wait);
         }
+    }
+
+    /// Queue `key`'s flash read as wait `id` of the parked request, unless
+    /// it is in RAM or not on flash; false when no more reads may be
+    /// queued (or the key is too long: the request ends there).
+    fn queue_ahead(&self, key: &[u8], id: usize) -> bool {
+        let Some(tier) = self.flash.tier else { return false };
+        if self.flash.park.borrow().len() >= READ_AHEAD || key.len() > strata_proto::KEY_MAX_LENGTH {
+            return false;
+        }
+        let now = self.now();
+        let quiet = GetOptions { uncounted: true, no_bump: true, ..GetOptions::default() };
+        if self.shared.engine.get(key, quiet, now, &mut |_, _| GetAction::default()) {
+            return true;
+        }
+        let Some(read) = tier.flash_check(key, now) else { return true };
+        let mut park = self.flash.park.borrow_mut();
+        let covered = park.iter().any(|w| within(&read, &w.read));
+        let mut wait = FlashWait::new(read, id);
+        if covered {
+            wait.state = ReadState::Covered;
+        } else {
+            crate::stats::WorkerStats::incr(&self.stats.extstore_reads_ahead);
+        }
+        park.push(wait);
+        true
     }
 
     /// Before a command that needs `key`'s current item: Err(Parked) when
@@ -223,28 +280,8 @@ impl<'a> Service<'a> {
         let Some(tier) = self.flash.tier else {
             return hit(engine.get(key, opts, now, visit));
         };
-        if let Some(mut wait) = self.take_resume(index) {
-            if let ReadState::Covered = wait.state {
-                // The covering read's bytes are held, unless it failed or
-                // the request parked again since: then a read of its own.
-                let mut read = wait.read;
-                return match self.finish_from_held(tier, &mut read, opts, false, now, visit) {
-                    Some(finish) => finished(finish, engine, key, opts, now, visit),
-                    None => {
-                        self.park(read, index);
-                        Read::Parked
-                    }
-                };
-            }
-            let finish = tier.finish_flash_read(&wait.read, wait.data(), opts, false, now, visit);
-            if let ReadState::Done(Some(buf)) = std::mem::replace(&mut wait.state, ReadState::Done(None)) {
-                let mut held = self.flash.held.borrow_mut();
-                if held.len() == HELD_READS {
-                    held.remove(0);
-                }
-                held.push((wait.read, buf));
-            }
-            return finished(finish, engine, key, opts, now, visit);
+        if let Some(wait) = self.take_resume(index) {
+            return self.use_wait(tier, wait, key, index, opts, now, visit);
         }
         // A read that changes the item (a touch) or creates it on a miss
         // must see a flash copy first: the engine drops a key's flash
@@ -254,6 +291,9 @@ impl<'a> Service<'a> {
         }
         if engine.get(key, opts, now, visit) {
             return Read::Hit;
+        }
+        if let Some(wait) = self.take_later(key) {
+            return self.use_wait(tier, wait, key, index, opts, now, visit);
         }
         match tier.flash_check(key, now) {
             Some(mut read) => {
@@ -271,6 +311,43 @@ impl<'a> Service<'a> {
 }
 
 impl Service<'_> {
+    /// Answer key `index` (`key`) from its finished read `wait`, keeping
+    /// the bytes for the request's later keys in the same blocks.
+    #[allow(clippy::too_many_arguments)]
+    fn use_wait(
+        &self,
+        tier: &dyn FlashTier,
+        mut wait: FlashWait,
+        key: &[u8],
+        index: usize,
+        opts: GetOptions,
+        now: u32,
+        visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
+    ) -> Read {
+        let engine = self.shared.engine.as_ref();
+        if let ReadState::Covered = wait.state {
+            // The covering read's bytes are held, unless it failed or the
+            // request parked again since: then a read of its own.
+            let mut read = wait.read;
+            return match self.finish_from_held(tier, &mut read, opts, false, now, visit) {
+                Some(finish) => finished(finish, engine, key, opts, now, visit),
+                None => {
+                    self.park(read, index);
+                    Read::Parked
+                }
+            };
+        }
+        let finish = tier.finish_flash_read(&wait.read, wait.data(), opts, false, now, visit);
+        if let ReadState::Done(Some(buf)) = std::mem::replace(&mut wait.state, ReadState::Done(None)) {
+            let mut held = self.flash.held.borrow_mut();
+            if held.len() == HELD_READS {
+                held.remove(0);
+            }
+            held.push((wait.read, buf));
+        }
+        finished(finish, engine, key, opts, now, visit)
+    }
+
     /// Finish `read` from the held bytes of another key of this request
     /// that read the same blocks; None if none did.
     fn finish_from_held(

@@ -3,7 +3,9 @@
 //! on flash (up to 16 in all) are queued with that one, counted in
 //! `extstore_reads_ahead`, so the request runs again once they are all
 //! back rather than once per key, as memcached queues a multi-get's
-//! extstore reads together. Checked on both engines: every value in order,
+//! extstore reads together; so are the reads of the single-key reads
+//! pipelined behind it (text `get`, meta `mg`, binary `GETKQ`).
+//! Checked on both engines: every value in order,
 //! each key counted once in `get_extstore` and none aborted, a key asked
 //! twice in one request (the second answered from the first's bytes),
 //! `gat` (the flash copies brought back into RAM), a request that ends in
@@ -29,6 +31,79 @@ fn key(i: usize) -> String {
 /// Send `line`, read the `VALUE` replies up to `END` in order: (key, value).
 fn values(c: &mut Conn, line: &str) -> Vec<(String, Vec<u8>)> {
     c.stream.write_all(format!("{line}\r\n").as_bytes()).unwrap();
+    read_values(c)
+}
+
+/// 16 single-key reads of `ids` sent at once as `kind` (`get`, `mg` with
+/// an `mn` after, or binary `getkq` with a `NOOP` after): the values, in
+/// order.
+fn pipeline(c: &mut Conn, kind: &str, ids: &[usize]) -> Vec<(String, Vec<u8>)> {
+    let mut req = Vec::new();
+    for &i in ids {
+        match kind {
+            "get" => req.extend_from_slice(format!("get {}\r\n", key(i)).as_bytes()),
+            "mg" => req.extend_from_slice(format!("mg {} v k\r\n", key(i)).as_bytes()),
+            _ => req.extend_from_slice(&binary(0x0d, key(i).as_bytes())),
+        }
+    }
+    match kind {
+        "mg" => req.extend_from_slice(b"mn\r\n"),
+        "getkq" => req.extend_from_slice(&binary(0x0a, b"")),
+        _ => {}
+    }
+    c.stream.write_all(&req).unwrap();
+    let mut out = Vec::new();
+    for _ in ids {
+        match kind {
+            "get" => out.extend(read_values(c)),
+            "mg" => {
+                let header = c.line();
+                let f: Vec<&str> = header.split_whitespace().collect();
+                assert_eq!(f[0], "VA", "{header}");
+                let mut data = vec![0u8; f[1].parse::<usize>().unwrap() + 2];
+                c.reader.read_exact(&mut data).unwrap();
+                data.truncate(data.len() - 2);
+                out.push((f[2].strip_prefix('k').unwrap().to_string(), data));
+            }
+            _ => {
+                let mut header = [0u8; 24];
+                c.reader.read_exact(&mut header).unwrap();
+                assert_eq!((header[0], header[1], header[7]), (0x81, 0x0d, 0), "a GETKQ hit");
+                let key_len = usize::from(u16::from_be_bytes([header[2], header[3]]));
+                let body = u32::from_be_bytes(header[8..12].try_into().unwrap()) as usize;
+                let mut data = vec![0u8; body];
+                c.reader.read_exact(&mut data).unwrap();
+                let extras = usize::from(header[4]);
+                let k = String::from_utf8(data[extras..extras + key_len].to_vec()).unwrap();
+                out.push((k, data[extras + key_len..].to_vec()));
+            }
+        }
+    }
+    match kind {
+        "mg" => assert_eq!(c.line(), "MN\r\n"),
+        "getkq" => {
+            let mut noop = [0u8; 24];
+            c.reader.read_exact(&mut noop).unwrap();
+            assert_eq!((noop[0], noop[1]), (0x81, 0x0a));
+        }
+        _ => {}
+    }
+    out
+}
+
+/// A binary request of `opcode` for `key`, no extras or value.
+fn binary(opcode: u8, key: &[u8]) -> Vec<u8> {
+    let mut r = vec![0x80, opcode];
+    r.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    r.extend_from_slice(&[0; 4]);
+    r.extend_from_slice(&(key.len() as u32).to_be_bytes());
+    r.extend_from_slice(&[0; 12]);
+    r.extend_from_slice(key);
+    r
+}
+
+/// The `VALUE` replies up to `END`, in order: (key, value).
+fn read_values(c: &mut Conn) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     loop {
         let header = c.line();
@@ -36,7 +111,7 @@ fn values(c: &mut Conn, line: &str) -> Vec<(String, Vec<u8>)> {
             return out;
         }
         let f: Vec<&str> = header.split_whitespace().collect();
-        assert_eq!(f[0], "VALUE", "{line}: {header}");
+        assert_eq!(f[0], "VALUE", "{header}");
         let len: usize = f[3].parse().unwrap();
         let mut data = vec![0u8; len + 2];
         c.reader.read_exact(&mut data).unwrap();
@@ -79,6 +154,24 @@ fn run_on(engine: &str) {
     // blocks another key's read covers, or that are back in RAM, need none.
     assert!(ahead >= 60 * 10, "{ahead} reads went ahead in 60 gets of 16 keys on flash");
     assert!(ahead <= 60 * 15, "{ahead}");
+    assert_eq!(c.stat("get_aborted_extstore"), aborted_before, "every read queued ahead was used");
+
+    // Pipelines of single-key reads (text, meta, binary GETKQ as
+    // libmemcached's multi-get sends them): each request finds the read
+    // queued for it when the first parked.
+    for (p, kind) in ["get", "mg", "getkq"].iter().enumerate() {
+        let ahead_before = c.stat("extstore_reads_ahead");
+        // A connection speaks the protocol of its first byte.
+        let mut own = Conn::to(&server);
+        for j in 0..10 {
+            let ids: Vec<usize> = (0..16).map(|m| (400 + 20 * p + j + 61 * m) % KEYS).collect();
+            let got = pipeline(&mut own, kind, &ids);
+            let want: Vec<(String, Vec<u8>)> = ids.iter().map(|&i| (key(i), value(i))).collect();
+            assert_eq!(got, want, "{kind} pipeline {j}");
+        }
+        let ahead = c.stat("extstore_reads_ahead") - ahead_before;
+        assert!(ahead >= 10 * 8, "{kind}: {ahead} reads went ahead in 10 pipelines of 16 reads of keys on flash");
+    }
     assert_eq!(c.stat("get_aborted_extstore"), aborted_before, "every read queued ahead was used");
 
     // A key asked three times: one read, the same value three times.
