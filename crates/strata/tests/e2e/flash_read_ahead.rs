@@ -214,6 +214,92 @@ fn run_on(engine: &str) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Reads queued ahead race sets and deletes of their keys from another
+/// connection (every 7th key, flipped twelve times): every value read is
+/// one written for that key, and once the writer is done, multi-gets and
+/// pipelines of every key return exactly what it left (a key set anew: the
+/// new value; deleted: a miss; the others from flash), never a flash copy
+/// from before the change.
+fn races_on(engine: &str) {
+    let dir = std::env::temp_dir().join(format!("strata-flash-ahead-race-{engine}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ext = format!("io_engine={engine},ext_path={}:64m,ext_page_size=8,ext_wbuf_size=2", dir.join("flash").display());
+    let server = Server::strata(&["-t", "2", "-m", "8", "-o", &ext]);
+    let versioned = |i: usize, generation: usize| format!("{i:05}g{generation:04}").repeat(10).into_bytes();
+    let mut c = Conn::to(&server);
+    for i in 0..KEYS {
+        assert_eq!(c.set(&key(i), &versioned(i, 0)), "STORED\r\n");
+    }
+    c.fill(12_000, 2000);
+    let writer = {
+        let mut w = Conn::to(&server);
+        std::thread::spawn(move || {
+            let mut last = vec![Some(0usize); KEYS];
+            for generation in 1..=12 {
+                // Every 7th key, set anew or deleted in turn.
+                for i in (0..KEYS).step_by(7) {
+                    if (i + generation) % 3 == 0 {
+                        w.stream.write_all(format!("delete {}\r\n", key(i)).as_bytes()).unwrap();
+                        let reply = w.line();
+                        assert!(reply == "DELETED\r\n" || reply == "NOT_FOUND\r\n", "{reply}");
+                        last[i] = None;
+                    } else {
+                        assert_eq!(w.set(&key(i), &format!("{i:05}g{generation:04}").repeat(10).into_bytes()), "STORED\r\n");
+                        last[i] = Some(generation);
+                    }
+                }
+            }
+            last
+        })
+    };
+    let check = |got: &[(String, Vec<u8>)]| {
+        for (k, v) in got {
+            let i: usize = k[1..].parse().unwrap();
+            let text = String::from_utf8(v.clone()).unwrap();
+            assert!(text.starts_with(&format!("{i:05}g")) && v.len() == 100, "{k}: {text}");
+        }
+    };
+    let mut pipe = Conn::to(&server);
+    let mut j = 0;
+    while !writer.is_finished() {
+        // The first half only: the second stays on flash for the scan.
+        let ids: Vec<usize> = (0..16).map(|m| (j + 31 * m) % (KEYS / 2)).collect();
+        let line = format!("get {}", ids.iter().map(|&i| key(i)).collect::<Vec<_>>().join(" "));
+        check(&values(&mut c, &line));
+        check(&pipeline(&mut pipe, "get", &ids[..8]));
+        j += 1;
+    }
+    let last = writer.join().unwrap();
+    let want = |ids: &[usize]| -> Vec<(String, Vec<u8>)> {
+        ids.iter().filter_map(|&i| last[i].map(|g| (key(i), versioned(i, g)))).collect()
+    };
+    // Every key once, by multi-gets of keys 64 apart, then by pipelines.
+    let order: Vec<usize> = (0..64).flat_map(|j| (j..KEYS).step_by(64)).collect();
+    let fetched_before = c.stat("get_extstore");
+    for ids in order.chunks(16) {
+        let line = format!("get {}", ids.iter().map(|&i| key(i)).collect::<Vec<_>>().join(" "));
+        assert_eq!(values(&mut c, &line), want(ids), "{line}");
+    }
+    for ids in order.chunks(8).take(20) {
+        assert_eq!(pipeline(&mut pipe, "get", ids), want(ids), "pipelined {ids:?}");
+    }
+    let fetched = c.stat("get_extstore") - fetched_before;
+    assert!(fetched > 300, "the scan read the keys left alone from flash: {fetched}");
+    assert_eq!(c.stat("badcrc_from_extstore"), 0);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn reads_ahead_racing_sets_and_deletes_return_only_written_values_with_epoll() {
+    races_on("epoll");
+}
+
+#[test]
+fn reads_ahead_racing_sets_and_deletes_return_only_written_values_with_the_default_engine() {
+    races_on("auto");
+}
+
 #[test]
 fn a_multi_get_reads_its_keys_on_flash_together_with_epoll() {
     run_on("epoll");
