@@ -422,14 +422,16 @@ impl Conn {
                 Protocol::Binary => binary_step(buf, svc, &mut self.out, &mut self.unauthenticated),
                 _ => text_step(buf, svc, &mut self.out, &mut self.unauthenticated),
             };
-            if let (true, Step::Done { advance, .. }) = (svc.is_parked(), &step) {
-                svc.read_ahead_later(&buf[*advance..], self.protocol == Protocol::Binary);
-            }
-            let parked = svc.take_park();
-            if !parked.is_empty() {
-                // Not consumed: the same request runs again with the reads.
-                self.flash = parked;
-                return Progress::FlashWait;
+            if svc.flash_on() {
+                if let (true, Step::Done { advance, .. }) = (svc.is_parked(), &step) {
+                    svc.read_ahead_later(&buf[*advance..], self.protocol == Protocol::Binary);
+                }
+                let parked = svc.take_park();
+                if !parked.is_empty() {
+                    // Not consumed: the same request runs again with the reads.
+                    self.flash = parked;
+                    return Progress::FlashWait;
+                }
             }
             svc.end_request();
             match step {

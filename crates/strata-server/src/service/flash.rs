@@ -47,7 +47,8 @@ pub(crate) struct FlashState<'a> {
     /// Keys of the request before this one were answered before it parked.
     resume_from: Cell<usize>,
     /// The reads the current request parked on: the key it stopped at,
-    /// then later keys of a multi-get read ahead ([`Service::read_ahead`]).
+    /// then later keys of a multi-get ([`Service::read_ahead`]) and those of
+    /// the requests buffered behind it ([`Service::read_ahead_later`]).
     park: RefCell<Vec<FlashWait>>,
     /// The reads finished in this turn of the connection (the last
     /// [`HELD_READS`]; this state lives for one turn): a later key of the
@@ -87,11 +88,20 @@ impl<'a> Service<'a> {
     /// The connection's run of requests is over: reads queued for later
     /// requests that none used are abandoned, so the tier's count of reads
     /// in flight stays true.
+    #[inline]
     pub fn end_run(&self) {
+        let Some(tier) = self.flash.tier else { return };
         let mut resume = self.flash.resume.borrow_mut();
-        if let (false, Some(tier)) = (resume.is_empty(), self.flash.tier) {
+        if !resume.is_empty() {
             FlashWaits(std::mem::take(&mut *resume)).abandon(tier);
         }
+    }
+
+    /// There is a flash tier: requests may park on its reads. Without one,
+    /// the flash steps of a request cost this one branch.
+    #[inline]
+    pub fn flash_on(&self) -> bool {
+        self.flash.tier.is_some()
     }
 
     /// The request just run parked on a read.
@@ -111,10 +121,13 @@ impl<'a> Service<'a> {
     }
 
     /// After a request ran to its end: resumed reads of its keys it did not
-    /// use (the keys are no longer asked for) are abandoned. Inlined: it runs per
-    /// request, and the `take` is of an empty `Vec` without a flash tier.
+    /// use (the keys are no longer asked for) are abandoned. Inlined: it
+    /// runs per request, and finds an empty `Vec` without a flash tier.
     #[inline]
     pub fn end_request(&self) {
+        if self.flash.tier.is_none() {
+            return;
+        }
         self.flash.resume_from.set(0);
         let mut resume = self.flash.resume.borrow_mut();
         if !resume.is_empty() {
@@ -169,7 +182,10 @@ impl<'a> Service<'a> {
             return;
         }
         crate::flash_peek::later_read_keys(input, binary, &mut |key| {
-            let id = LATER + self.flash.park.borrow().len();
+            // Past every id in use: finished reads carried over from an
+            // earlier park keep theirs, and a completion finds its wait by id.
+            let last = self.flash.park.borrow().iter().chain(self.flash.resume.borrow().iter()).map(|w| w.key_index).max();
+            let id = last.filter(|&i| i >= LATER).map_or(LATER, |i| i + 1);
             let asked = |w: &FlashWait| w.key_index >= LATER && w.read.key() == key;
             if self.flash.park.borrow().iter().any(asked) || self.flash.resume.borrow().iter().any(asked) {
                 return true;
