@@ -34,7 +34,7 @@ fn values(c: &mut Conn, line: &str) -> Vec<(String, Vec<u8>)> {
     read_values(c)
 }
 
-/// 16 single-key reads of `ids` sent at once as `kind` (`get`, `mg` with
+/// Single-key reads of `ids` sent at once as `kind` (`get`, `mg` with
 /// an `mn` after, or binary `getkq` with a `NOOP` after): the values, in
 /// order.
 fn pipeline(c: &mut Conn, kind: &str, ids: &[usize]) -> Vec<(String, Vec<u8>)> {
@@ -173,6 +173,10 @@ fn run_on(engine: &str) {
         assert!(ahead >= 10 * 8, "{kind}: {ahead} reads went ahead in 10 pipelines of 16 reads of keys on flash");
     }
     assert_eq!(c.stat("get_aborted_extstore"), aborted_before, "every read queued ahead was used");
+    // Longer than the 16 reads a park queues: it parks again further on.
+    let ids: Vec<usize> = (0..40).map(|m| (700 + 23 * m) % KEYS).collect();
+    let want: Vec<(String, Vec<u8>)> = ids.iter().map(|&i| (key(i), value(i))).collect();
+    assert_eq!(pipeline(&mut Conn::to(&server), "get", &ids), want);
 
     // A key asked three times: one read, the same value three times.
     let got = values(&mut c, &format!("get {} {} {} {}", key(500), key(500), key(3), key(500)));
