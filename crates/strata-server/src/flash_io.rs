@@ -8,8 +8,9 @@
 //!        │                  output of this key truncated, nothing counted
 //!        ▼
 //!  conn.flash = [FlashWait { read, key_index, Unsubmitted }, ..]   request NOT consumed
-//!        │  (a multi-get also queues reads for up to READ_AHEAD of its later
-//!        │  keys whose records are on flash, so they run at once)
+//!        │  (with it, up to READ_AHEAD reads in all: a multi-get's later keys
+//!        │  on flash, and those of the plain reads buffered behind it,
+//!        │  flash_peek.rs; all go to the device at once)
 //!        │  Progress::FlashWait: replies before it are written, input is
 //!        │  still read (bounded), no later request runs
 //!        ▼
@@ -58,15 +59,18 @@ pub enum ReadState {
     Covered,
 }
 
-/// Later keys of a multi-get whose flash reads are queued with the read it
-/// parked on: at most this many reads a request has at once (16 of 4-8
-/// KiB, at most 128 KiB a parked connection).
+/// The reads a parked request queues at once, its own and those of the
+/// requests buffered behind it (16 of 4-8 KiB: at most 128 KiB a parked
+/// connection).
 pub const READ_AHEAD: usize = 16;
 
 /// A connection parked on a flash read.
 pub struct FlashWait {
     pub read: FlashRead,
-    /// Which key of the request (a multi-get's position) the read is for.
+    /// Which key of the request (a multi-get's position) the read is for;
+    /// for a request buffered behind it, an id from `service/flash.rs`'s
+    /// `LATER` up (that request finds it by key). Unique among a
+    /// connection's reads: a completion finds its wait by it.
     pub key_index: usize,
     pub state: ReadState,
 }
@@ -127,8 +131,8 @@ impl FlashWaits {
         self.0.iter_mut().filter(|w| matches!(w.state, ReadState::Unsubmitted))
     }
 
-    /// Every read given up (the connection closed): the tier's count of
-    /// reads in flight stays true.
+    /// Every read given up (the connection closed, or no request used it):
+    /// the tier's count of reads in flight stays true.
     pub fn abandon(&mut self, tier: &dyn strata_store::FlashTier) {
         for wait in self.0.drain(..) {
             tier.abandon_flash_read(&wait.read);

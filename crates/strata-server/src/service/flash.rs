@@ -25,7 +25,8 @@ use std::cell::{Cell, RefCell};
 use strata_store::{Engine, FlashBuf, FlashFinish, FlashRead, FlashTier, GetAction, GetOptions, ItemView};
 
 use super::{hooks, Service};
-use crate::flash_io::{FlashWait, FlashWaits, ReadState, READ_AHEAD};
+use super::read_ahead::LATER;
+use crate::flash_io::{FlashWait, FlashWaits, ReadState};
 
 /// A request is waiting for a flash read: stop, reply nothing.
 pub struct Parked;
@@ -41,15 +42,15 @@ pub enum Read {
 #[derive(Default)]
 pub(crate) struct FlashState<'a> {
     /// The engine's flash tier; None: no flash path runs.
-    tier: Option<&'a dyn FlashTier>,
+    pub(super) tier: Option<&'a dyn FlashTier>,
     /// The finished reads of the request being run again.
-    resume: RefCell<Vec<FlashWait>>,
+    pub(super) resume: RefCell<Vec<FlashWait>>,
     /// Keys of the request before this one were answered before it parked.
     resume_from: Cell<usize>,
     /// The reads the current request parked on: the key it stopped at,
     /// then later keys of a multi-get ([`Service::read_ahead`]) and those of
     /// the requests buffered behind it ([`Service::read_ahead_later`]).
-    park: RefCell<Vec<FlashWait>>,
+    pub(super) park: RefCell<Vec<FlashWait>>,
     /// The reads finished in this turn of the connection (the last
     /// [`HELD_READS`]; this state lives for one turn): a later key of the
     /// request (a multi-get) whose record lies in the same device blocks
@@ -66,11 +67,6 @@ pub(crate) struct FlashState<'a> {
 /// earlier key); 32 reads of 4-8 KiB are at most 256 KiB per connection,
 /// and only for one turn of the connection.
 const HELD_READS: usize = 32;
-
-/// Waits of a parked request numbered from here are for the requests
-/// buffered behind it ([`Service::read_ahead_later`]), found by key; below
-/// it, for the parked request's own keys, found by position.
-const LATER: usize = usize::MAX / 2 + 1;
 
 impl<'a> FlashState<'a> {
     pub fn new(tier: Option<&'a dyn FlashTier>) -> FlashState<'a> {
@@ -161,86 +157,6 @@ impl<'a> Service<'a> {
         let mut resume = self.flash.resume.borrow_mut();
         let at = resume.iter().position(|w| w.key_index == index)?;
         Some(resume.remove(at))
-    }
-
-    /// The finished read queued for `key` by an earlier request of the
-    /// pipeline ([`Service::read_ahead_later`]), if there is one.
-    fn take_later(&self, key: &[u8]) -> Option<FlashWait> {
-        let mut resume = self.flash.resume.borrow_mut();
-        let at = resume.iter().position(|w| w.key_index >= LATER && w.read.key() == key)?;
-        Some(resume.remove(at))
-    }
-
-    /// The request just run parked: queue the reads of the keys on flash
-    /// of the plain reads buffered behind it (`input`, from the end of the
-    /// parked request; `flash_peek.rs`), within the same [`READ_AHEAD`].
-    /// Each of those requests finds its key's read when it runs
-    /// ([`Service::read_item`]); reads no request used are abandoned when
-    /// the connection's run of requests ends ([`Service::end_run`]).
-    pub(crate) fn read_ahead_later(&self, input: &[u8], binary: bool) {
-        if self.flash.tier.is_none() || !self.is_parked() {
-            return;
-        }
-        crate::flash_peek::later_read_keys(input, binary, &mut |key| {
-            // Past every id in use: finished reads carried over from an
-            // earlier park keep theirs, and a completion finds its wait by id.
-            let last = self.flash.park.borrow().iter().chain(self.flash.resume.borrow().iter()).map(|w| w.key_index).max();
-            let id = last.filter(|&i| i >= LATER).map_or(LATER, |i| i + 1);
-            let asked = |w: &FlashWait| w.key_index >= LATER && w.read.key() == key;
-            if self.flash.park.borrow().iter().any(asked) || self.flash.resume.borrow().iter().any(asked) {
-                return true;
-            }
-            self.queue_ahead(key, id)
-        });
-    }
-
-    /// A multi-get parked at a key on flash: queue the reads of its later
-    /// `keys` (positions from `first`) whose records are on flash too, up
-    /// to [`READ_AHEAD`] reads in all, so they go to the device together
-    /// and the request runs again once, not once per key. Nothing is
-    /// answered or counted here: each key is read as usual when the
-    /// request runs again, and finds its read there. A key whose blocks a
-    /// queued read already covers is marked [`ReadState::Covered`], no read
-    /// of its own (it is answered from those bytes); one that has a
-    /// finished read already gets nothing.
-    pub(crate) fn read_ahead<'k>(&self, keys: impl Iterator<Item = &'k [u8]>, first: usize) {
-        if self.flash.tier.is_none() || !self.is_parked() {
-            return;
-        }
-        for (index, key) in (first..).zip(keys) {
-            if self.flash.resume.borrow().iter().any(|w| w.key_index == index) {
-                continue;
-            }
-            if !self.queue_ahead(key, index) {
-                return;
-            }
-        }
-    }
-
-    /// Queue `key`'s flash read as wait `id` of the parked request, unless
-    /// it is in RAM or not on flash; false when no more reads may be
-    /// queued (or the key is too long: the request ends there).
-    fn queue_ahead(&self, key: &[u8], id: usize) -> bool {
-        let Some(tier) = self.flash.tier else { return false };
-        if self.flash.park.borrow().len() >= READ_AHEAD || key.len() > strata_proto::KEY_MAX_LENGTH {
-            return false;
-        }
-        let now = self.now();
-        let quiet = GetOptions { uncounted: true, no_bump: true, ..GetOptions::default() };
-        if self.shared.engine.get(key, quiet, now, &mut |_, _| GetAction::default()) {
-            return true;
-        }
-        let Some(read) = tier.flash_check(key, now) else { return true };
-        let mut park = self.flash.park.borrow_mut();
-        let covered = park.iter().any(|w| within(&read, &w.read));
-        let mut wait = FlashWait::new(read, id);
-        if covered {
-            wait.state = ReadState::Covered;
-        } else {
-            crate::stats::WorkerStats::incr(&self.stats.extstore_reads_ahead);
-        }
-        park.push(wait);
-        true
     }
 
     /// Before a command that needs `key`'s current item: Err(Parked) when
@@ -381,13 +297,6 @@ impl Service<'_> {
             Some(tier.finish_flash_read(read, Some(&buf[range]), opts, into_ram, now, visit))
         })
     }
-}
-
-/// `read`'s blocks lie within `other`'s (same file).
-fn within(read: &FlashRead, other: &FlashRead) -> bool {
-    std::sync::Arc::ptr_eq(&read.file, &other.file)
-        && read.offset_bytes >= other.offset_bytes
-        && read.offset_bytes + read.len_bytes as u64 <= other.offset_bytes + other.len_bytes as u64
 }
 
 /// The answer once flash bytes were offered to `visit`: a hit if it saw the

@@ -5,7 +5,8 @@
 //!
 //! ```text
 //!  verb(origin, request)
-//!    1. flash: a key on the flash tier parks the request (flash.rs)
+//!    1. flash: a key on the flash tier parks the request (flash.rs), with
+//!       the reads of the keys it needs next (read_ahead.rs)
 //!    2. hooks before: stats detail, watch item_get, the journal and a warm
 //!       return's catch-up (hooks.rs)
 //!    3. the engine call
@@ -21,6 +22,7 @@
 
 mod flash;
 pub mod hooks;
+mod read_ahead;
 
 use std::cell::{Cell, RefCell};
 use std::ops::Deref;
