@@ -159,13 +159,14 @@ impl Conn {
         Some((value, flags, cas))
     }
 
-    /// `count` sets of `size`-byte values (`f0`, `f1`...) without replies,
-    /// then a round trip: filler that pushes the items set before out of
-    /// RAM (and, with a flash tier, out of its write buffers onto flash).
-    pub fn fill(&mut self, count: usize, size: usize) {
+    /// `count` sets of `size` bytes `f` (keys `{prefix}0`, `{prefix}1`...)
+    /// without replies, then a round trip: filler that pushes the items
+    /// set before out of RAM (and, with a flash tier, out of its write
+    /// buffers onto flash).
+    pub fn fill(&mut self, prefix: &str, count: usize, size: usize) {
         let filler = vec![b'f'; size];
         for i in 0..count {
-            let mut req = format!("set f{i} 0 0 {size} noreply\r\n").into_bytes();
+            let mut req = format!("set {prefix}{i} 0 0 {size} noreply\r\n").into_bytes();
             req.extend_from_slice(&filler);
             req.extend_from_slice(b"\r\n");
             self.stream.write_all(&req).unwrap();

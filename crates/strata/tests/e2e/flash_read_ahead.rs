@@ -131,7 +131,7 @@ fn run_on(engine: &str) {
     }
     // 24 MB of later items push the first ones out of RAM and out of the
     // write buffer (2 MiB), onto flash.
-    c.fill(12_000, 2000);
+    c.fill("f", 12_000, 2000);
     assert!(c.stat("extstore_objects_written") > 1000, "items went to flash");
 
     // 60 gets of 16 keys 61 apart (in different blocks, mostly).
@@ -234,7 +234,7 @@ fn races_on(engine: &str) {
     for i in 0..KEYS {
         assert_eq!(c.set(&key(i), &versioned(i, 0)), "STORED\r\n");
     }
-    c.fill(12_000, 2000);
+    c.fill("f", 12_000, 2000);
     let writer = {
         let mut w = Conn::to(&server);
         std::thread::spawn(move || {

@@ -33,7 +33,7 @@ fn run_on(engine: &str) {
     }
     // 24 MB of later items push the first ones out of RAM and out of the
     // write buffer (2 MiB), onto flash.
-    c.fill(12_000, 2000);
+    c.fill("f", 12_000, 2000);
     assert!(c.stat("extstore_objects_written") > 1000, "items went to flash");
 
     let (flash_before, shared_before) = (c.stat("get_extstore"), c.stat("extstore_reads_shared"));

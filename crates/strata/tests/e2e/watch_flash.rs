@@ -17,15 +17,7 @@ fn watch_fetchers_finds_items_on_flash() {
     let ext = format!("ext_path={}:256m,ext_page_size=8,ext_wbuf_size=2", dir.join("flash").display());
     let server = Server::strata(&["-t", "2", "-m", "8", "-o", &ext]);
     let mut c = Conn::to(&server);
-    let value = vec![b'v'; 2000];
-    for i in 0..4000 {
-        let mut req = format!("set k{i} 0 0 2000 noreply\r\n").into_bytes();
-        req.extend_from_slice(&value);
-        req.extend_from_slice(b"\r\n");
-        c.stream.write_all(&req).unwrap();
-    }
-    c.stream.write_all(b"mn\r\n").unwrap();
-    assert_eq!(c.line(), "MN\r\n");
+    c.fill("k", 4000, 2000);
     // A key whose `me` reads flash twice is on flash (and stays there).
     let mut on_flash = |key: &str| {
         (0..2).all(|_| {
@@ -46,7 +38,7 @@ fn watch_fetchers_finds_items_on_flash() {
     assert_eq!(ok, "OK\r\n");
 
     let before = c.stat("get_extstore");
-    assert_eq!(c.get(&key).as_deref(), Some(&value[..]));
+    assert_eq!(c.get(&key).as_deref(), Some(&[b'f'; 2000][..]), "the filler's value (`Conn::fill`)");
     assert!(c.stat("get_extstore") > before, "the get read flash");
     assert_eq!(c.get("absent_key"), None);
     let mut got = Vec::new();
