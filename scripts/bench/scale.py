@@ -13,8 +13,9 @@ flash tier, and default flags beyond those.
    flash file, for the device's rate beside the gets;
 4. `sync; echo 3 > /proc/sys/vm/drop_caches` (root), then --duration of
    uniform gets from --conns connections (strata-bench, every value checked):
-   hits, gets/s, p50/p99 (`--mget N`: N-key multi-gets, and the reads sent
-   ahead with a multi-get's first);
+   hits, gets/s, p50/p99 (`--mget N`: N-key multi-gets, `--pipeline N`: N
+   gets in flight a connection; and the reads sent ahead with the read a
+   request waits for);
 5. graceful restart (SIGUSR1, memcached's), the memory file and the flash
    file kept: time to stop, time from the new process's start to its first
    answer, `curr_items` after, and gets again (page cache dropped first).
@@ -82,7 +83,7 @@ class Proc(Reader):
 
 def bench(port, args, duration, prefill, nice):
     prefix = ["nice", "-n", str(nice)] if nice else []
-    extra = [] if prefill else ["--no-prefill", "--mget", str(args.mget)]
+    extra = [] if prefill else ["--no-prefill", "--mget", str(args.mget), "--pipeline", str(args.pipeline)]
     return run_bench(port, args, 1.0, duration, extra=extra, prefix=prefix)
 
 
@@ -146,9 +147,9 @@ def gets(server, port, args, label):
     print(f"| {label} | {r['hits'] / max(1, r['keys_requested']) * 100:.2f}% | {r['error_total']} | "
           f"{r['throughput_rps']:,.0f} | {r['latency']['p50_us']:,.0f} / {r['latency']['p99_us']:,.0f} | "
           f"{flash:,} | {fio_iops:,.0f} | {fio_p50:,.0f} / {fio_p99:,.0f} | {load} |", flush=True)
-    if args.mget > 1:
-        print(f"  {args.mget}-key gets: {r['keys_requested'] / r['elapsed_s']:,.0f} keys/s; flash reads sent ahead "
-              f"with a multi-get's first: {ahead:,}", flush=True)
+    if args.mget > 1 or args.pipeline > 1:
+        print(f"  {args.mget}-key gets, {args.pipeline} a connection: {r['keys_requested'] / r['elapsed_s']:,.0f} keys/s; "
+              f"flash reads sent ahead with the one a request waited for: {ahead:,}", flush=True)
     for who, (rate, lat, queue) in (("fio", fio_dev), ("gets", gets_dev)):
         print(f"  the device under {who}: {rate:,.0f} reads/s, {lat:,.0f} µs a read, {queue:.2f} in flight on average",
               flush=True)
@@ -167,6 +168,7 @@ def main():
     parser.add_argument("--conns", type=int, default=16)
     parser.add_argument("--duration", default="20s")
     parser.add_argument("--mget", type=int, default=1, help="keys per get in the gets phases (a multi-get when > 1)")
+    parser.add_argument("--pipeline", type=int, default=1, help="gets in flight a connection in the gets phases")
     parser.add_argument("--fio-seconds", type=int, default=10)
     parser.add_argument("--settle", type=float, default=10.0)
     parser.add_argument("--extra", default="", help="more server flags, e.g. '-o io_engine=epoll'")
