@@ -111,10 +111,19 @@ impl Inner {
     fn printer_to_idle(&self) {
         let tid = crate::sys::priority::current_tid();
         self.printer_tid.store(tid, Ordering::SeqCst);
+        self.lower_printer();
+    }
+
+    /// The rest of [`Inner::printer_to_idle`] once the tid is published.
+    /// A canceller that ran in between took the tid and raised this thread
+    /// before it lowered itself, so on seeing the cancel the printer raises
+    /// itself whoever holds the tid (a second raise does no harm).
+    fn lower_printer(&self) {
         // A dump that cannot lower its priority still runs.
         let _ = crate::sys::priority::idle_current_thread();
         if self.cancelled.load(Ordering::SeqCst) {
-            self.printer_to_normal();
+            self.printer_tid.store(0, Ordering::SeqCst);
+            let _ = crate::sys::priority::normal_thread(0);
         }
     }
 
@@ -351,5 +360,43 @@ impl Staged {
         }
         self.keys.clear();
         self.items.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::Inner;
+    use crate::sys::priority::current_policy as policy;
+
+    #[test]
+    fn a_cancel_between_publishing_and_lowering_leaves_the_printer_normal() {
+        // On a thread of its own: the test lowers its thread's policy.
+        std::thread::spawn(|| {
+            let inner = Inner::default();
+            // printer_to_idle's first step, then the worker's cancel (it
+            // takes the tid and raises the thread), then the rest.
+            inner.printer_tid.store(crate::sys::priority::current_tid(), Ordering::SeqCst);
+            inner.cancel();
+            inner.lower_printer();
+            assert_eq!(policy(), libc::SCHED_OTHER, "a cancelled printer left under SCHED_IDLE");
+            assert_eq!(inner.printer_tid.load(Ordering::SeqCst), 0);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_cancel_after_lowering_raises_the_printer() {
+        std::thread::spawn(|| {
+            let inner = Inner::default();
+            inner.printer_to_idle();
+            assert_eq!(policy(), libc::SCHED_IDLE);
+            inner.cancel();
+            assert_eq!(policy(), libc::SCHED_OTHER);
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -32,6 +32,13 @@ pub fn idle_current_thread() -> io::Result<()> {
 }
 
 
+/// The calling thread's scheduling policy (`libc::SCHED_OTHER`,
+/// `SCHED_IDLE`, ...), or -1 if the kernel will not say.
+pub fn current_policy() -> i32 {
+    // SAFETY: pid 0 is the calling thread; no pointers.
+    unsafe { libc::sched_getscheduler(0) }
+}
+
 /// The calling thread's kernel id, for [`normal_thread`] from another thread.
 pub fn current_tid() -> i32 {
     // SAFETY: gettid takes no arguments and cannot fail.
