@@ -423,8 +423,9 @@ impl Conn {
                 _ => text_step(buf, svc, &mut self.out, &mut self.unauthenticated),
             };
             if svc.flash_on() {
-                if let (true, Step::Done { advance, .. }) = (svc.is_parked(), &step) {
-                    svc.read_ahead_later(&buf[*advance..], self.protocol == Protocol::Binary);
+                if let Step::Done { advance, .. } = step {
+                    // Nothing unless the request parked.
+                    svc.read_ahead_later(&buf[advance..], self.protocol == Protocol::Binary);
                 }
                 let parked = svc.take_park();
                 if !parked.is_empty() {

@@ -126,9 +126,21 @@ impl FlashWaits {
         wait.complete(buf) && !self.pending()
     }
 
-    /// The reads not yet handed to the kernel or the I/O threads.
-    pub fn unsubmitted(&mut self) -> impl Iterator<Item = &mut FlashWait> {
-        self.0.iter_mut().filter(|w| matches!(w.state, ReadState::Unsubmitted))
+    /// Hand each read not yet submitted to `submit` (true: the kernel or
+    /// an I/O thread has it now); one it could not hand on is a failed
+    /// read, which is a miss. True when that leaves none in flight: the
+    /// request is to run again now.
+    pub fn submit(&mut self, mut submit: impl FnMut(&FlashWait) -> bool) -> bool {
+        let mut failed = false;
+        for wait in self.0.iter_mut().filter(|w| matches!(w.state, ReadState::Unsubmitted)) {
+            wait.state = if submit(wait) {
+                ReadState::InFlight
+            } else {
+                failed = true;
+                ReadState::Done(None)
+            };
+        }
+        failed && !self.pending()
     }
 
     /// Every read given up (the connection closed, or no request used it):
@@ -220,12 +232,11 @@ impl Pool {
         Ok(Pool { jobs: Mutex::new(tx) })
     }
 
-    /// Hand `wait`'s read to an I/O thread; the result comes back through
-    /// `inbox`.
-    pub fn submit(&self, wait: &mut FlashWait, slot: usize, conn_id: u64, inbox: &Arc<Inbox>) {
+    /// Hand `wait`'s read to an I/O thread (the caller marks it in flight,
+    /// [`FlashWaits::submit`]); the result comes back through `inbox`.
+    pub fn submit(&self, wait: &FlashWait, slot: usize, conn_id: u64, inbox: &Arc<Inbox>) {
         let key_index = wait.key_index;
         let job = Job { read: wait.read.clone(), buf: wait.read.buffer(), slot, conn_id, key_index, inbox: inbox.clone() };
-        wait.state = ReadState::InFlight;
         let sent = self.jobs.lock().unwrap_or_else(|e| e.into_inner()).send(job);
         if let Err(failed) = sent {
             // No I/O thread left: the read fails, which is a miss.

@@ -474,31 +474,21 @@ fn submit_flash(
     inbox: Option<&Arc<crate::flash_io::Inbox>>,
     mut ring: Option<&mut crate::sys::read_ring::ReadRing>,
 ) -> bool {
-    let mut failed = false;
-    for wait in client.conn.flash.unsubmitted() {
-        if let Some(ring) = ring.as_deref_mut() {
+    let conn_id = client.id;
+    client.conn.flash.submit(|wait| match ring.as_deref_mut() {
+        Some(ring) => {
             use std::os::fd::AsRawFd;
-            let (fd, offset) = (wait.read.file.as_raw_fd(), wait.read.offset_bytes);
-            if ring.read(fd, (index, client.id, wait.key_index), wait.read.buffer(), offset).is_ok() {
-                wait.state = crate::flash_io::ReadState::InFlight;
-                continue;
-            }
-            // Not queued: a failed read, which is a miss.
-            wait.state = crate::flash_io::ReadState::Done(None);
-            failed = true;
-            continue;
+            ring.read(wait.read.file.as_raw_fd(), (index, conn_id, wait.key_index), wait.read.buffer(), wait.read.offset_bytes).is_ok()
         }
-        match (shared.flash_pool.get(), inbox) {
-            (Some(pool), Some(inbox)) => pool.submit(wait, index, client.id, inbox),
+        None => match (shared.flash_pool.get(), inbox) {
+            (Some(pool), Some(inbox)) => {
+                pool.submit(wait, index, conn_id, inbox);
+                true
+            }
             // No I/O threads: the read fails, which is a miss.
-            _ => {
-                wait.state = crate::flash_io::ReadState::Done(None);
-                failed = true;
-            }
-        }
-    }
-    // Every read failed or is back: the request runs again now.
-    failed && !client.conn.flash.pending()
+            _ => false,
+        },
+    })
 }
 
 /// Reply bytes not yet on the socket (TLS: 1 more while ciphertext waits).

@@ -377,21 +377,13 @@ impl UringWorker {
                 Progress::Dumping if client.eof && client.conn.is_watching() => client.closing = true,
                 Progress::Dumping => self.dumping.push(index),
                 Progress::FlashWait => {
-                    let mut failed = false;
-                    for wait in client.conn.flash.unsubmitted() {
-                        use std::os::fd::AsRawFd;
-                        let buf = wait.read.buffer();
+                    use std::os::fd::AsRawFd;
+                    let (ring, token) = (&mut self.ring, client.token);
+                    let rerun = client.conn.flash.submit(|wait| {
                         let (fd, offset) = (wait.read.file.as_raw_fd(), wait.read.offset_bytes);
-                        wait.state = match self.ring.read_flash(fd, client.token, wait.key_index, buf, offset) {
-                            Ok(()) => crate::flash_io::ReadState::InFlight,
-                            // Not submitted: a failed read, which is a miss.
-                            Err(_) => {
-                                failed = true;
-                                crate::flash_io::ReadState::Done(None)
-                            }
-                        };
-                    }
-                    if failed && !client.conn.flash.pending() {
+                        ring.read_flash(fd, token, wait.key_index, wait.read.buffer(), offset).is_ok()
+                    });
+                    if rerun {
                         self.ready.push(index);
                     }
                 }

@@ -121,18 +121,14 @@ impl<'a> Service<'a> {
     /// runs per request, and finds an empty `Vec` without a flash tier.
     #[inline]
     pub fn end_request(&self) {
-        if self.flash.tier.is_none() {
-            return;
-        }
+        let Some(tier) = self.flash.tier else { return };
         self.flash.resume_from.set(0);
         let mut resume = self.flash.resume.borrow_mut();
         if !resume.is_empty() {
             // The reads for later requests stay for them.
             let (later, unused) = std::mem::take(&mut *resume).into_iter().partition(|w| w.key_index >= LATER);
             *resume = later;
-            if let Some(tier) = self.flash.tier {
-                FlashWaits(unused).abandon(tier);
-            }
+            FlashWaits(unused).abandon(tier);
         }
     }
 
