@@ -120,22 +120,29 @@ impl Conn {
         let mut found = HashMap::new();
         for batch in keys.chunks(100) {
             self.stream.write_all(format!("{cmd} {}\r\n", batch.join(" ")).as_bytes()).expect("send");
-            loop {
-                let line = self.line();
-                if line == "END\r\n" {
-                    break;
-                }
-                let f: Vec<&str> = line.split_whitespace().collect();
-                assert_eq!(f[0], "VALUE", "{line}");
-                let len: usize = f[3].parse().expect("length");
-                let mut data = vec![0u8; len + 2];
-                self.reader.read_exact(&mut data).expect("value");
-                data.truncate(len);
-                let cas = f.get(4).map_or(0, |c| c.parse().expect("cas"));
-                found.insert(f[1].to_string(), (data, f[2].parse().expect("flags"), cas));
-            }
+            found.extend(self.values().into_iter().map(|(key, value, flags, cas)| (key, (value, flags, cas))));
         }
         found
+    }
+
+    /// The `VALUE` replies of a get up to its `END`, in order: (key, value,
+    /// flags, CAS or 0).
+    pub fn values(&mut self) -> Vec<(String, Vec<u8>, u32, u64)> {
+        let mut found = Vec::new();
+        loop {
+            let line = self.line();
+            if line == "END\r\n" {
+                return found;
+            }
+            let f: Vec<&str> = line.split_whitespace().collect();
+            assert_eq!(f[0], "VALUE", "{line}");
+            let len: usize = f[3].parse().expect("length");
+            let mut data = vec![0u8; len + 2];
+            self.reader.read_exact(&mut data).expect("value");
+            data.truncate(len);
+            let cas = f.get(4).map_or(0, |c| c.parse().expect("cas"));
+            found.push((f[1].to_string(), data, f[2].parse().expect("flags"), cas));
+        }
     }
 
     pub fn get(&mut self, key: &str) -> Option<Vec<u8>> {

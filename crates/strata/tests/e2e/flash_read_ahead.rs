@@ -104,27 +104,20 @@ fn binary(opcode: u8, key: &[u8]) -> Vec<u8> {
 
 /// The `VALUE` replies up to `END`, in order: (key, value).
 fn read_values(c: &mut Conn) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    loop {
-        let header = c.line();
-        if header == "END\r\n" {
-            return out;
-        }
-        let f: Vec<&str> = header.split_whitespace().collect();
-        assert_eq!(f[0], "VALUE", "{header}");
-        let len: usize = f[3].parse().unwrap();
-        let mut data = vec![0u8; len + 2];
-        c.reader.read_exact(&mut data).unwrap();
-        data.truncate(len);
-        out.push((f[1].to_string(), data));
-    }
+    c.values().into_iter().map(|(key, value, _, _)| (key, value)).collect()
+}
+
+/// A server with a 64 MiB flash tier in a directory of its own (removed by
+/// the caller), 8 MiB of RAM and `threads` workers.
+fn flash_server(tag: &str, engine: &str, threads: &str) -> (Server, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("strata-flash-{tag}-{engine}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ext = format!("io_engine={engine},ext_path={}:64m,ext_page_size=8,ext_wbuf_size=2", dir.join("flash").display());
+    (Server::strata(&["-t", threads, "-m", "8", "-o", &ext]), dir)
 }
 
 fn run_on(engine: &str) {
-    let dir = std::env::temp_dir().join(format!("strata-flash-ahead-{engine}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let ext = format!("io_engine={engine},ext_path={}:64m,ext_page_size=8,ext_wbuf_size=2", dir.join("flash").display());
-    let server = Server::strata(&["-t", "1", "-m", "8", "-o", &ext]);
+    let (server, dir) = flash_server("ahead", engine, "1");
     let mut c = Conn::to(&server);
     for i in 0..KEYS {
         assert_eq!(c.set(&key(i), &value(i)), "STORED\r\n");
@@ -225,10 +218,7 @@ fn run_on(engine: &str) {
 /// new value; deleted: a miss; the others from flash), never a flash copy
 /// from before the change.
 fn races_on(engine: &str) {
-    let dir = std::env::temp_dir().join(format!("strata-flash-ahead-race-{engine}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let ext = format!("io_engine={engine},ext_path={}:64m,ext_page_size=8,ext_wbuf_size=2", dir.join("flash").display());
-    let server = Server::strata(&["-t", "2", "-m", "8", "-o", &ext]);
+    let (server, dir) = flash_server("ahead-race", engine, "2");
     let versioned = |i: usize, generation: usize| format!("{i:05}g{generation:04}").repeat(10).into_bytes();
     let mut c = Conn::to(&server);
     for i in 0..KEYS {
