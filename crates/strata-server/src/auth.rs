@@ -113,7 +113,7 @@ mod tests {
 
     #[test]
     fn logins() {
-        let path = std::env::temp_dir().join(format!("strata-auth-{}", std::process::id()));
+        let path = std::env::temp_dir().join(format!("strata-auth-unit-{}", std::process::id()));
         std::fs::write(&path, "alice:secret\n\nbob:hunter2:x\r\n").unwrap();
         let creds = Credentials::load(&path).unwrap();
         assert!(matches!(text_login(&creds, b"alice secret"), TextLogin::Ok));

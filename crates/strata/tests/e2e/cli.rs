@@ -414,7 +414,9 @@ fn read_available(stream: &mut TcpStream) -> Vec<u8> {
 
 #[test]
 fn text_authentication_and_sighup_reload() {
-    let dir = std::env::temp_dir().join(format!("strata-auth-{}", std::process::id()));
+    // Its own name: a directory left under the unit test's file name (by a
+    // process of the same id) made that test's write fail.
+    let dir = std::env::temp_dir().join(format!("strata-auth-e2e-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("auth");
     std::fs::write(&file, "alice:secret\n").unwrap();
@@ -436,6 +438,7 @@ fn text_authentication_and_sighup_reload() {
     assert_eq!(read_available(&mut s), b"CLIENT_ERROR authentication failure\r\nSTORED\r\n");
     child.kill().unwrap();
     let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn binary(opcode: u8, key: &[u8], value: &[u8]) -> Vec<u8> {
