@@ -90,6 +90,7 @@ fn mgets(store: &SegStore, keys: u64, seed: u64, prefetch: bool, stop: &AtomicBo
         for k in batch.iter_mut() {
             *k = key(xorshift(&mut x) % keys);
         }
+        let _batch = store.read_batch();
         for window in batch.chunks(WINDOW) {
             if prefetch {
                 let refs: Vec<&[u8]> = window.iter().map(|k| &k[..]).collect();
