@@ -19,6 +19,7 @@ pub mod meta;
 pub mod number;
 pub mod text;
 pub mod udp;
+pub mod value_line;
 
 pub use command::{enable_debugtime, parse_command, parse_request, Command, DebugTime, GetKind, StoreCommand, StoreVerb, KEY_MAX_LENGTH};
 pub use meta::{MetaFlags, MetaKey, MetaRequest};

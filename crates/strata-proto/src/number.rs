@@ -126,11 +126,18 @@ pub fn push_u64(out: &mut Vec<u8>, value: u64) {
     // wide load of the buffer waited for the narrow stores that had just
     // filled it (no store-to-load forwarding), about 5% of a 48-key get's
     // CPU (perf, docs/bench/wire.md).
-    let digits = value.checked_ilog10().unwrap_or(0) as usize + 1;
     let len = out.len();
     out.extend_from_slice(&[b'0'; 20]);
+    let digits = push_digits(&mut out[len..], value);
     out.truncate(len + digits);
-    let dst = &mut out[len..];
+}
+
+/// Write the decimal form of `value` at the start of `dst` (room for 20
+/// digits); how many digits.
+#[inline(always)]
+pub fn push_digits(dst: &mut [u8], value: u64) -> usize {
+    let digits = value.checked_ilog10().unwrap_or(0) as usize + 1;
+    let dst = &mut dst[..digits];
     let mut i = digits;
     let mut v = value;
     while v >= 100 {
@@ -144,6 +151,13 @@ pub fn push_u64(out: &mut Vec<u8>, value: u64) {
     } else {
         dst[0] = b'0' + v as u8;
     }
+    digits
+}
+
+/// The two digits of `n` (0-99).
+#[inline(always)]
+pub fn digit_pair(n: usize) -> [u8; 2] {
+    [DIGIT_PAIRS[n * 2], DIGIT_PAIRS[n * 2 + 1]]
 }
 
 /// Append the decimal form of a signed value.
