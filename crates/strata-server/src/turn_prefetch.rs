@@ -28,14 +28,14 @@ pub fn first_get_key(input: &[u8]) -> Option<&[u8]> {
 
 /// Prefetch the keys found (at most [`BATCH`]); nothing for fewer than 2.
 pub fn prefetch<'a>(engine: &dyn Engine, inputs: impl Iterator<Item = &'a [u8]>) {
-    let mut keys: [&[u8]; BATCH] = [&[]; BATCH];
+    let mut hashes = [0u64; BATCH];
     let mut n = 0;
     for key in inputs.filter_map(first_get_key).take(BATCH) {
-        keys[n] = key;
+        hashes[n] = strata_store::hash_key(key);
         n += 1;
     }
     if n > 1 {
-        engine.prefetch(&keys[..n]);
+        engine.prefetch(&hashes[..n]);
     }
 }
 

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use strata_store::{Engine, EngineConfig, GetAction, GetOptions, SegStore, StoreRequest};
 
 /// What the text protocol's `get` asks of the store (front/text.rs).
-const PLAIN_GET: GetOptions = GetOptions { no_token: true, fetched_unseen: true, touch: None, no_bump: false, vivify: None, uncounted: false, vivify_cas: None };
+const PLAIN_GET: GetOptions = GetOptions { no_token: true, fetched_unseen: true, touch: None, no_bump: false, vivify: None, uncounted: false, vivify_cas: None, hash: None };
 
 const NOW: u32 = 100;
 const KEYS_PER_GET: usize = 48;
@@ -92,12 +92,13 @@ fn mgets(store: &SegStore, keys: u64, seed: u64, prefetch: bool, stop: &AtomicBo
         }
         let _batch = store.read_batch();
         for window in batch.chunks(WINDOW) {
+            let hashes: Vec<u64> = window.iter().map(|k| strata_store::hash_key(k)).collect();
             if prefetch {
-                let refs: Vec<&[u8]> = window.iter().map(|k| &k[..]).collect();
-                store.prefetch(&refs);
+                store.prefetch(&hashes);
             }
-            for k in window {
-                hits += u64::from(store.get(k, PLAIN_GET, NOW, &mut |item, _| {
+            for (k, &hash) in window.iter().zip(&hashes) {
+                let opts = GetOptions { hash: Some(hash), ..PLAIN_GET };
+                hits += u64::from(store.get(k, opts, NOW, &mut |item, _| {
                     std::hint::black_box(item.value);
                     GetAction::default()
                 }));

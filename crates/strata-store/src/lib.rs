@@ -203,6 +203,10 @@ pub struct GetOptions {
     /// fetched"; with it, the first fetch is read without the lock too and
     /// the mark written after (seg/read.rs).
     pub fetched_unseen: bool,
+    /// The key's [`hash_key`], when the caller has it (a multi-get hashes
+    /// its window's keys once, for [`Engine::prefetch`]): the read does not
+    /// hash the key again. Must be the key's hash.
+    pub hash: Option<u64>,
 }
 
 /// What the visitor of a read asks the store to do, atomically with the read.
@@ -468,11 +472,12 @@ pub trait Engine: Send + Sync {
         visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
     ) -> bool;
 
-    /// A hint that `keys` are read next (a multi-get): a store may start
-    /// loading their index entries and items, so the reads that follow
-    /// overlap their cache misses instead of waiting for each in turn. It
-    /// changes nothing a read returns or counts.
-    fn prefetch(&self, _keys: &[&[u8]]) {}
+    /// A hint that the keys of these [`hash_key`] hashes are read next (a
+    /// multi-get): a store may start loading their index entries and
+    /// items, so the reads that follow overlap their cache misses instead
+    /// of waiting for each in turn. It changes nothing a read returns or
+    /// counts.
+    fn prefetch(&self, _hashes: &[u64]) {}
 
     /// Reads that follow belong together (a multi-get): a store whose
     /// reads each pin something (`SegStore`: the epoch) may pin once while

@@ -95,6 +95,8 @@ fn get<'k>(svc: &Service<'_>, kind: GetKind, keys: impl Iterator<Item = &'k [u8]
     let resume_from = svc.resume_from();
     let mut keys = keys.skip(resume_from);
     let mut window: [&[u8]; PREFETCH_WINDOW] = [&[]; PREFETCH_WINDOW];
+    // The window's keys are hashed once, for the prefetch and the reads.
+    let mut hashes = [0u64; PREFETCH_WINDOW];
     let mut i = resume_from;
     // Held while the keys are read (one epoch pin for all of them).
     let mut batch = None;
@@ -105,12 +107,16 @@ fn get<'k>(svc: &Service<'_>, kind: GetKind, keys: impl Iterator<Item = &'k [u8]
         if n == 0 {
             break;
         }
-        if n > 1 {
+        let hashed = n > 1;
+        if hashed {
             batch.get_or_insert_with(|| svc.shared.engine.read_batch());
-            svc.shared.engine.prefetch(&window[..n]);
+            for (hash, key) in hashes.iter_mut().zip(&window[..n]) {
+                *hash = strata_store::hash_key(key);
+            }
+            svc.shared.engine.prefetch(&hashes[..n]);
         }
         for (at, &key) in window[..n].iter().enumerate() {
-            if !get_one(svc, &get, key, i, out) {
+            if !get_one(svc, &get, key, hashed.then(|| hashes[at]), i, out) {
                 // Parked on a flash read: the later keys' reads go with it.
                 svc.read_ahead(window[at + 1..n].iter().copied().chain(keys), i + 1);
                 return;
@@ -139,7 +145,7 @@ struct GetCommand {
 /// Key `i` of a get: false when the command ends here (a key too long, or
 /// a flash read parked it).
 #[inline]
-fn get_one(svc: &Service<'_>, get: &GetCommand, key: &[u8], i: usize, out: &mut Vec<u8>) -> bool {
+fn get_one(svc: &Service<'_>, get: &GetCommand, key: &[u8], hash: Option<u64>, i: usize, out: &mut Vec<u8>) -> bool {
     if i > 0 {
         // memcached starts a reply object per key; END rides with the
         // last key's (a separate datagram over UDP if that key missed).
@@ -158,7 +164,8 @@ fn get_one(svc: &Service<'_>, get: &GetCommand, key: &[u8], i: usize, out: &mut 
         return false;
     }
     let key_mark = out.len();
-    let read = svc.read(Origin::Text, get.read_as, key, i, get.opts, &mut |item, _created| {
+    let opts = GetOptions { hash, ..get.opts };
+    let read = svc.read(Origin::Text, get.read_as, key, i, opts, &mut |item, _created| {
         let cas = get.cas.then_some(item.meta.cas);
         push_value(out, key, item.meta.flags, item.value, cas);
         GetAction::default()

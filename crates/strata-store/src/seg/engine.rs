@@ -16,8 +16,8 @@ use crate::{
 };
 
 impl Engine for SegStore {
-    fn prefetch(&self, keys: &[&[u8]]) {
-        self.prefetch_keys(keys);
+    fn prefetch(&self, hashes: &[u64]) {
+        self.prefetch_hashes(hashes);
     }
 
     fn read_batch(&self) -> crate::ReadBatch {
@@ -25,7 +25,13 @@ impl Engine for SegStore {
     }
 
     fn get(&self, key: &[u8], opts: GetOptions, now: RelTime, visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction) -> bool {
-        let hash = hash_key(key);
+        let hash = match opts.hash {
+            Some(hash) => {
+                debug_assert_eq!(hash, hash_key(key), "GetOptions::hash is the key's");
+                hash
+            }
+            None => hash_key(key),
+        };
         if !opts.uncounted {
             self.sample_get(hash);
         }

@@ -256,16 +256,14 @@ impl SegStore {
     }
 
     /// Multi-get prefetch (`Engine::prefetch`) without locks: two passes
-    /// over up to [`MAX_WINDOW`] keys, so their cache misses overlap:
-    /// first each key's home slot line, then the item the first
+    /// over up to [`MAX_WINDOW`] keys' hashes, so their cache misses
+    /// overlap: first each key's home slot line, then the item the first
     /// tag-matching slot points at. Only hints: racy reads validated
     /// against the shard's sequence before an address is formed from them.
-    pub(super) fn prefetch_keys(&self, keys: &[&[u8]]) {
-        let keys = &keys[..keys.len().min(MAX_WINDOW)];
-        let mut hashes = [0u64; MAX_WINDOW];
+    pub(super) fn prefetch_hashes(&self, hashes: &[u64]) {
+        let hashes = &hashes[..hashes.len().min(MAX_WINDOW)];
         let _pin = super::batch::pin();
-        for (key, hash) in keys.iter().zip(hashes.iter_mut()) {
-            *hash = super::hash_key(key);
+        for hash in hashes {
             let view = &self.views[self.shard_of(*hash)];
             let (slots, capacity) = view.slots();
             if capacity != 0 {
@@ -273,7 +271,7 @@ impl SegStore {
                 crate::prefetch::line(slots.wrapping_add(home_of(*hash, capacity)));
             }
         }
-        for &hash in &hashes[..keys.len()] {
+        for &hash in hashes {
             let view = &self.views[self.shard_of(hash)];
             let Some(s) = view.seq.read_begin() else { continue };
             let (slots, capacity) = view.slots();

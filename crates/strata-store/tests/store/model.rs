@@ -224,6 +224,8 @@ fn apply(store: &dyn Engine, op: &Op, step: usize, now: RelTime) -> String {
                 // Every other step a plain get's promise (seg/read.rs marks
                 // the fetch after an optimistic read): the same state after.
                 fetched_unseen: step % 2 == 1,
+                // Every third step the hash a multi-get computed for it.
+                hash: (step % 3 == 0).then(|| strata_store::hash_key(&key_of(key))),
                 ..GetOptions::default()
             };
             format!("{:?}", read(store, &key_of(key), opts, token, now))

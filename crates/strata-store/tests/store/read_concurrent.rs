@@ -132,8 +132,7 @@ fn reader(s: &Shared, id: u64) -> Result<(), String> {
             window = (0..16).map(|_| rng.below(KEYS)).collect();
             // The previous batch is dropped after this one is made.
             batch = Some(s.store.read_batch());
-            let keys: Vec<Vec<u8>> = window.iter().map(|&k| key(k)).collect();
-            s.store.prefetch(&keys.iter().map(Vec::as_slice).collect::<Vec<_>>());
+            s.store.prefetch(&window.iter().map(|&k| strata_store::hash_key(&key(k))).collect::<Vec<_>>());
         }
         let k = if batched { window[(i % 16) as usize] } else { rng.below(KEYS) };
         let floor = s.done[k as usize].load(Ordering::Acquire);
@@ -141,7 +140,9 @@ fn reader(s: &Shared, id: u64) -> Result<(), String> {
         let mut seen = None;
         // The visitor never wins a recache token: items with a TTL are read
         // without the lock too.
-        let opts = GetOptions { no_token: true, ..GetOptions::default() };
+        // A batched read passes the hash its window's prefetch computed.
+        let hash = batched.then(|| strata_store::hash_key(&key(k)));
+        let opts = GetOptions { no_token: true, hash, ..GetOptions::default() };
         s.store.get(&key(k), opts, now, &mut |item, _| {
             seen = Some((check(k, item.value), item.meta.flags, item.meta.exptime));
             GetAction::default()
