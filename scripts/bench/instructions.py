@@ -29,7 +29,7 @@ def measure(command, args):
         server.readline()
         load = [BENCH, "run", "--server", f"127.0.0.1:{server.port}", "--preset", args.preset, "--load-cpu", "1", "--quiet"]
         load += args.bench_arg
-        subprocess.run(load + ["--duration", "3s"], stdout=subprocess.DEVNULL, check=True)
+        subprocess.run(load + ["--duration", args.warmup], stdout=subprocess.DEVNULL, check=True)
         if args.pause_clock:
             server.sock.sendall(b"debugtime p\r\n")
             reply = server.readline()
@@ -56,6 +56,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="memaslap")
     ap.add_argument("--duration", default="4s")
+    ap.add_argument("--warmup", default="3s",
+                    help="the warm-up run (prefill, then the preset's load), not counted; a read-heavy preset "
+                         "over many keys needs long enough for every item to be read a few times (under "
+                         "callgrind a 48-key get preset reads each of 100k keys ~1.5 times a second)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default="/tmp/instructions.callgrind")
     ap.add_argument("--keep", action="store_true", help="keep each measured run's callgrind profile")
