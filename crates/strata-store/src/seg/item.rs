@@ -302,22 +302,27 @@ impl Header {
         }
     }
 
+    #[inline]
     pub fn value_at(&self) -> usize {
         self.key_at + self.key_len
     }
 
+    #[inline]
     pub fn total_len(&self) -> usize {
         self.value_at() + self.value_len
     }
 
+    #[inline]
     pub fn key<'a>(&self, item: &'a [u8]) -> &'a [u8] {
         &item[self.key_at..self.key_at + self.key_len]
     }
 
+    #[inline]
     pub fn value<'a>(&self, item: &'a [u8]) -> &'a [u8] {
         &item[self.value_at()..self.total_len()]
     }
 
+    #[inline]
     pub fn cas(&self, item: &[u8], base: u64) -> u64 {
         let at = self.cas_at;
         match self.cas_code {
@@ -369,6 +374,7 @@ impl Header {
         }
     }
 
+    #[inline]
     pub fn access(&self, item: &[u8], create_time: RelTime) -> RelTime {
         let d = i16::from_le_bytes([item[self.access_at], item[self.access_at + 1]]);
         (i64::from(create_time) + i64::from(d)).max(0) as RelTime
@@ -379,6 +385,7 @@ impl Header {
         item[self.access_at..self.access_at + 2].copy_from_slice(&d.to_le_bytes());
     }
 
+    #[inline]
     pub fn exptime(&self, item: &[u8]) -> RelTime {
         match self.exptime_at {
             Some(at) => u32::from_le_bytes(item[at..at + 4].try_into().expect("4 bytes")),
