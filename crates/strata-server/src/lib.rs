@@ -28,6 +28,7 @@ pub mod settings;
 pub mod shared;
 pub mod slabs;
 pub mod stats;
+pub mod steer;
 pub mod sys;
 pub mod tls;
 pub mod tunables;

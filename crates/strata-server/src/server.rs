@@ -111,6 +111,13 @@ impl Server {
         } else {
             (0..listeners.len()).map(|i| settings.tcp_listen_tls.get(i).copied().unwrap_or_default()).collect()
         };
+        // Workers pinned one to a CPU (and connections steered: steer.rs)
+        // when asked, or when the process may use exactly one CPU a worker.
+        let workers = settings.threads.max(1);
+        let allowed = crate::sys::affinity::allowed_cpus()?;
+        let pinned = !allowed.is_empty() && settings.pin_threads.unwrap_or(allowed.len() == workers);
+        settings.pin_threads = Some(pinned);
+        let cpus: Vec<usize> = if pinned { (0..workers).map(|i| allowed[i % allowed.len()]).collect() } else { Vec::new() };
         let mut shared = Shared::with_credentials(settings, engine, clock, text_auth, sasl_auth);
         shared.io_engine = io_engine;
         shared.tls = tls;
@@ -128,12 +135,12 @@ impl Server {
         let mut threads = Vec::new();
         let mut hand_off: Vec<(Sender<NewConn>, Wake)> = Vec::new();
         let engine = shared.io_engine;
-        let cpus = if shared.settings.pin_threads { crate::sys::affinity::allowed_cpus()? } else { Vec::new() };
-        for index in 0..shared.settings.threads.max(1) {
+        let steering = crate::steer::Steering::new(workers, &cpus);
+        for index in 0..workers {
             let (tx, rx) = channel();
             let udp = std::mem::take(&mut udp_sockets[index]);
             let name = format!("strata-worker-{index}");
-            let cpu = (!cpus.is_empty()).then(|| cpus[index % cpus.len()]);
+            let cpu = cpus.get(index).copied();
             let verbose = shared.settings.verbose > 0;
             let pin = move || {
                 if let Some(cpu) = cpu {
@@ -198,7 +205,7 @@ impl Server {
         let acceptor_shared = shared.clone();
         let acceptor = std::thread::Builder::new()
             .name("strata-acceptor".into())
-            .spawn(move || accept_loop(acceptor_shared, poll, listeners, listen_tls, hand_off))?;
+            .spawn(move || accept_loop(acceptor_shared, poll, listeners, listen_tls, hand_off, steering))?;
         threads.push(acceptor);
         threads.extend(crate::flash_age::start(&shared)?);
         threads.extend(crate::memory::start(&shared)?);
@@ -287,9 +294,9 @@ fn accept_loop(
     listeners: Vec<Listener>,
     listen_tls: Vec<crate::tls::ListenTls>,
     hand_off: Vec<(Sender<NewConn>, Wake)>,
+    mut steering: crate::steer::Steering,
 ) {
     let mut events = Events::with_capacity(64);
-    let mut next = 0usize;
     let stats = &shared.worker_stats[0];
     let mut maintained = 0;
     loop {
@@ -334,8 +341,12 @@ fn accept_loop(
                     continue;
                 }
                 shared.curr_connections.fetch_add(1, Ordering::Relaxed);
-                let (tx, wake) = &hand_off[next % hand_off.len()];
-                next = next.wrapping_add(1);
+                let incoming_cpu = steering.steering().then(|| stream.incoming_cpu()).flatten();
+                let (worker, steered) = steering.pick(incoming_cpu);
+                if steered {
+                    WorkerStats::incr(&stats.steered_connections);
+                }
+                let (tx, wake) = &hand_off[worker % hand_off.len()];
                 let tls = listen_tls.get(event.token().0).copied().unwrap_or_default();
                 if tx.send(NewConn { stream, peer, listen, tls, resume: None }).is_ok() {
                     wake();

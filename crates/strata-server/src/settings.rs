@@ -87,8 +87,12 @@ pub struct Settings {
     pub idle_timeout: Option<Duration>,
     /// `-o maxconns_fast` (default on): refuse with an error past `-c`.
     pub maxconns_fast: bool,
-    /// `-o pin_threads`: worker N pinned to the N-th allowed CPU.
-    pub pin_threads: bool,
+    /// `-o pin_threads` (Some(true)): worker N pinned to the N-th allowed
+    /// CPU, and connections steered to the worker of the CPU their packets
+    /// arrive on (`steer.rs`); `-o no_pin_threads` (Some(false)): neither.
+    /// None (the default): pinned when the process may use exactly as many
+    /// CPUs as it has workers. `Server::start` resolves it.
+    pub pin_threads: Option<bool>,
     /// Longest multi-get line accepted before the connection is closed.
     pub max_get_line_bytes: usize,
     /// Bytes of pending replies at which a connection stops reading requests
@@ -204,7 +208,7 @@ impl Default for Settings {
             verbose: 0,
             idle_timeout: None,
             maxconns_fast: true,
-            pin_threads: false,
+            pin_threads: None,
             max_get_line_bytes: 2 << 20,
             max_pending_output_bytes: 4 << 20,
             udp_max_reply_bytes: 64 << 10,

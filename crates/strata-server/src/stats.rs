@@ -77,6 +77,7 @@ counters!(
     extstore_reads_ahead,
     total_connections,
     rejected_connections,
+    steered_connections,
     idle_kicks,
     udp_replies_refused,
     auth_cmds,

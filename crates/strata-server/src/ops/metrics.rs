@@ -432,6 +432,7 @@ const STRATA_GENERAL: &[Simple] = &[
     g("strata_extstore_write_amplification", "extstore_write_amp", "Flash bytes written per byte clients stored."),
     g("strata_extstore_index_bytes", "extstore_index_bytes", "Bytes of the flash indexes (counted in -m)."),
     c("strata_extstore_reads_shared_total", "extstore_reads_shared", "Flash items answered from another key's read of the same request."),
+    c("strata_connections_steered_total", "steered_connections", "Connections handed to the worker pinned to the CPU their packets arrive on."),
     c("strata_extstore_reads_ahead_total", "extstore_reads_ahead", "Flash reads of a multi-get's later keys queued with the read it parked on."),
     c("strata_extstore_bytes_padded_total", "extstore_bytes_padded", "Zero bytes written so that a flash record straddles no 4 KiB block (at most 1 KiB each)."),
 ];

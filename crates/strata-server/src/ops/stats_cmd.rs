@@ -127,6 +127,10 @@ fn general(ctx: &Ctx<'_>, t: &mut Stats) {
         stat(t, "rejected_connections", s.rejected_connections);
     }
     stat(t, "connection_structures", shared.connection_structures.load(Ordering::Relaxed));
+    if st.pin_threads == Some(true) {
+        // Strata's: connections handed to the worker of their CPU (steer.rs).
+        stat(t, "steered_connections", s.steered_connections);
+    }
     for name in ["response_obj_oom", "response_obj_count", "response_obj_bytes"] {
         stat(t, name, 0);
     }
@@ -368,7 +372,7 @@ fn settings(ctx: &Ctx<'_>, t: &mut Stats) {
         _ => "epoll",
     };
     stat(t, "io_engine", engine);
-    stat(t, "pin_threads", yes_no(st.pin_threads));
+    stat(t, "pin_threads", yes_no(st.pin_threads == Some(true)));
     stat(t, "udp_max_reply", st.udp_max_reply_bytes);
     stat(t, "large_pages", yes_no(st.large_pages));
     stat(t, "watch_enabled", yes_no(st.watch_enabled));

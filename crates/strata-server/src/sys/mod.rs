@@ -169,6 +169,15 @@ impl Stream {
         }
     }
 
+    /// The CPU the kernel ran this socket's receive path on
+    /// (`SO_INCOMING_CPU`), for TCP; None for a unix socket or on error.
+    pub fn incoming_cpu(&self) -> Option<usize> {
+        match self {
+            Stream::Tcp(s) => socket2::SockRef::from(s).cpu_affinity().ok(),
+            Stream::Unix(_) => None,
+        }
+    }
+
     pub fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
         let interest = Interest::READABLE | Interest::WRITABLE;
         match self {

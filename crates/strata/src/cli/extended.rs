@@ -230,8 +230,8 @@ pub fn apply(d: &mut Draft, opt: &str) -> Result<(), CliError> {
         }
         "memory_pressure_yield" => s.memory_pressure_yield = true,
         "metrics_listen" => s.metrics_listen = Some(metrics_address(value)?),
-        "pin_threads" => s.pin_threads = true,
-        "no_pin_threads" => s.pin_threads = false,
+        "pin_threads" => s.pin_threads = Some(true),
+        "no_pin_threads" => s.pin_threads = Some(false),
         "latency_stats" => s.latency_stats = true,
         "no_latency_stats" => s.latency_stats = false,
         "hotkeys" => s.hotkeys = true,

@@ -15,7 +15,9 @@ const EXTENDED: &str = "\
    - slab_chunk_max:      size class geometry reported by stats, in kilobytes (default: 512)
    - slab_sizes:          explicit size classes, e.g. slab_sizes=96-192-384
    - io_engine:           uring, epoll or auto (default: auto; also STRATA_IO_ENGINE)
-   - pin_threads:         pin worker N to the N-th allowed CPU
+   - pin_threads:         pin worker N to the N-th allowed CPU and steer each connection
+                          to the worker of the CPU its packets arrive on (default: on when
+                          the process may use exactly -t CPUs; no_pin_threads: off)
    - udp_max_reply:       largest reply a UDP request may draw, bytes (default: 65536; 0: no cap)
    - sasl_pwdb:           SASL password file (user:password lines; also MEMCACHED_SASL_PWDB)
    - restart_strict:      with -e, refuse to start on a memory file that cannot be used

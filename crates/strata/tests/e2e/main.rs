@@ -32,6 +32,7 @@ mod mrc;
 mod restart;
 mod restart_rules;
 mod slab_memory;
+mod steer;
 mod tls;
 mod verbose;
 mod vs_memcached;
