@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::common;
 
-use common::{spawn_listening, Reaped, BIN};
+use common::{allowed, spawn_listening, stats_of, Reaped, BIN};
 
 fn spawn(args: &[&str]) -> Reaped {
     Reaped(Command::new(BIN).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap())
@@ -498,22 +498,6 @@ fn sasl_plain_over_binary() {
 }
 
 /// CPUs in a `Cpus_allowed_list` value such as "0-2,5".
-fn cpu_list(list: &str) -> Vec<usize> {
-    list.trim()
-        .split(',')
-        .flat_map(|part| match part.split_once('-') {
-            Some((a, b)) => (a.parse::<usize>().unwrap()..=b.parse::<usize>().unwrap()).collect::<Vec<_>>(),
-            None => vec![part.parse().unwrap()],
-        })
-        .collect()
-}
-
-fn allowed(status_path: &str) -> Vec<usize> {
-    let status = std::fs::read_to_string(status_path).unwrap();
-    let line = status.lines().find(|l| l.starts_with("Cpus_allowed_list:")).unwrap();
-    cpu_list(line.split(':').nth(1).unwrap())
-}
-
 #[test]
 fn pin_threads_puts_each_worker_on_its_own_cpu() {
     let (mut child, _) = spawn_listening(&["-t", "3", "-o", "pin_threads"], 1);
@@ -546,28 +530,6 @@ fn pin_threads_puts_each_worker_on_its_own_cpu() {
     assert_eq!(seen, 3);
     let _ = child.kill();
     let _ = child.wait();
-}
-
-/// `stats <group>` as (name, value) pairs, in order.
-fn stats_of(stream: &mut TcpStream, group: &str) -> Vec<(String, String)> {
-    let command = if group.is_empty() { "stats\r\n".to_string() } else { format!("stats {group}\r\n") };
-    stream.write_all(command.as_bytes()).unwrap();
-    let mut text = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !text.ends_with(b"END\r\n") {
-        let n = stream.read(&mut buf).unwrap();
-        assert!(n > 0, "closed during stats");
-        text.extend_from_slice(&buf[..n]);
-    }
-    String::from_utf8(text)
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.strip_prefix("STAT "))
-        .map(|l| {
-            let (name, value) = l.split_once(' ').unwrap();
-            (name.to_string(), value.to_string())
-        })
-        .collect()
 }
 
 /// memcached 1.6.45's `stats settings` (a build with extstore, as

@@ -257,3 +257,43 @@ impl Server {
 pub fn is_root() -> bool {
     Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false)
 }
+
+/// A kernel CPU list (`0-3,8`) as CPU numbers.
+pub fn cpu_list(list: &str) -> Vec<usize> {
+    list.trim()
+        .split(',')
+        .flat_map(|part| match part.split_once('-') {
+            Some((a, b)) => (a.parse::<usize>().unwrap()..=b.parse::<usize>().unwrap()).collect::<Vec<_>>(),
+            None => vec![part.parse().unwrap()],
+        })
+        .collect()
+}
+
+/// The CPUs a process or thread may run on, from its `/proc/.../status`.
+pub fn allowed(status_path: &str) -> Vec<usize> {
+    let status = std::fs::read_to_string(status_path).unwrap();
+    let line = status.lines().find(|l| l.starts_with("Cpus_allowed_list:")).unwrap();
+    cpu_list(line.split(':').nth(1).unwrap())
+}
+
+/// `stats <group>` as (name, value) pairs, in order.
+pub fn stats_of(stream: &mut TcpStream, group: &str) -> Vec<(String, String)> {
+    let command = if group.is_empty() { "stats\r\n".to_string() } else { format!("stats {group}\r\n") };
+    stream.write_all(command.as_bytes()).unwrap();
+    let mut text = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !text.ends_with(b"END\r\n") {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0, "closed during stats");
+        text.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8(text)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("STAT "))
+        .map(|l| {
+            let (name, value) = l.split_once(' ').unwrap();
+            (name.to_string(), value.to_string())
+        })
+        .collect()
+}

@@ -7,20 +7,11 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use super::common::{spawn_listening, Reaped, BIN};
+use super::common::{allowed, spawn_listening, stats_of, Reaped, BIN};
 
 /// The CPUs this test process may run on.
 fn allowed_cpus() -> Vec<usize> {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("Cpus_allowed_list:")).unwrap();
-    let mut cpus = Vec::new();
-    for part in line.split(':').nth(1).unwrap().trim().split(',') {
-        match part.split_once('-') {
-            Some((a, b)) => cpus.extend(a.parse::<usize>().unwrap()..=b.parse::<usize>().unwrap()),
-            None => cpus.push(part.parse().unwrap()),
-        }
-    }
-    cpus
+    allowed("/proc/self/status")
 }
 
 /// Pin the calling thread to `cpu`.
@@ -44,17 +35,7 @@ fn connect(addr: SocketAddr) -> TcpStream {
 
 /// `stats <group>`'s value of `name`, None when absent.
 fn stat(s: &mut TcpStream, group: &str, name: &str) -> Option<String> {
-    let command = if group.is_empty() { "stats\r\n".to_string() } else { format!("stats {group}\r\n") };
-    s.write_all(command.as_bytes()).unwrap();
-    let mut text = Vec::new();
-    let mut buf = [0u8; 8192];
-    while !text.ends_with(b"END\r\n") {
-        let n = s.read(&mut buf).unwrap();
-        assert!(n > 0, "closed during stats");
-        text.extend_from_slice(&buf[..n]);
-    }
-    let text = String::from_utf8(text).unwrap();
-    text.lines().find_map(|l| l.strip_prefix(&format!("STAT {name} ")).map(str::to_string))
+    stats_of(s, group).into_iter().find_map(|(n, v)| (n == name).then_some(v))
 }
 
 /// Open `n` connections from a thread on `cpu`, each answered once (so the
