@@ -114,7 +114,8 @@ impl Server {
         // Workers pinned one to a CPU (and connections steered: steer.rs)
         // when asked, or when the process may use exactly one CPU a worker.
         let workers = settings.threads.max(1);
-        let allowed = crate::sys::affinity::allowed_cpus()?;
+        // Unknown (the call failed): not pinned, as before the option existed.
+        let allowed = crate::sys::affinity::allowed_cpus().unwrap_or_default();
         let pinned = !allowed.is_empty() && settings.pin_threads.unwrap_or(allowed.len() == workers);
         settings.pin_threads = Some(pinned);
         let cpus: Vec<usize> = if pinned { (0..workers).map(|i| allowed[i % allowed.len()]).collect() } else { Vec::new() };

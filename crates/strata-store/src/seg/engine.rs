@@ -25,7 +25,9 @@ impl Engine for SegStore {
     }
 
     fn get(&self, key: &[u8], opts: GetOptions, now: RelTime, visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction) -> bool {
-        let hash = match opts.hash {
+        // A read that may create the item hashes the key itself: a wrong
+        // hash would only miss elsewhere, but a wrong one stored would not.
+        let hash = match opts.hash.filter(|_| opts.vivify.is_none()) {
             Some(hash) => {
                 debug_assert_eq!(hash, hash_key(key), "GetOptions::hash is the key's");
                 hash
