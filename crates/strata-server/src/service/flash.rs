@@ -168,12 +168,10 @@ impl<'a> Service<'a> {
             let opts = GetOptions::default();
             let mut visit = |_: ItemView<'_>, _: bool| GetAction::default();
             if let ReadState::Covered = wait.state {
-                let mut read = wait.read;
-                if self.finish_from_held(tier, &mut read, opts, true, now, &mut visit).is_none() {
-                    self.park(read, index);
-                    return Err(Parked);
-                }
-                return Ok(());
+                return match self.held_or_park(tier, wait.read, index, opts, true, now, &mut visit) {
+                    Some(_) => Ok(()),
+                    None => Err(Parked),
+                };
             }
             tier.finish_flash_read(&wait.read, wait.data(), opts, true, now, &mut visit);
             return Ok(());
@@ -224,13 +222,11 @@ impl<'a> Service<'a> {
             return self.use_wait(tier, wait, key, index, opts, now, visit);
         }
         match tier.flash_check(key, now) {
-            Some(mut read) => {
-                if let Some(finish) = self.finish_from_held(tier, &mut read, opts, false, now, visit) {
-                    return finished(finish, engine, key, opts, now, visit);
-                }
-                self.park(read, index);
-                Read::Parked
-            }
+            // Another key of this request may have read these blocks.
+            Some(read) => match self.held_or_park(tier, read, index, opts, false, now, visit) {
+                Some(finish) => finished(finish, engine, key, opts, now, visit),
+                None => Read::Parked,
+            },
             // The check copies a record still in the write buffer straight
             // into RAM (no I/O) and answers None: look once more.
             None => hit(engine.get(key, opts, now, visit)),
@@ -256,13 +252,9 @@ impl Service<'_> {
         if let ReadState::Covered = wait.state {
             // The covering read's bytes are held, unless it failed or the
             // request parked again since: then a read of its own.
-            let mut read = wait.read;
-            return match self.finish_from_held(tier, &mut read, opts, false, now, visit) {
+            return match self.held_or_park(tier, wait.read, index, opts, false, now, visit) {
                 Some(finish) => finished(finish, engine, key, opts, now, visit),
-                None => {
-                    self.park(read, index);
-                    Read::Parked
-                }
+                None => Read::Parked,
             };
         }
         let finish = tier.finish_flash_read(&wait.read, wait.data(), opts, false, now, visit);
@@ -276,22 +268,28 @@ impl Service<'_> {
         finished(finish, engine, key, opts, now, visit)
     }
 
-    /// Finish `read` from the held bytes of another key of this request
-    /// that read the same blocks; None if none did.
-    fn finish_from_held(
+    /// Finish `read` (key `index`) from the held bytes of another key of
+    /// this request that read the same blocks; None when none did: the
+    /// request parks on `read` instead.
+    #[allow(clippy::too_many_arguments)]
+    fn held_or_park(
         &self,
         tier: &dyn FlashTier,
-        read: &mut FlashRead,
+        mut read: FlashRead,
+        index: usize,
         opts: GetOptions,
         into_ram: bool,
         now: u32,
         visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
     ) -> Option<FlashFinish> {
-        let held = self.flash.held.borrow();
-        held.iter().rev().find_map(|(other, buf)| {
+        let finish = self.flash.held.borrow().iter().rev().find_map(|(other, buf)| {
             let range = read.covered_by(other, buf)?;
-            Some(tier.finish_flash_read(read, Some(&buf[range]), opts, into_ram, now, visit))
-        })
+            Some(tier.finish_flash_read(&read, Some(&buf[range]), opts, into_ram, now, visit))
+        });
+        if finish.is_none() {
+            self.park(read, index);
+        }
+        finish
     }
 }
 
