@@ -50,14 +50,14 @@ impl Service<'_> {
             return;
         }
         crate::flash_peek::later_read_keys(input, binary, &mut |key| {
-            // Past every id in use: finished reads carried over from an
-            // earlier park keep theirs, and a completion finds its wait by id.
-            let last = self.flash.park.borrow().iter().chain(self.flash.resume.borrow().iter()).map(|w| w.key_index).max();
-            let id = last.filter(|&i| i >= LATER).map_or(LATER, |i| i + 1);
             let asked = |w: &FlashWait| w.key_index >= LATER && w.read.key() == key;
             if self.flash.park.borrow().iter().any(asked) || self.flash.resume.borrow().iter().any(asked) {
                 return true;
             }
+            // Past every id in use: finished reads carried over from an
+            // earlier park keep theirs, and a completion finds its wait by id.
+            let last = self.flash.park.borrow().iter().chain(self.flash.resume.borrow().iter()).map(|w| w.key_index).max();
+            let id = last.filter(|&i| i >= LATER).map_or(LATER, |i| i + 1);
             self.queue_ahead(key, id)
         });
     }
