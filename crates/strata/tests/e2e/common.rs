@@ -56,15 +56,19 @@ pub fn spawn_listening_log(
     count: usize,
     env: &[(&str, &str)],
 ) -> (Reaped, Vec<SocketAddr>, std::io::Lines<BufReader<std::process::ChildStderr>>) {
-    let child = Command::new(BIN)
-        .env_remove("STRATA_DEBUGTIME")
-        .envs(env.iter().copied())
-        .args(["-p", "-1", "-v"])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start strata");
+    let mut command = Command::new(BIN);
+    command.env_remove("STRATA_DEBUGTIME").envs(env.iter().copied()).args(["-p", "-1", "-v"]).args(args);
+    listening(command, count)
+}
+
+/// Start `command` (strata with `-p -1 -v`, perhaps under a wrapper such
+/// as `taskset`) and read the first `count` addresses it logs as bound;
+/// the rest of its log is handed back.
+pub fn listening(
+    mut command: Command,
+    count: usize,
+) -> (Reaped, Vec<SocketAddr>, std::io::Lines<BufReader<std::process::ChildStderr>>) {
+    let child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("start strata");
     let mut child = Reaped(child);
     let mut lines = BufReader::new(child.stderr.take().expect("stderr piped")).lines();
     let mut addrs = Vec::new();

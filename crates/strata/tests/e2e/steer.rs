@@ -7,7 +7,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use super::common::{allowed, spawn_listening, stats_of, Reaped, BIN};
+use super::common::{allowed, listening, spawn_listening, stats_of, BIN};
 
 /// The CPUs this test process may run on.
 fn allowed_cpus() -> Vec<usize> {
@@ -102,23 +102,11 @@ fn workers_are_pinned_on_their_own_when_the_cpus_match_the_threads() {
     }
     let cpu = allowed_cpus()[0].to_string();
     for (threads, pinned) in [("1", "yes"), ("2", "no")] {
-        let child = Command::new("taskset")
-            .args(["-c", &cpu, BIN, "-p", "-1", "-U", "0", "-t", threads, "-v"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut child = Reaped(child);
-        let stderr = child.stderr.take().unwrap();
-        let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stderr));
-        let addr: SocketAddr = loop {
-            let line = lines.next().expect("strata exited before listening").unwrap();
-            if let Some(a) = line.strip_prefix("strata: listening on ") {
-                break a.parse().unwrap();
-            }
-        };
+        let mut command = Command::new("taskset");
+        command.args(["-c", &cpu, BIN, "-p", "-1", "-U", "0", "-t", threads, "-v"]);
+        let (_child, addrs, lines) = listening(command, 1);
         std::thread::spawn(move || for _ in lines {});
-        let mut s = connect(addr);
+        let mut s = connect(addrs[0]);
         assert_eq!(stat(&mut s, "settings", "pin_threads").as_deref(), Some(pinned), "-t {threads} on one CPU");
     }
 }
