@@ -22,6 +22,16 @@
 //!  ext_drop_unread    tunables.drop_unread false           (flag, no value)
 //! ```
 //!
+//! Strata's small store (`seg/flash/small/`), fixed at start:
+//!
+//! ```text
+//!  ext_small_item_max small_item_max      512              key + value bytes; 0: no small store
+//!  ext_log_share      log_percent         13               percent of the files the sets leave to the log
+//!  ext_set_size       set_size_bytes      4096             bytes: 4096, 8192 or 16384
+//!  ext_set_bloom_bits set_bloom_bits      320              Bloom filter bits per set
+//!  ext_set_threshold  set_threshold       1                new items a set must get in a rewrite to take them
+//! ```
+//!
 //! The nine tunables can change at run time (memcached's `extstore <name>
 //! <value>` command), so they live in [`ExtTunables`], a set of atomics the
 //! server and the engine share through an `Arc`: the command writes them,
@@ -67,6 +77,16 @@ pub const DEFAULT_RECACHE_RATE: u32 = 2000;
 pub const DEFAULT_MAX_SLEEP_US: u32 = 1_000_000;
 /// memcached's default `ext_max_frag`.
 pub const DEFAULT_MAX_FRAG: f64 = 0.8;
+/// Items of at most this many bytes of key and value go to the small store.
+pub const DEFAULT_SMALL_ITEM_MAX: usize = 512;
+/// The largest `ext_small_item_max`: an item must fit a 4 KiB log block.
+pub const MAX_SMALL_ITEM: usize = 4000;
+/// The log's share of the flash files, percent (the sets take the rest).
+pub const DEFAULT_LOG_PERCENT: u32 = 13;
+/// A set's size.
+pub const DEFAULT_SET_SIZE_BYTES: usize = 4096;
+/// Bloom filter bits per set.
+pub const DEFAULT_SET_BLOOM_BITS: u32 = 320;
 
 /// The optional third field of `ext_path` (memcached's `PAGE_BUCKET_*`):
 /// which kind of page the file's free pages go to first. Strata keeps one
@@ -251,6 +271,19 @@ pub struct ExtConfig {
     pub io_depth: u32,
     /// Shared with the server (`extstore` command, `stats settings`).
     pub tunables: Arc<ExtTunables>,
+    /// `ext_small_item_max`: items of at most this many bytes of key and
+    /// value go to the small store (0: none).
+    pub small_item_max: usize,
+    /// `ext_log_share`: percent of the files the small store's sets leave
+    /// to the log.
+    pub log_percent: u32,
+    /// `ext_set_size`: bytes of a set (4, 8 or 16 KiB).
+    pub set_size_bytes: usize,
+    /// `ext_set_bloom_bits`: Bloom filter bits per set.
+    pub set_bloom_bits: u32,
+    /// `ext_set_threshold`: a rewrite moves new items into a set only if
+    /// at least this many go there (items read since written go anyway).
+    pub set_threshold: u32,
 }
 
 impl Default for ExtConfig {
@@ -262,6 +295,11 @@ impl Default for ExtConfig {
             threads: 1,
             io_depth: 1,
             tunables: Arc::new(ExtTunables::default()),
+            small_item_max: DEFAULT_SMALL_ITEM_MAX,
+            log_percent: DEFAULT_LOG_PERCENT,
+            set_size_bytes: DEFAULT_SET_SIZE_BYTES,
+            set_bloom_bits: DEFAULT_SET_BLOOM_BITS,
+            set_threshold: 1,
         }
     }
 }
@@ -287,6 +325,26 @@ impl ExtConfig {
             size /= 2;
         }
         size
+    }
+
+    /// The small store's settings, checked: the message names the bad one.
+    pub fn check_small(&self) -> Result<(), String> {
+        if self.small_item_max > MAX_SMALL_ITEM {
+            return Err(format!("ext_small_item_max: {} is over {MAX_SMALL_ITEM} bytes (an item must fit a 4 KiB block)", self.small_item_max));
+        }
+        if !matches!(self.set_size_bytes, 4096 | 8192 | 16384) {
+            return Err(format!("ext_set_size: {} bytes is not 4096, 8192 or 16384", self.set_size_bytes));
+        }
+        if !(1..=90).contains(&self.log_percent) {
+            return Err(format!("ext_log_share: {}% is not between 1 and 90", self.log_percent));
+        }
+        if !(64..=8192).contains(&self.set_bloom_bits) {
+            return Err(format!("ext_set_bloom_bits: {} is not between 64 and 8192", self.set_bloom_bits));
+        }
+        if self.set_threshold == 0 || self.set_threshold > 64 {
+            return Err(format!("ext_set_threshold: {} is not between 1 and 64", self.set_threshold));
+        }
+        Ok(())
     }
 
     /// memcached's start-time fill-in of `ext_compact_under` and

@@ -104,13 +104,76 @@ pub struct ExtStats {
     /// each: such a record is read with one block.
     pub bytes_padded: u64,
 
+    /// Key and value bytes of every item that went to flash (the small
+    /// store's and larger ones): application write amplification's
+    /// denominator (`extstore_bytes_admitted`).
+    pub bytes_admitted: u64,
+    /// The small store's figures (`extstore_small_*`); all 0 without it.
+    pub small: SmallStats,
+
     /// `stats extstore`: one row per page.
     pub pages: Vec<ExtPageStats>,
+}
+
+/// The small store's figures (`seg/flash/small/`), Strata's own lines.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SmallStats {
+    /// Items in sets, and their key and value bytes.
+    pub items_sets: u64,
+    pub bytes_sets: u64,
+    /// Items in partitions' logs (index entries naming a log record).
+    pub items_log: u64,
+    /// Tombstones: keys whose copy in a set is shadowed until a rewrite.
+    pub tombstones: u64,
+    /// Sets in every partition's extent.
+    pub sets: u64,
+    pub partitions: u64,
+    /// Rewrites (merges) done, the sets and the log blocks they wrote.
+    pub merges: u64,
+    pub sets_written: u64,
+    pub log_blocks_written: u64,
+    /// Bytes the small store wrote to the device (log blocks, sets, filters).
+    pub bytes_written: u64,
+    /// Items (and their key and value bytes) the small store took from RAM.
+    pub items_admitted: u64,
+    pub bytes_admitted: u64,
+    /// Items a rewrite had no room for, or left out under the threshold.
+    pub dropped: u64,
+    /// Items a rewrite had no room for in their set while the partition
+    /// could still grow, put back into its log.
+    pub spilled: u64,
+    /// Items leaving RAM the small store could not take (ring full, index
+    /// at its share): written as larger items, or evicted.
+    pub fallbacks: u64,
+    /// Device reads of sets, the hits among them, and those that found no
+    /// record of the key (the filter's false positives).
+    pub set_reads: u64,
+    pub set_hits: u64,
+    pub false_positives: u64,
+    /// Device reads of log blocks, and the hits among them.
+    pub log_reads: u64,
+    pub log_hits: u64,
+    /// Tombstones written.
+    pub tombstones_written: u64,
+    /// RAM it takes, counted in `-m` (index, filters and hit bits, directories).
+    pub ram_bytes: u64,
+    /// The log wanted a page and every sealed one held small-store data.
+    pub tail_blocked: u64,
 }
 
 impl ExtStats {
     /// Bytes written to flash per byte clients stored (`extstore_write_amp`
     /// in Strata's `stats`; 0 before anything was stored).
+    /// Bytes written to flash per byte of the items that went there
+    /// (`extstore_admit_write_amp`; 0 before any went).
+    pub fn admit_write_amplification(&self) -> f64 {
+        if self.bytes_admitted == 0 {
+            0.0
+        } else {
+            self.bytes_written as f64 / self.bytes_admitted as f64
+        }
+    }
+
     pub fn write_amplification(&self) -> f64 {
         if self.client_bytes_stored == 0 {
             0.0

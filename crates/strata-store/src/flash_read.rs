@@ -77,6 +77,21 @@ pub(crate) struct FlashId {
     pub at: u32,
     /// Answered from bytes read for another key ([`FlashRead::covered_by`]).
     pub shared: bool,
+    /// What the bytes hold: a larger item's record at `at`, or a block of
+    /// the small store (`seg/flash/small/`).
+    pub kind: ReadKind,
+}
+
+/// What a flash read reads (engine-private).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReadKind {
+    /// A record of the log, at `FlashId::at` in the bytes.
+    Record,
+    /// Record `index` of the log block in ring slot `slot` of partition
+    /// `part`, the slot naming the block as `placed` (its packed value).
+    Log { part: u32, slot: u16, index: u8, placed: u64 },
+    /// Set `set` of partition `part`'s extent committed as `seq`.
+    Set { part: u32, seq: u64, set: u32 },
 }
 
 impl FlashRead {

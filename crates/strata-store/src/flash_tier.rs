@@ -27,7 +27,7 @@
 //! (a tier is attached before the engine serves, and never detached), so a
 //! caller may keep it.
 
-use crate::{ExtStats, FlashFinish, FlashIdle, FlashRead, GetAction, GetOptions, ItemView, RelTime};
+use crate::{ExtStats, FlashFinish, FlashIdle, FlashRead, FlashRewrite, GetAction, GetOptions, ItemView, RelTime};
 
 /// The flash-only operations of an engine with a flash tier; see the
 /// module docs, and `flash_read.rs` for the whole path of a read.
@@ -62,6 +62,19 @@ pub trait FlashTier: Send + Sync {
     /// never a worker; `state` is that thread's. Takes shard locks a small
     /// batch at a time. Returns the items written.
     fn flash_write_idle(&self, now: RelTime, state: &mut FlashIdle) -> u64;
+
+    /// The small store's rewrites (`seg/flash/small/sched.rs`): merge the
+    /// partition that most needs it, if one is due; true if one was merged.
+    /// A thread of its own (never a worker) calls it in a loop, and waits
+    /// with [`FlashTier::flash_rewrite_wait`] while it returns false;
+    /// `state` is that thread's. Without a small store it returns false.
+    fn flash_rewrite(&self, now: RelTime, state: &mut FlashRewrite) -> bool;
+
+    /// Wait until the small store rings for a merge, or `max`.
+    fn flash_rewrite_wait(&self, max: std::time::Duration);
+
+    /// End a [`FlashTier::flash_rewrite_wait`] now (shutdown).
+    fn flash_rewrite_wake(&self);
 
     /// The tier's counters (`stats`, `stats extstore`).
     fn ext_stats(&self) -> ExtStats;

@@ -38,11 +38,11 @@ pub use class_stats::{ClassCounters, ClassStats};
 pub use classes::{ClassGeometry, SlabClasses};
 pub use clock::{Clock, RelTime};
 pub use ext_config::{ExtBucket, ExtConfig, ExtPath, ExtTunable, ExtTunables};
-pub use ext_stats::{ExtPageStats, ExtStats};
+pub use ext_stats::{ExtPageStats, ExtStats, SmallStats};
 pub use flash_read::{FlashBuf, FlashFinish, FlashRead, FLASH_ALIGN_BYTES};
 pub use flash_tier::FlashTier;
 pub use map::MapStore;
-pub use seg::{free_bytes, hash_key, FlashIdle, SegStore, SharedWords, MEMORY_FILE_LOCK_WAIT};
+pub use seg::{free_bytes, hash_key, FlashIdle, FlashRewrite, SegStore, SharedWords, MEMORY_FILE_LOCK_WAIT};
 pub use walk::{Visit, WalkCursor, WALK_BATCH};
 
 /// What [`Engine::read_batch`] holds for the reads of one batch; dropped

@@ -500,6 +500,18 @@ impl FlashTier for SegStore {
         SegStore::flash_write_idle(self, now, state)
     }
 
+    fn flash_rewrite(&self, now: RelTime, state: &mut crate::FlashRewrite) -> bool {
+        SegStore::flash_rewrite(self, now, state)
+    }
+
+    fn flash_rewrite_wait(&self, max: std::time::Duration) {
+        SegStore::flash_rewrite_wait(self, max)
+    }
+
+    fn flash_rewrite_wake(&self) {
+        SegStore::flash_rewrite_wake(self)
+    }
+
     fn ext_stats(&self) -> ExtStats {
         // Reached through `Engine::flash`, so a tier is attached; called
         // on a store without one, the tier it does not have is empty.

@@ -68,6 +68,8 @@ pub(crate) struct Globals {
     pub(super) region: std::sync::Arc<Region>,
     /// The flash tier (`-o ext_path`, `flash/`), if any.
     pub(super) flash: Option<flash::Tier>,
+    /// Its small store (`flash/small/`), if on.
+    pub(super) small: Option<flash::small::Small>,
     /// Where a segment's first item starts (after its header in a memory file).
     pub data_start: usize,
     /// `-M`: a store was refused for want of memory and nothing has left

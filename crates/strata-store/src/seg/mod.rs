@@ -50,7 +50,7 @@ mod engine;
 mod file;
 mod flash;
 mod ghost;
-pub use flash::FlashIdle;
+pub use flash::{FlashIdle, FlashRewrite};
 mod globals;
 mod item;
 mod key_eq;
@@ -176,7 +176,8 @@ impl SegStore {
             per_item += shard.charged_bytes() as u64;
         }
         let pooled: usize = lock(&self.g.pool).iter().chain(lock(&self.g.jumbo_pool).iter()).map(|b| b.len()).sum();
-        let allocated = self.g.allocated.load(Ordering::Relaxed) - self.g.config.initial_malloced_bytes - self.flash_index_bytes() - per_item;
+        let allocated =
+            self.g.allocated.load(Ordering::Relaxed) - self.g.config.initial_malloced_bytes - self.flash_index_bytes() - self.small_ram_bytes() - per_item;
         assert_eq!((held + pooled) as u64, allocated, "segment bytes accounted");
     }
 

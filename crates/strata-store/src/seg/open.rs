@@ -187,6 +187,7 @@ impl SegStore {
                 file,
                 region: Region::new(config.large_pages),
                 flash: None,
+                small: None,
                 segment_size,
                 jumbo_threshold: segment_size / 4,
                 memory_limit: AtomicU64::new(config.memory_limit_bytes),

@@ -279,6 +279,8 @@ pub struct Shard {
     pub checked: bool,
     /// Where this shard's keys on flash are (`-o ext_path`, flash/index.rs).
     pub flash: Option<Box<super::flash::FlashIndex>>,
+    /// Its partitions of the small store (`flash/small/`).
+    pub flash_small: Option<Box<super::flash::small::SmallShard>>,
     /// The victim walked ahead of need while memory is full (evict.rs).
     drain: Option<evict::Drain>,
     /// Keys evicted unread from `Small` (scan resistance, ghost.rs).
@@ -355,6 +357,7 @@ impl Shard {
             scratch: Vec::new(),
             scratch_value: Vec::new(),
             flash: None,
+            flash_small: None,
             drain: None,
             ghost: Ghost::default(),
             view: Arc::new(ReadView::new()),

@@ -56,7 +56,7 @@ fn set(s: &dyn Engine, key: &[u8], value: &[u8], now: RelTime) -> StoreResult {
 }
 
 /// A read as the server does it: RAM first, then flash.
-fn get(s: &SegStore, key: &[u8], into_ram: bool, now: RelTime) -> (Option<(Vec<u8>, ItemMeta)>, Option<FlashFinish>) {
+pub fn get(s: &SegStore, key: &[u8], into_ram: bool, now: RelTime) -> (Option<(Vec<u8>, ItemMeta)>, Option<FlashFinish>) {
     let mut seen = None;
     let mut visit = |view: strata_store::ItemView<'_>, _created: bool| {
         seen = Some((view.value.to_vec(), view.meta));
@@ -76,7 +76,7 @@ fn get(s: &SegStore, key: &[u8], into_ram: bool, now: RelTime) -> (Option<(Vec<u
 
 /// `read` (the key's `flash_check`) done as the server does it: the blocking
 /// read, `finish_flash_read`, and RAM again when the bytes were not visited.
-fn read_flash(
+pub fn read_flash(
     s: &SegStore,
     key: &[u8],
     read: &strata_store::FlashRead,

@@ -27,6 +27,8 @@ impl Drop for TempDir {
     }
 }
 
+/// A tier without the small store: these tests are about the flash index
+/// of larger items (`small_budget.rs` has the small store's).
 fn flash_store(memory_bytes: u64, path: &Path, flash_bytes: u64) -> SegStore {
     let tunables = Arc::new(ExtTunables::default());
     tunables.set(ExtTunable::ItemSize(0));
@@ -35,6 +37,7 @@ fn flash_store(memory_bytes: u64, path: &Path, flash_bytes: u64) -> SegStore {
         page_size_bytes: 1 << 20,
         wbuf_size_bytes: 64 << 10,
         tunables,
+        small_item_max: 0,
         ..ExtConfig::default()
     };
     let mut s = SegStore::new(EngineConfig { memory_limit_bytes: memory_bytes, ..EngineConfig::default() });

@@ -12,6 +12,7 @@ mod flash;
 mod flash_age;
 mod flash_budget;
 mod flash_large;
+mod flash_small;
 mod index_charge;
 mod model;
 mod read_concurrent;

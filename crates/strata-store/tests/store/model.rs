@@ -308,7 +308,9 @@ fn run(ops: &[Op], memory_bytes: u64, cas_disabled: bool) {
 /// Items that left the store: RAM evictions, and flash copies lost to page
 /// reclaim, failed writes or checks.
 fn losses(seg: &SegStore) -> u64 {
-    let flash = seg.ext_stats().map_or(0, |x| x.objects_evicted + x.write_fallbacks + x.badcrc_from_extstore + x.miss_from_extstore);
+    let flash = seg
+        .ext_stats()
+        .map_or(0, |x| x.objects_evicted + x.write_fallbacks + x.badcrc_from_extstore + x.miss_from_extstore + x.small.dropped);
     seg.stats().evictions + flash
 }
 
@@ -334,7 +336,14 @@ fn run_flash(ops: &[Op], memory_bytes: u64, flash_bytes: u64) {
     let st = seg.ext_stats().expect("flash stats");
     assert_eq!((st.badcrc_from_extstore, st.io_queue), (0, 0));
     if std::env::var_os("STRATA_FLASH_MODEL_VERBOSE").is_some() {
-        eprintln!("ops {} written {} read {} reclaimed pages {}", ops.len(), st.objects_written, st.objects_read, st.page_evictions);
+        eprintln!(
+            "ops {} written {} read {} reclaimed pages {}; small: {:?}",
+            ops.len(),
+            st.objects_written,
+            st.objects_read,
+            st.page_evictions,
+            st.small
+        );
     }
     let _ = std::fs::remove_file(&path);
 }
@@ -435,6 +444,7 @@ fn run_on(ops: &[Op], seg: &SegStore, store: &dyn Engine, config: EngineConfig) 
     let model = MapStore::new(EngineConfig { memory_limit_bytes: 1 << 40, ..config });
     let mut now: RelTime = 100;
     let mut flushes: Vec<(RelTime, u64)> = Vec::new();
+    let mut rewrite = strata_store::FlashRewrite::default();
     for (step, op) in ops.iter().enumerate() {
         if let Op::Tick { seconds } = op {
             now += RelTime::from(*seconds);
@@ -459,6 +469,11 @@ fn run_on(ops: &[Op], seg: &SegStore, store: &dyn Engine, config: EngineConfig) 
         }
         let (a, b) = (apply(store, op, step, now), apply(&model, op, step, now));
         assert_eq!(a, b, "step {step}: {op:?}");
+        if step % 11 == 10 {
+            // The small store's partitions rewritten: items move from its
+            // log into sets, tombstones and replaced copies go.
+            seg.flash_merge_all(now, &mut rewrite);
+        }
         seg.check_integrity();
         let epoch = model.flush_epoch();
         if epoch.0 != 0 && epoch.0 <= now && !flushes.contains(&epoch) {

@@ -1,7 +1,7 @@
 //! A shard's flash index: where each of its keys that live on flash is.
-//! Open addressing with linear probing and backward-shift deletion, like the
-//! RAM table (`seg/table.rs`), but an entry carries its own hash bits, since
-//! rehashing (growth, deletion) cannot read the key from flash.
+//! A [`ProbeTable`] (`probe.rs`: linear probing, backward-shift deletion,
+//! slots in memory or in a mapped file) of 12-byte entries; an entry
+//! carries its own hash bits, since rehashing cannot read the key from flash.
 //!
 //! ```text
 //!  entry: 3 x u32 = 12 bytes
@@ -37,26 +37,18 @@
 //!   the old one. A crash inside a backward shift can leave an entry twice
 //!   (both copies identical); recovery keeps one.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use memmap2::MmapMut;
-
-use super::mapped;
+use super::probe::{ProbeTable, Slot};
 
 pub const MAX_BLOCKS: u32 = (1 << 9) - 1;
 pub const MAX_PAGES: u32 = 1 << 20;
 /// Offsets are in 16-byte units, 22 bits.
 pub const MAX_PAGE_BYTES: u64 = 16 << 22;
 
-const MIN_CAPACITY: usize = 64;
 /// Bytes of one slot.
 pub const SLOT_BYTES: usize = 12;
-/// Grown at this fill (percent), by an eighth.
-const GROW_AT_PERCENT: usize = 90;
-/// A table that may not grow takes entries up to this fill.
-const FULL_AT_PERCENT: usize = 95;
-/// Shrunk to half under this fill.
-const SHRINK_UNDER_PERCENT: usize = 20;
+const FILE_MAGIC: &[u8; 8] = b"STRFSHX1";
 
 /// A flash location with its read length and bookkeeping bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,156 +87,42 @@ fn unpack(s: [u32; 3]) -> Entry {
     }
 }
 
-fn used(s: &[u32; 3]) -> bool {
-    s[1] & 1 != 0
-}
-
-const FILE_HEAD: usize = 64;
-const FILE_MAGIC: &[u8; 8] = b"STRFSHX1";
-
-/// Slot memory: an anonymous mapping (a grown-out table goes back to the
-/// kernel whole, where the allocator's heap would keep the old copies'
-/// pages: 6 MiB of RSS at 1M flash items), the heap if that mapping
-/// fails, or a shared mapping of the shard's index file.
-enum Slots {
-    Anon { map: MmapMut, capacity: usize },
-    Heap(Vec<[u32; 3]>),
-    Mapped { map: MmapMut, capacity: usize, path: PathBuf },
-}
-
-impl Slots {
-    /// Zeroed slots in memory.
-    fn anon(capacity: usize) -> Slots {
-        match MmapMut::map_anon(capacity * 12) {
-            Ok(map) => Slots::Anon { map, capacity },
-            Err(_) => Slots::Heap(vec![[0; 3]; capacity]),
-        }
+impl Slot for [u32; 3] {
+    fn used(&self) -> bool {
+        self[1] & 1 != 0
     }
-
-    fn mapped(path: &Path, capacity: usize) -> std::io::Result<Slots> {
-        let mut map = mapped::create(path, FILE_HEAD + capacity * 12)?;
-        map[0..8].copy_from_slice(FILE_MAGIC);
-        map[8..16].copy_from_slice(&(capacity as u64).to_le_bytes());
-        Ok(Slots::Mapped { map, capacity, path: path.to_path_buf() })
+    fn h32(&self) -> u32 {
+        self[0]
     }
-
-    fn len(&self) -> usize {
-        match self {
-            Slots::Heap(v) => v.len(),
-            Slots::Anon { capacity, .. } => *capacity,
-            Slots::Mapped { capacity, .. } => *capacity,
-        }
-    }
-}
-
-impl std::ops::Deref for Slots {
-    type Target = [[u32; 3]];
-    fn deref(&self) -> &[[u32; 3]] {
-        match self {
-            Slots::Heap(v) => v,
-            Slots::Anon { map, .. } => bytemuck::cast_slice(&map[..]),
-            Slots::Mapped { map, capacity, .. } => bytemuck::cast_slice(&map[FILE_HEAD..FILE_HEAD + capacity * 12]),
-        }
-    }
-}
-
-impl std::ops::DerefMut for Slots {
-    fn deref_mut(&mut self) -> &mut [[u32; 3]] {
-        match self {
-            Slots::Heap(v) => v,
-            Slots::Anon { map, .. } => bytemuck::cast_slice_mut(&mut map[..]),
-            Slots::Mapped { map, capacity, .. } => bytemuck::cast_slice_mut(&mut map[FILE_HEAD..FILE_HEAD + *capacity * 12]),
-        }
-    }
-}
-
-/// Where a table is built before it is renamed over `path` (one per shard:
-/// shards grow their tables concurrently).
-fn new_path(path: &Path) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(".new");
-    PathBuf::from(name)
-}
-
-/// The used slots of an index file left by an earlier process.
-fn read_file(path: &Path) -> Vec<[u32; 3]> {
-    let Some(map) = mapped::open(path) else { return Vec::new() };
-    if map.len() < FILE_HEAD || &map[0..8] != FILE_MAGIC {
-        return Vec::new();
-    }
-    let capacity = u64::from_le_bytes(map[8..16].try_into().expect("8 bytes")) as usize;
-    if FILE_HEAD + capacity.saturating_mul(12) > map.len() {
-        return Vec::new();
-    }
-    let slots: &[[u32; 3]] = bytemuck::cast_slice(&map[FILE_HEAD..FILE_HEAD + capacity * 12]);
-    slots.iter().copied().filter(used).collect()
 }
 
 pub struct FlashIndex {
-    slots: Slots,
-    len: usize,
+    table: ProbeTable<[u32; 3]>,
     /// Bytes of values clients stored in this shard (write amplification's
     /// denominator), counted under the shard lock.
     pub client_bytes: u64,
-    /// Where the background sweep for stale entries goes on.
-    pub sweep_at: usize,
 }
 
 impl FlashIndex {
     pub fn new() -> FlashIndex {
-        FlashIndex { slots: Slots::anon(MIN_CAPACITY), len: 0, client_bytes: 0, sweep_at: 0 }
+        FlashIndex { table: ProbeTable::new(FILE_MAGIC), client_bytes: 0 }
     }
 
     /// A persistent index in the file at `path`, holding the entries an
-    /// earlier process left there that `keep` accepts (recovery). Built in
-    /// `path.new` and renamed over `path`.
+    /// earlier process left there that `keep` accepts (recovery).
     pub fn persistent(path: &Path, mut keep: impl FnMut(&Entry) -> bool) -> std::io::Result<FlashIndex> {
-        let old: Vec<[u32; 3]> = read_file(path).into_iter().filter(|s| keep(&unpack(*s))).collect();
-        let capacity = (old.len() * 100 / 70 + 1).max(MIN_CAPACITY);
-        let fresh = new_path(path);
-        let mut index = FlashIndex { slots: Slots::mapped(&fresh, capacity)?, len: 0, client_bytes: 0, sweep_at: 0 };
-        for s in old {
-            if index.place_unique(s) {
-                index.len += 1;
-            }
-        }
-        std::fs::rename(&fresh, path)?;
-        if let Slots::Mapped { path: p, .. } = &mut index.slots {
-            *p = path.to_path_buf();
-        }
-        Ok(index)
+        let table = ProbeTable::persistent(path, FILE_MAGIC, |s| keep(&unpack(*s)))?;
+        Ok(FlashIndex { table, client_bytes: 0 })
     }
 
     pub fn len(&self) -> usize {
-        self.len
-    }
-
-    fn home(&self, h32: u32) -> usize {
-        ((u64::from(h32) * self.slots.len() as u64) >> 32) as usize
-    }
-
-    fn next(&self, i: usize) -> usize {
-        if i + 1 == self.slots.len() {
-            0
-        } else {
-            i + 1
-        }
+        self.table.len()
     }
 
     /// The first slot with `hash`'s bits whose entry satisfies `is_it`.
     pub fn find(&self, hash: u64, mut is_it: impl FnMut(&Entry) -> bool) -> Option<usize> {
-        let (h32, filter) = (hash as u32, filter_of(hash));
-        let mut i = self.home(h32);
-        loop {
-            let s = self.slots[i];
-            if !used(&s) {
-                return None;
-            }
-            if s[0] == h32 && (s[1] >> 16) & 0x3f == filter && is_it(&unpack(s)) {
-                return Some(i);
-            }
-            i = self.next(i);
-        }
+        let filter = filter_of(hash);
+        self.table.find(hash as u32, |s| (s[1] >> 16) & 0x3f == filter && is_it(&unpack(*s)))
     }
 
     /// The slot of `hash`'s entry for the record at `offset` of `page`:
@@ -254,115 +132,47 @@ impl FlashIndex {
     }
 
     pub fn get(&self, i: usize) -> Entry {
-        unpack(self.slots[i])
+        unpack(self.table.get(i))
     }
 
     /// Rewrite slot `i` (same key) with a new entry.
     pub fn set(&mut self, i: usize, hash: u64, e: &Entry) {
-        debug_assert_eq!(self.slots[i][0], hash as u32);
-        self.slots[i] = pack(hash, e);
+        self.table.set(i, pack(hash, e));
     }
 
     /// Bytes of slot memory the table holds (what `-m` is charged).
     pub fn slot_bytes(&self) -> usize {
-        self.slots.len() * SLOT_BYTES
+        self.table.slot_bytes()
     }
 
     /// The capacity to grow to before the next insert, if it is due.
     pub fn growth(&self) -> Option<usize> {
-        ((self.len + 1) * 100 > self.slots.len() * GROW_AT_PERCENT).then(|| self.slots.len() + self.slots.len() / 8)
+        self.table.growth()
     }
 
-    /// Whether one more entry fits without growing (the fill stays at most
-    /// `FULL_AT_PERCENT`).
+    /// Whether one more entry fits without growing.
     pub fn has_room(&self) -> bool {
-        (self.len + 1) * 100 <= self.slots.len() * FULL_AT_PERCENT
+        self.table.has_room()
     }
 
     /// The capacity to shrink to, if the table is that sparse.
     pub fn shrinkage(&self) -> Option<usize> {
-        (self.len * 100 < self.slots.len() * SHRINK_UNDER_PERCENT && self.slots.len() > MIN_CAPACITY * 4).then(|| self.slots.len() / 2)
+        self.table.shrinkage()
     }
 
     /// Insert an entry: the caller made room (`growth`, `has_room`).
     pub fn insert(&mut self, hash: u64, e: &Entry) {
-        assert!(self.len < self.slots.len(), "the flash index has a free slot");
-        self.place(pack(hash, e));
-        self.len += 1;
+        self.table.insert(pack(hash, e));
     }
 
-    fn place(&mut self, s: [u32; 3]) {
-        let mut i = self.home(s[0]);
-        while used(&self.slots[i]) {
-            i = self.next(i);
-        }
-        self.slots[i] = s;
-    }
-
-    /// `place`, unless an identical slot is already in the cluster.
-    fn place_unique(&mut self, s: [u32; 3]) -> bool {
-        let mut i = self.home(s[0]);
-        while used(&self.slots[i]) {
-            if self.slots[i] == s {
-                return false;
-            }
-            i = self.next(i);
-        }
-        self.slots[i] = s;
-        true
-    }
-
-    /// Move every entry into a table of `capacity` slots (at least the
-    /// entries and `MIN_CAPACITY`); the sweep starts over.
+    /// Move every entry into a table of `capacity` slots.
     pub fn resize(&mut self, capacity: usize) {
-        let capacity = capacity.max(MIN_CAPACITY).max(self.len + 1);
-        self.sweep_at = 0;
-        let fresh = match &self.slots {
-            Slots::Heap(_) | Slots::Anon { .. } => Slots::anon(capacity),
-            Slots::Mapped { path, .. } => {
-                let tmp = new_path(path);
-                match Slots::mapped(&tmp, capacity) {
-                    Ok(slots) => slots,
-                    // No room for the grown file: go on in memory, and
-                    // remove the old file so a restart cannot bring back
-                    // entries removed from now on.
-                    Err(_) => {
-                        let _ = std::fs::remove_file(path);
-                        Slots::anon(capacity)
-                    }
-                }
-            }
-        };
-        let old = std::mem::replace(&mut self.slots, fresh);
-        for s in old.iter().copied().filter(used) {
-            self.place(s);
-        }
-        if let (Slots::Mapped { path: old_path, .. }, Slots::Mapped { path, .. }) = (&old, &mut self.slots) {
-            if std::fs::rename(&*path, old_path).is_ok() {
-                *path = old_path.clone();
-            }
-        }
+        self.table.resize(capacity);
     }
 
     /// Remove slot `i`, shifting later entries of its cluster back.
     pub fn remove(&mut self, i: usize) {
-        let mut hole = i;
-        let mut j = self.next(i);
-        loop {
-            let s = self.slots[j];
-            if !used(&s) {
-                break;
-            }
-            let home = self.home(s[0]);
-            let stays = if hole <= j { hole < home && home <= j } else { hole < home || home <= j };
-            if !stays {
-                self.slots[hole] = s;
-                hole = j;
-            }
-            j = self.next(j);
-        }
-        self.slots[hole] = [0; 3];
-        self.len -= 1;
+        self.table.remove(i);
     }
 
     /// Remove every entry with `hash`'s bits, telling `gone` about each.
@@ -376,23 +186,7 @@ impl FlashIndex {
     /// Look at up to `budget` slots from the sweep cursor, removing entries
     /// `stale` says are; true when the cursor wrapped around.
     pub fn sweep(&mut self, budget: usize, mut stale: impl FnMut(&Entry) -> bool) -> bool {
-        let mut looked = 0;
-        while looked < budget {
-            if self.sweep_at >= self.slots.len() {
-                self.sweep_at = 0;
-                return true;
-            }
-            let i = self.sweep_at;
-            let s = self.slots[i];
-            looked += 1;
-            if used(&s) && stale(&unpack(s)) {
-                // Something may shift into `i`: look at it again.
-                self.remove(i);
-                continue;
-            }
-            self.sweep_at += 1;
-        }
-        false
+        self.table.sweep(budget, |s| stale(&unpack(*s)))
     }
 }
 

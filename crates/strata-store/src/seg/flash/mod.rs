@@ -51,24 +51,27 @@ mod budget;
 mod index;
 mod mapped;
 mod page_table;
+mod probe;
 mod record;
+mod serve;
+pub(crate) mod small;
 mod tier;
 mod walk;
 
 use std::sync::atomic::Ordering;
 
 pub use self::age::FlashIdle;
+pub use self::small::FlashRewrite;
 pub(crate) use self::index::FlashIndex;
 use self::index::Entry;
 pub(crate) use self::tier::Tier;
 pub(crate) use self::walk::FlashScan;
 use super::item::{Header, FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
-use super::shard::{Shard, Spec};
+use super::shard::Shard;
 use super::table::Loc;
 use super::{hash_key, Globals, SegStore};
-use crate::class_stats::Queue;
-use crate::flash_read::FlashId;
-use crate::{ExtConfig, ExtStats, FlashFinish, FlashRead, GetAction, GetOptions, ItemMeta, ItemView, RelTime};
+use crate::flash_read::{FlashId, ReadKind};
+use crate::{ExtConfig, ExtStats, FlashFinish, FlashRead, GetAction, GetOptions, ItemView, RelTime};
 
 /// Index slots the background sweep looks at per shard per tick.
 const SWEEP_PER_TICK: usize = 1 << 16;
@@ -120,8 +123,9 @@ impl SegStore {
             budget::charge(&self.g, &tier, index.slot_bytes());
             shard.lock().flash = Some(Box::new(index));
         }
+        let small_line = self.attach_small(&ext, &tier, dir.as_deref())?;
         let line = format!(
-            "flash tier: {} pages of {} MiB in {} file(s){}; write buffer {} KiB of -m{}",
+            "flash tier: {} pages of {} MiB in {} file(s){}; write buffer {} KiB of -m{}{small_line}",
             tier.page_count(),
             tier.page_size >> 20,
             tier.files.len(),
@@ -144,6 +148,7 @@ impl SegStore {
         if let (Some(fi), Some(tier)) = (shard.flash.as_mut(), &self.g.flash) {
             fi.remove_all(hash, |e| tier.forget(e.page, e.version4));
         }
+        small::shadow(&self.g, shard, hash);
     }
 
     /// Count bytes a client stored (write amplification's denominator).
@@ -161,6 +166,27 @@ impl SegStore {
         let hash = hash_key(key);
         let mut guard = self.lock(hash);
         let shard = &mut *guard;
+        // The small store's log first (its entries are a key's newest
+        // copy, or say its set's copy is not), then larger items' records,
+        // then the sets.
+        let sets = match self.small_lookup(shard, tier, key, hash, now) {
+            small::Look::Read(read) => return Some(read),
+            small::Look::Done => return None,
+            small::Look::Shadowed => false,
+            small::Look::Next => true,
+        };
+        if let Some(found) = self.large_check(shard, tier, key, hash, now) {
+            return found;
+        }
+        if sets {
+            return self.set_lookup(shard, tier, key, hash, now);
+        }
+        None
+    }
+
+    /// A larger item's record for `hash`: Some(read to make, or None if it
+    /// was served from a write buffer), or None if the index has none.
+    fn large_check(&self, shard: &mut Shard, tier: &Tier, key: &[u8], hash: u64, now: RelTime) -> Option<Option<FlashRead>> {
         let mut bytes = Vec::new();
         loop {
             let fi = shard.flash.as_mut()?;
@@ -182,18 +208,18 @@ impl SegStore {
                 tier.c.get_extstore.fetch_add(1, relaxed());
                 let seed = record::seed(tier.secret, e.page, version);
                 self.accept(shard, tier, hash, key, e, &bytes, seed, GetOptions::default(), true, now, &mut |_, _| GetAction::default());
-                return None;
+                return Some(None);
             }
             tier.c.get_extstore.fetch_add(1, relaxed());
             tier.c.io_queue.fetch_add(1, relaxed());
             let spot = &tier.spots[e.page as usize];
             let aligned = e.offset & !(tier::BLOCK - 1);
-            return Some(FlashRead {
+            return Some(Some(FlashRead {
                 file: tier.files[spot.file].clone(),
                 offset_bytes: spot.base + aligned,
                 len_bytes: e.blocks as usize * crate::FLASH_ALIGN_BYTES,
-                id: FlashId { key: key.into(), hash, page: e.page, version, at: (e.offset - aligned) as u32, shared: false },
-            });
+                id: FlashId { key: key.into(), hash, page: e.page, version, at: (e.offset - aligned) as u32, shared: false, kind: ReadKind::Record },
+            }));
         }
     }
 
@@ -210,6 +236,9 @@ impl SegStore {
         let Some(tier) = &self.g.flash else { return FlashFinish::Absent };
         let _ = tier.c.io_queue.fetch_update(relaxed(), relaxed(), |n| Some(n.saturating_sub(1)));
         let id = &read.id;
+        if id.kind != ReadKind::Record {
+            return self.finish_small(tier, read, data, serve::Ask { opts, into_ram, now, visit });
+        }
         let mut guard = self.lock(id.hash);
         let shard = &mut *guard;
         let spot = &tier.spots[id.page as usize];
@@ -274,95 +303,8 @@ impl SegStore {
             tier.c.miss.fetch_add(1, relaxed());
             return FlashFinish::Absent;
         }
-        tier.c.objects_read.fetch_add(1, relaxed());
-        tier.c.bytes_read.fetch_add(rec.len as u64, relaxed());
-        let m = rec.meta;
-        if self.g.is_flushed(m.access, m.cas, now) {
-            shard.counters.get_flushed += 1;
-            drop_entry(shard);
-            return FlashFinish::Absent;
-        }
-        if m.exptime != 0 && m.exptime <= now {
-            shard.counters.get_expired += 1;
-            drop_entry(shard);
-            return FlashFinish::Absent;
-        }
-        let rate = tier.tunables.recache_rate.load(relaxed());
-        let due = !into_ram && rate != 0 && tier.c.recache_counter.fetch_add(1, relaxed()) % u64::from(rate) == 0;
-        if into_ram || due || opts.touch.is_some() || opts.vivify.is_some() {
-            let spec = Spec {
-                bits: m.bits,
-                key_len: key.len(),
-                value_len: rec.value.len(),
-                cas: m.cas,
-                access: m.access,
-                flags: m.flags,
-                exptime: m.exptime,
-            };
-            // `put` drops the flash entry once the RAM copy is linked.
-            if self.put(shard, key, hash, &spec, &[rec.value], None, now) {
-                tier.c.recache.fetch_add(1, relaxed());
-                return FlashFinish::InRam;
-            }
-            if into_ram || opts.touch.is_some() || opts.vivify.is_some() {
-                return FlashFinish::Absent;
-            }
-        }
-        if !opts.uncounted {
-            let (cls, _) = (self.g.request_class(key.len(), m.flags, rec.value.len()), 0);
-            shard.classes.hit(cls, Queue::Warm, false);
-        }
-        let meta = ItemMeta {
-            flags: m.flags,
-            exptime: m.exptime,
-            cas: self.g.shown_cas(m.cas),
-            last_access: m.access,
-            // Read since it went to flash: the entry's read mark.
-            fetched: m.bits & FETCHED != 0 || e.freq > 0,
-            stale: m.bits & STALE != 0,
-            token_sent: m.bits & TOKEN_SENT != 0,
-            key_binary: m.bits & KEY_BINARY != 0,
-        };
-        let action = visit(ItemView { key, value: rec.value, meta }, false);
-        if action.set_token_sent {
-            let spec = Spec {
-                bits: m.bits | TOKEN_SENT | FETCHED,
-                key_len: key.len(),
-                value_len: rec.value.len(),
-                cas: m.cas,
-                access: now,
-                flags: m.flags,
-                exptime: m.exptime,
-            };
-            self.put(shard, key, hash, &spec, &[rec.value], None, now);
-            return FlashFinish::Visited;
-        }
-        if opts.no_bump {
-            return FlashFinish::Visited;
-        }
-        let Some(fi) = shard.flash.as_mut() else { return FlashFinish::Visited };
-        let Some(i) = fi.find_at(hash, e.page, e.offset) else { return FlashFinish::Visited };
-        if !tier.is_old(e.page) {
-            let freq = (e.freq + 1).min(3);
-            fi.set(i, hash, &Entry { freq, ..e });
-            return FlashFinish::Visited;
-        }
-        // Rescue: a read item on a page near reclaim is written again.
-        let meta = record::Meta { bits: m.bits | FETCHED, access: now, ..m };
-        match tier.append(rec.len, |out, seed| {
-            record::encode(out, key, rec.value, &meta, seed);
-        }) {
-            Some(p) => {
-                tier.forget(e.page, e.version4);
-                let fresh = Entry { page: p.page, offset: p.offset, blocks: p.blocks, version4: (p.version & 0xf) as u8, freq: 0 };
-                fi.set(i, hash, &fresh);
-                tier.c.compact_rescues.fetch_add(1, relaxed());
-            }
-            None => {
-                tier.c.compact_lost.fetch_add(1, relaxed());
-            }
-        }
-        FlashFinish::Visited
+        let found = serve::Found { key, value: rec.value, meta: rec.meta, len: rec.len };
+        self.serve_flash(shard, tier, hash, found, serve::Source::Large(e), serve::Ask { opts, into_ram, now, visit })
     }
 
     /// [`FlashTier::abandon_flash_read`](crate::FlashTier::abandon_flash_read).
@@ -384,6 +326,12 @@ impl SegStore {
             }
         }
         let limit = self.g.memory_limit.load(relaxed()).max(1);
+        if let Some(small) = self.small_stats() {
+            // Items on flash are memcached's extstore objects, small ones too.
+            stats.objects_used += small.items_sets + small.items_log;
+            stats.small = small;
+        }
+        stats.bytes_admitted = tier.c.bytes_admitted.load(relaxed()) + stats.small.bytes_admitted;
         stats.index_bytes = tier.index_bytes.load(relaxed());
         stats.memory_pressure = (tier.buffer_bytes() + stats.index_bytes) as f64 / limit as f64;
         Some(stats)
@@ -391,7 +339,8 @@ impl SegStore {
 
     /// Live items on flash (memcached counts them in `curr_items`).
     pub(super) fn flash_items(&self) -> u64 {
-        self.g.flash.as_ref().map_or(0, |t| t.live_items.iter().map(|a| a.load(relaxed())).sum())
+        let large = self.g.flash.as_ref().map_or(0, |t| t.live_items.iter().map(|a| a.load(relaxed())).sum());
+        large + self.small_stats().map_or(0, |s| s.items_sets + s.items_log)
     }
 
     /// Once a tick: sweep stale entries (of reclaimed pages) out of the
@@ -404,6 +353,9 @@ impl SegStore {
     pub(super) fn flash_maintain(&self, crawler: bool) {
         let Some(tier) = &self.g.flash else { return };
         tier.flush_partial();
+        for shard in self.shards.iter() {
+            small::maintain(&self.g, &mut shard.lock());
+        }
         if !crawler && self.flash_entries() as u64 <= 2 * self.flash_items() {
             return;
         }
@@ -477,6 +429,9 @@ impl Shard {
         if exptime != 0 && (exptime <= now || exptime - now < t.low_ttl.load(relaxed())) {
             return false;
         }
+        if self.flash_small.is_some() && self.demote_small(g, tier, loc, h, hash, access, exptime) {
+            return true;
+        }
         // The index's slots are counted in -m: no room, no flash.
         if !budget::make_room(g, tier, self.flash.as_mut().expect("flash index")) {
             tier.c.write_fallbacks.fetch_add(1, relaxed());
@@ -498,12 +453,43 @@ impl Shard {
             tier.c.write_fallbacks.fetch_add(1, relaxed());
             return false;
         };
+        tier.c.bytes_admitted.fetch_add((key.len() + value.len()) as u64, relaxed());
         // memcached's header for it: the key, the flags and a 12-byte item_hdr.
         let header = crate::memcached_item_size(key.len(), h.flags, 10, !g.config.cas_disabled);
         self.classes.flash_written(g.config.classes.class_of(header), header);
+        // An older small copy of the key is shadowed by this one.
+        small::shadow(g, self, hash);
         let fi = self.flash.as_mut().expect("flash index");
         fi.remove_all(hash, |e| tier.forget(e.page, e.version4));
         fi.insert(hash, &Entry { page: p.page, offset: p.offset, blocks: p.blocks, version4: (p.version & 0xf) as u8, freq: 0 });
+        true
+    }
+
+    /// `demote_to_flash` for an item the small store takes (key and value
+    /// within `ext_small_item_max`): into its partition's log block; the
+    /// key's larger records, if any, are older and go.
+    #[allow(clippy::too_many_arguments)]
+    fn demote_small(&mut self, g: &Globals, tier: &Tier, loc: Loc, h: &Header, hash: u64, access: RelTime, exptime: RelTime) -> bool {
+        let Some(ss) = self.flash_small.as_deref_mut() else { return false };
+        let seg = &self.segs[loc.seg as usize];
+        let item = &seg.buf[loc.offset as usize..];
+        let (key, value) = (h.key(item), h.value(item));
+        let meta = small::SmallMeta {
+            cas: h.cas(item, seg.cas_base),
+            flags: h.flags,
+            exptime,
+            access,
+            bits: h.bits & (FETCHED | STALE | TOKEN_SENT | KEY_BINARY),
+            rrpv: 0,
+        };
+        if !small::admit(g, ss, hash, key, value, &meta) {
+            return false;
+        }
+        let header = crate::memcached_item_size(key.len(), h.flags, 10, !g.config.cas_disabled);
+        self.classes.flash_written(g.config.classes.class_of(header), header);
+        if let Some(fi) = self.flash.as_mut() {
+            fi.remove_all(hash, |e| tier.forget(e.page, e.version4));
+        }
         true
     }
 }

@@ -52,6 +52,9 @@ use crate::{ExtConfig, ExtPageStats, ExtStats};
 
 mod buffers;
 mod large;
+mod stream;
+
+pub use self::stream::{Stream, Written};
 
 pub const BLOCK: u64 = FLASH_ALIGN_BYTES as u64;
 const PAGE_MAGIC: &[u8; 8] = b"STRFLASH";
@@ -132,6 +135,13 @@ pub struct Counters {
     pub bytes_padded: AtomicU64,
     pub io_queue: AtomicU64,
     pub recache_counter: AtomicU64,
+    /// A page was wanted and every sealed one still held small-store data.
+    pub tail_blocked: AtomicU64,
+    /// Key and value bytes of larger items written to flash.
+    pub bytes_admitted: AtomicU64,
+    /// A page was reclaimed out of FIFO order, past older ones holding
+    /// small-store data.
+    pub tail_skips: AtomicU64,
 }
 
 /// The tier and its writer thread (stopped and joined on drop).
@@ -198,6 +208,10 @@ pub struct Inner {
     pub written_blocks: Vec<AtomicU32>,
     /// `-e`: the persistent page table.
     table: Option<Mutex<PageTable>>,
+    /// Per page: 4 KiB blocks of the small store's data (log blocks, sets
+    /// and filters) still in use on it (`small/`). A page is reclaimed only
+    /// when this is 0: the small store rewrites what it keeps there first.
+    pub small_live: Vec<AtomicU32>,
     /// The page table held a tier of this geometry: its index files are
     /// to be recovered.
     pub recovered: bool,
@@ -311,6 +325,7 @@ impl Tier {
             work: std::sync::Condvar::new(),
             written: std::sync::Condvar::new(),
             written_blocks: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            small_live: (0..n).map(|_| AtomicU32::new(0)).collect(),
             table: None,
             recovered: found.is_some(),
             files,
@@ -426,18 +441,22 @@ impl Inner {
             return;
         }
         self.c.write_errors.fetch_add(1, relaxed());
-        // Everything on the page is lost: a new version makes its entries
-        // stale; the page goes to the back of the FIFO.
-        self.reclaim(page);
-        let version = self.versions[page as usize].fetch_add(1, relaxed()) + 1;
-        if let Some(t) = &self.table {
-            lock(t).set_version(page, version);
-        }
+        self.retire(w, page);
         if w.page == page {
             w.page = NO_PAGE;
             w.fill = 0;
             self.open_page.store(NO_PAGE, relaxed());
             w.sealed.push_back(page);
+        }
+    }
+
+    /// Everything on `page` is lost (a failed write): a new version makes
+    /// its entries stale (the caller puts it back in the FIFO).
+    fn retire(&self, w: &mut Writer, page: u32) {
+        self.reclaim(page);
+        let version = self.versions[page as usize].fetch_add(1, relaxed()) + 1;
+        if let Some(t) = &self.table {
+            lock(t).set_version(page, version);
         }
         // Every page failing in a row: stop writing (fallback).
         if self.c.write_errors.load(relaxed()) >= 2 * self.spots.len() as u64 + 2 {
@@ -495,6 +514,16 @@ impl Inner {
 
     pub fn page_count(&self) -> usize {
         self.spots.len()
+    }
+
+    /// Pages never written since the start.
+    pub fn free_page_count(&self) -> u64 {
+        self.free_pages.load(relaxed())
+    }
+
+    /// The FIFO sequence of the oldest sealed page (the next reclaimed).
+    pub fn oldest_sealed_seq(&self) -> u64 {
+        self.oldest_seq.load(relaxed())
     }
 
     /// Bytes of `page` known to be on flash.
@@ -587,6 +616,57 @@ impl Inner {
         None
     }
 
+    /// Append `len` bytes (whole 4 KiB blocks) starting on a block
+    /// boundary and inside one page: a block of the small store. `write`
+    /// fills them, given the page's record seed and the first block's
+    /// number in the page. The blocks count as the small store's live data
+    /// on the page (`small_live`) until it lets them go. None: no page
+    /// could take them.
+    pub fn append_block(&self, len: usize, write: impl FnOnce(&mut [u8], u64, u32)) -> Option<Placed> {
+        debug_assert!(len > 0 && len % FLASH_ALIGN_BYTES == 0 && len <= self.wbuf_size - FLASH_ALIGN_BYTES);
+        let mut w = lock(&self.writer);
+        if w.failed || len as u64 + BLOCK > self.page_size {
+            return None;
+        }
+        for _ in 0..3 {
+            if w.page == NO_PAGE {
+                self.open_page(&mut w)?;
+            }
+            let pad = (FLASH_ALIGN_BYTES - w.fill % FLASH_ALIGN_BYTES) % FLASH_ALIGN_BYTES;
+            let offset = w.page_off + (w.fill + pad) as u64;
+            if offset + len as u64 > self.page_size {
+                w = self.flush(w);
+                self.seal(&mut w);
+                continue;
+            }
+            if w.fill + pad + len > self.wbuf_size {
+                w = self.flush(w);
+                continue;
+            }
+            let page = w.page;
+            let version = self.version(page);
+            let fill = w.fill + pad;
+            if pad > 0 {
+                w.wbuf[fill - pad..fill].fill(0);
+                self.c.bytes_padded.fetch_add(pad as u64, relaxed());
+            }
+            write(&mut w.wbuf[fill..fill + len], record::seed(self.secret, page, version), (offset / BLOCK) as u32);
+            w.fill = fill + len;
+            self.note_buffer(&w, version);
+            self.small_live[page as usize].fetch_add((len / FLASH_ALIGN_BYTES) as u32, relaxed());
+            return Some(Placed { page, offset, version, blocks: (len / FLASH_ALIGN_BYTES) as u32 });
+        }
+        None
+    }
+
+    /// The small store let go of `blocks` 4 KiB blocks on `page` (placed
+    /// under `version`: blocks of a page reclaimed since are not counted).
+    pub fn release_small(&self, page: u32, version: u32, blocks: u32) {
+        if self.version(page) == version {
+            let _ = self.small_live[page as usize].fetch_update(relaxed(), relaxed(), |n| Some(n.saturating_sub(blocks)));
+        }
+    }
+
     /// Count a record appended to `page`.
     fn note_record(&self, page: u32, len: usize) {
         self.live_items[page as usize].fetch_add(1, relaxed());
@@ -618,7 +698,9 @@ impl Inner {
         false
     }
 
-    fn open_page(&self, w: &mut Writer) -> Option<()> {
+    /// A page to write next: a free one, else the oldest sealed one the
+    /// small store has nothing left on (reclaimed: its records are gone).
+    pub(super) fn take_page(&self, w: &mut Writer) -> Option<u32> {
         if w.failed {
             return None;
         }
@@ -628,7 +710,16 @@ impl Inner {
                 p
             }
             None => {
-                let p = w.sealed.pop_front()?;
+                // The oldest sealed page the small store has nothing left
+                // on (it keeps the tail clear by rewriting ahead of it).
+                let Some(at) = w.sealed.iter().position(|&p| self.small_live[p as usize].load(relaxed()) == 0) else {
+                    self.c.tail_blocked.fetch_add(1, relaxed());
+                    return None;
+                };
+                if at > 0 {
+                    self.c.tail_skips.fetch_add(1, relaxed());
+                }
+                let p = w.sealed.remove(at).expect("a sealed page");
                 self.reclaim(p);
                 if let Some(&next) = w.sealed.front() {
                     self.oldest_seq.store(self.page_seq[next as usize].load(relaxed()), relaxed());
@@ -636,6 +727,12 @@ impl Inner {
                 p
             }
         };
+        Some(page)
+    }
+
+    /// Open `page` for writing: a new version (every entry and record on
+    /// it stale), the next FIFO sequence, nothing written. Its version.
+    pub(super) fn start_page(&self, w: &Writer, page: u32) -> u32 {
         let version = self.versions[page as usize].fetch_add(1, relaxed()) + 1;
         let seq = self.next_seq.fetch_add(1, relaxed());
         self.page_seq[page as usize].store(seq, relaxed());
@@ -645,10 +742,11 @@ impl Inner {
         self.written_blocks[page as usize].store(0, relaxed());
         self.persist_page(page);
         self.c.page_allocs.fetch_add(1, relaxed());
-        w.page = page;
-        w.page_off = 0;
-        // The header block goes out with the page's first write.
-        let header = &mut w.wbuf[..FLASH_ALIGN_BYTES];
+        version
+    }
+
+    /// The header block of a page opened under `version`.
+    pub(super) fn page_header(&self, page: u32, version: u32, header: &mut [u8]) {
         header.fill(0);
         header[0..8].copy_from_slice(PAGE_MAGIC);
         header[8..12].copy_from_slice(&page.to_le_bytes());
@@ -656,6 +754,17 @@ impl Inner {
         header[16..24].copy_from_slice(&self.secret.to_le_bytes());
         let check = xxh3_64(&header[0..24]) as u32;
         header[24..28].copy_from_slice(&check.to_le_bytes());
+    }
+
+    fn open_page(&self, w: &mut Writer) -> Option<()> {
+        let page = self.take_page(w)?;
+        let version = self.start_page(w, page);
+        w.page = page;
+        w.page_off = 0;
+        // The header block goes out with the page's first write.
+        let mut header = [0u8; FLASH_ALIGN_BYTES];
+        self.page_header(page, version, &mut header);
+        w.wbuf[..FLASH_ALIGN_BYTES].copy_from_slice(&header);
         w.fill = FLASH_ALIGN_BYTES;
         self.open_page.store(page, relaxed());
         Some(())
@@ -664,6 +773,8 @@ impl Inner {
     /// A page leaves the FIFO to be rewritten: everything on it is gone.
     fn reclaim(&self, page: u32) {
         let p = page as usize;
+        // Whatever the small store still had here is gone (a failed write).
+        self.small_live[p].store(0, relaxed());
         let bytes = self.live_bytes(p);
         let items = self.live_items[p].swap(0, relaxed());
         self.written_items[p].store(0, relaxed());

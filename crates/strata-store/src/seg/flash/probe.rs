@@ -1,0 +1,422 @@
+//! The open-addressing table both flash indexes are built on (the flash
+//! tier's `index.rs`, 12-byte entries, and the small store's
+//! `small/index.rs`, 8-byte entries): linear probing from a home slot
+//! chosen by fastrange on 32 bits of the key's hash, backward-shift
+//! deletion, no tombstones. Each slot carries those 32 bits itself, since
+//! rehashing (growth, deletion) cannot read the key from flash.
+//!
+//! ```text
+//!  home(h32) = h32 * capacity >> 32         monotone in h32: the entries
+//!  slots: │ … │ a │ b │ c │ 0 │ … │          whose h32 lie in [lo, hi] sit
+//!            ▲ home(a)   ▲ first empty     from home(lo) up to the first
+//!                                          empty slot past home(hi)
+//! ```
+//!
+//! Because the home is monotone in h32, every entry whose h32 lies in a
+//! range sits in one stretch of the table ([`ProbeTable::scan_range`]): the
+//! small store walks one partition's entries (a range of h32) without
+//! looking at the others.
+//!
+//! Slot memory ([`Slots`]) is an anonymous mapping (a grown-out table goes
+//! back to the kernel whole), the heap if that mapping fails, or a shared
+//! mapping of a file (`-e`): a 64-byte header (magic, capacity), then the
+//! slots, changed in place, so a restart finds the table as it was; a
+//! grown table is written to `<path>.new` and renamed over the old one.
+//! Growing and shrinking are the caller's steps (the slots are counted in
+//! `-m`), never side effects of `insert` and `remove`.
+
+use std::path::{Path, PathBuf};
+
+use memmap2::MmapMut;
+
+use super::mapped;
+
+/// One slot of a table: plain bytes, all zero when empty.
+pub trait Slot: bytemuck::Pod + PartialEq {
+    fn used(&self) -> bool;
+    /// The 32 hash bits the home slot is chosen from.
+    fn h32(&self) -> u32;
+}
+
+const MIN_CAPACITY: usize = 64;
+const FILE_HEAD: usize = 64;
+
+/// Slot memory (module docs).
+enum Slots<S> {
+    Anon { map: MmapMut, capacity: usize },
+    Heap(Vec<S>),
+    Mapped { map: MmapMut, capacity: usize, path: PathBuf },
+}
+
+impl<S: Slot> Slots<S> {
+    fn anon(capacity: usize) -> Slots<S> {
+        match MmapMut::map_anon(capacity * size_of::<S>()) {
+            Ok(map) => Slots::Anon { map, capacity },
+            Err(_) => Slots::Heap(vec![S::zeroed(); capacity]),
+        }
+    }
+
+    fn mapped(path: &Path, magic: &[u8; 8], capacity: usize) -> std::io::Result<Slots<S>> {
+        let mut map = mapped::create(path, FILE_HEAD + capacity * size_of::<S>())?;
+        map[0..8].copy_from_slice(magic);
+        map[8..16].copy_from_slice(&(capacity as u64).to_le_bytes());
+        Ok(Slots::Mapped { map, capacity, path: path.to_path_buf() })
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Slots::Heap(v) => v.len(),
+            Slots::Anon { capacity, .. } | Slots::Mapped { capacity, .. } => *capacity,
+        }
+    }
+}
+
+impl<S: Slot> std::ops::Deref for Slots<S> {
+    type Target = [S];
+    fn deref(&self) -> &[S] {
+        match self {
+            Slots::Heap(v) => v,
+            Slots::Anon { map, .. } => bytemuck::cast_slice(&map[..]),
+            Slots::Mapped { map, capacity, .. } => bytemuck::cast_slice(&map[FILE_HEAD..FILE_HEAD + capacity * size_of::<S>()]),
+        }
+    }
+}
+
+impl<S: Slot> std::ops::DerefMut for Slots<S> {
+    fn deref_mut(&mut self) -> &mut [S] {
+        match self {
+            Slots::Heap(v) => v,
+            Slots::Anon { map, .. } => bytemuck::cast_slice_mut(&mut map[..]),
+            Slots::Mapped { map, capacity, .. } => {
+                let end = FILE_HEAD + *capacity * size_of::<S>();
+                bytemuck::cast_slice_mut(&mut map[FILE_HEAD..end])
+            }
+        }
+    }
+}
+
+/// Where a table is built before it is renamed over `path` (one per file:
+/// shards grow their tables concurrently).
+fn new_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".new");
+    PathBuf::from(name)
+}
+
+/// The used slots of a table file an earlier process left (magic checked).
+fn read_file<S: Slot>(path: &Path, magic: &[u8; 8]) -> Vec<S> {
+    let Some(map) = mapped::open(path) else { return Vec::new() };
+    if map.len() < FILE_HEAD || &map[0..8] != magic {
+        return Vec::new();
+    }
+    let capacity = u64::from_le_bytes(map[8..16].try_into().expect("8 bytes")) as usize;
+    if FILE_HEAD + capacity.saturating_mul(size_of::<S>()) > map.len() {
+        return Vec::new();
+    }
+    let slots: &[S] = bytemuck::cast_slice(&map[FILE_HEAD..FILE_HEAD + capacity * size_of::<S>()]);
+    slots.iter().copied().filter(Slot::used).collect()
+}
+
+/// The table (module docs). `grow_at` and `full_at` are fills in percent.
+pub struct ProbeTable<S: Slot> {
+    slots: Slots<S>,
+    len: usize,
+    magic: &'static [u8; 8],
+    /// Where the background sweep for stale entries goes on.
+    pub sweep_at: usize,
+}
+
+/// Grown at this fill (percent), by an eighth.
+const GROW_AT_PERCENT: usize = 90;
+/// A table that may not grow takes entries up to this fill.
+const FULL_AT_PERCENT: usize = 95;
+/// Shrunk to half under this fill.
+const SHRINK_UNDER_PERCENT: usize = 20;
+
+impl<S: Slot> ProbeTable<S> {
+    /// An empty table in memory; `magic` names its file kind if it is
+    /// ever made persistent (not here).
+    pub fn new(magic: &'static [u8; 8]) -> ProbeTable<S> {
+        ProbeTable { slots: Slots::anon(MIN_CAPACITY), len: 0, magic, sweep_at: 0 }
+    }
+
+    /// A persistent table in the file at `path`, holding the entries an
+    /// earlier process left there that `keep` accepts (recovery). Built in
+    /// `path.new` and renamed over `path`. A crash inside a backward shift
+    /// can leave an entry twice (both copies identical): one is kept.
+    pub fn persistent(path: &Path, magic: &'static [u8; 8], mut keep: impl FnMut(&S) -> bool) -> std::io::Result<ProbeTable<S>> {
+        let old: Vec<S> = read_file::<S>(path, magic).into_iter().filter(|s| keep(s)).collect();
+        let capacity = (old.len() * 100 / 70 + 1).max(MIN_CAPACITY);
+        let fresh = new_path(path);
+        let mut table = ProbeTable { slots: Slots::mapped(&fresh, magic, capacity)?, len: 0, magic, sweep_at: 0 };
+        for s in old {
+            if table.place_unique(s) {
+                table.len += 1;
+            }
+        }
+        std::fs::rename(&fresh, path)?;
+        if let Slots::Mapped { path: p, .. } = &mut table.slots {
+            *p = path.to_path_buf();
+        }
+        Ok(table)
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    fn home(&self, h32: u32) -> usize {
+        ((u64::from(h32) * self.slots.len() as u64) >> 32) as usize
+    }
+
+    fn next(&self, i: usize) -> usize {
+        if i + 1 == self.slots.len() {
+            0
+        } else {
+            i + 1
+        }
+    }
+
+    /// The first slot with `h32` whose entry satisfies `is_it`.
+    pub fn find(&self, h32: u32, mut is_it: impl FnMut(&S) -> bool) -> Option<usize> {
+        let mut i = self.home(h32);
+        loop {
+            let s = &self.slots[i];
+            if !s.used() {
+                return None;
+            }
+            if s.h32() == h32 && is_it(s) {
+                return Some(i);
+            }
+            i = self.next(i);
+        }
+    }
+
+    pub fn get(&self, i: usize) -> S {
+        self.slots[i]
+    }
+
+    /// Rewrite slot `i` with an entry of the same `h32`.
+    pub fn set(&mut self, i: usize, s: S) {
+        debug_assert_eq!(self.slots[i].h32(), s.h32());
+        self.slots[i] = s;
+    }
+
+    /// Bytes of slot memory the table holds (what `-m` is charged).
+    pub fn slot_bytes(&self) -> usize {
+        self.slots.len() * size_of::<S>()
+    }
+
+    /// The capacity to grow to before the next insert, if it is due.
+    pub fn growth(&self) -> Option<usize> {
+        ((self.len + 1) * 100 > self.slots.len() * GROW_AT_PERCENT).then(|| self.slots.len() + self.slots.len() / 8)
+    }
+
+    /// Whether one more entry fits without growing (the fill stays at most
+    /// `FULL_AT_PERCENT`).
+    pub fn has_room(&self) -> bool {
+        (self.len + 1) * 100 <= self.slots.len() * FULL_AT_PERCENT
+    }
+
+    /// The capacity to shrink to, if the table is that sparse.
+    pub fn shrinkage(&self) -> Option<usize> {
+        (self.len * 100 < self.slots.len() * SHRINK_UNDER_PERCENT && self.slots.len() > MIN_CAPACITY * 4).then(|| self.slots.len() / 2)
+    }
+
+    /// Insert an entry: the caller made room (`growth`, `has_room`).
+    pub fn insert(&mut self, s: S) {
+        assert!(self.len < self.slots.len(), "the flash index has a free slot");
+        self.place(s);
+        self.len += 1;
+    }
+
+    fn place(&mut self, s: S) {
+        let mut i = self.home(s.h32());
+        while self.slots[i].used() {
+            i = self.next(i);
+        }
+        self.slots[i] = s;
+    }
+
+    /// `place`, unless an identical slot is already in the cluster.
+    fn place_unique(&mut self, s: S) -> bool {
+        let mut i = self.home(s.h32());
+        while self.slots[i].used() {
+            if self.slots[i] == s {
+                return false;
+            }
+            i = self.next(i);
+        }
+        self.slots[i] = s;
+        true
+    }
+
+    /// Move every entry into a table of `capacity` slots (at least the
+    /// entries and `MIN_CAPACITY`); the sweep starts over.
+    pub fn resize(&mut self, capacity: usize) {
+        let capacity = capacity.max(MIN_CAPACITY).max(self.len + 1);
+        self.sweep_at = 0;
+        let fresh = match &self.slots {
+            Slots::Heap(_) | Slots::Anon { .. } => Slots::anon(capacity),
+            Slots::Mapped { path, .. } => match Slots::mapped(&new_path(path), self.magic, capacity) {
+                Ok(slots) => slots,
+                // No room for the grown file: go on in memory, and remove
+                // the old file so a restart cannot bring back entries
+                // removed from now on.
+                Err(_) => {
+                    let _ = std::fs::remove_file(path);
+                    Slots::anon(capacity)
+                }
+            },
+        };
+        let old = std::mem::replace(&mut self.slots, fresh);
+        for s in old.iter().copied().filter(Slot::used) {
+            self.place(s);
+        }
+        if let (Slots::Mapped { path: old_path, .. }, Slots::Mapped { path, .. }) = (&old, &mut self.slots) {
+            if std::fs::rename(&*path, old_path).is_ok() {
+                *path = old_path.clone();
+            }
+        }
+    }
+
+    /// Remove slot `i`, shifting later entries of its cluster back.
+    pub fn remove(&mut self, i: usize) {
+        let mut hole = i;
+        let mut j = self.next(i);
+        loop {
+            let s = self.slots[j];
+            if !s.used() {
+                break;
+            }
+            let home = self.home(s.h32());
+            let stays = if hole <= j { hole < home && home <= j } else { hole < home || home <= j };
+            if !stays {
+                self.slots[hole] = s;
+                hole = j;
+            }
+            j = self.next(j);
+        }
+        self.slots[hole] = S::zeroed();
+        self.len -= 1;
+    }
+
+    /// Look at up to `budget` slots from the sweep cursor, removing entries
+    /// `stale` says are; true when the cursor wrapped around.
+    pub fn sweep(&mut self, budget: usize, mut stale: impl FnMut(&S) -> bool) -> bool {
+        let mut looked = 0;
+        while looked < budget {
+            if self.sweep_at >= self.slots.len() {
+                self.sweep_at = 0;
+                return true;
+            }
+            let i = self.sweep_at;
+            let s = self.slots[i];
+            looked += 1;
+            if s.used() && stale(&s) {
+                // Something may shift into `i`: look at it again.
+                self.remove(i);
+                continue;
+            }
+            self.sweep_at += 1;
+        }
+        false
+    }
+
+    /// Every entry whose h32 lies in `lo..=hi`, each passed to `visit`,
+    /// which keeps or removes it (module docs: they sit in one stretch
+    /// of the table). Removals shift later entries back, so a slot is
+    /// looked at again after one is removed.
+    pub fn scan_range(&mut self, lo: u32, hi: u32, mut visit: impl FnMut(&S) -> Keep) {
+        if self.len == 0 {
+            return;
+        }
+        let n = self.slots.len();
+        let (start, last_home) = (self.home(lo), self.home(hi));
+        // Positions are counted unwrapped from `start`; a stretch ends at
+        // the first empty slot at or past `last_home`.
+        let end_home = if last_home >= start { last_home - start } else { last_home + n - start };
+        let mut k = 0;
+        let mut removed_in_cluster = 0;
+        while k < n + removed_in_cluster {
+            let i = (start + k) % n;
+            let s = self.slots[i];
+            if !s.used() {
+                if k >= end_home {
+                    return;
+                }
+                k += 1;
+                continue;
+            }
+            if (lo..=hi).contains(&s.h32()) {
+                match visit(&s) {
+                    Keep::Keep => {}
+                    Keep::Remove => {
+                        self.remove(i);
+                        removed_in_cluster += 1;
+                        continue;
+                    }
+                }
+            }
+            k += 1;
+        }
+    }
+}
+
+/// What [`ProbeTable::scan_range`]'s visitor does with an entry.
+pub enum Keep {
+    Keep,
+    Remove,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type T = [u32; 2];
+
+    impl Slot for T {
+        fn used(&self) -> bool {
+            self[1] != 0
+        }
+        fn h32(&self) -> u32 {
+            self[0]
+        }
+    }
+
+    #[test]
+    fn a_range_scan_sees_exactly_the_entries_of_its_range() {
+        let mut t: ProbeTable<T> = ProbeTable::new(b"TESTTST1");
+        let mut x: u64 = 7;
+        let mut all = Vec::new();
+        for n in 1..=5000u32 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            // Clustered hashes: long runs, and some near both ends (wrap).
+            let h = if n % 7 == 0 { u32::MAX - (n % 50) } else { (x >> 40) as u32 * 97 };
+            if let Some(c) = t.growth() {
+                t.resize(c);
+            }
+            t.insert([h, n]);
+            all.push((h, n));
+        }
+        for (lo, hi) in [(0, u32::MAX), (0, 1 << 20), (1 << 30, 1 << 31), (u32::MAX - 30, u32::MAX), (5, 5)] {
+            let mut seen = Vec::new();
+            t.scan_range(lo, hi, |s| {
+                seen.push((s[0], s[1]));
+                Keep::Keep
+            });
+            seen.sort_unstable();
+            let mut want: Vec<_> = all.iter().copied().filter(|(h, _)| (lo..=hi).contains(h)).collect();
+            want.sort_unstable();
+            assert_eq!(seen, want, "range {lo}..={hi}");
+        }
+        // Remove every odd entry of a range; the rest stays findable.
+        let (lo, hi) = (0, u32::MAX / 3);
+        t.scan_range(lo, hi, |s| if s[1] % 2 == 1 { Keep::Remove } else { Keep::Keep });
+        for &(h, n) in &all {
+            let gone = (lo..=hi).contains(&h) && n % 2 == 1;
+            assert_eq!(t.find(h, |s| s[1] == n).is_some(), !gone, "entry {n}");
+        }
+        assert_eq!(t.len(), all.iter().filter(|(h, n)| !((lo..=hi).contains(h) && n % 2 == 1)).count());
+    }
+}

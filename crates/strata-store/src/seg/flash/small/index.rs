@@ -1,0 +1,244 @@
+//! The small store's index (one per shard): the keys whose newest copy is
+//! in a partition's log, and the tombstones of keys whose copy in a set is
+//! no longer current. A [`ProbeTable`] (`../probe.rs`) of 8-byte entries.
+//!
+//! ```text
+//!  bits  0..31    32..40      41..42   43..44   45..55        56..63
+//!       ┌────────┬───────────┬────────┬────────┬─────────────┬──────────────┐
+//!       │ h32    │ hash 40.. │ kind   │ freq   │ ring slot   │ record index │
+//!       │        │ 48 (9 b)  │ 1 log, │ reads  │ (11 b: the  │ in its block │
+//!       │        │           │ 2 tomb │ 0..3   │ log block)  │ (8 b)        │
+//!       └────────┴───────────┴────────┴────────┴─────────────┴──────────────┘
+//! ```
+//!
+//! - 41 bits of hash identify a key. A write of a key replaces every
+//!   entry with its bits, so two keys sharing them cost at most an early
+//!   eviction; every read compares the full key.
+//! - A log entry names its block by the partition's ring slot (`dir.rs`),
+//!   not by its place on the device: a key joins its partition's open block
+//!   in RAM before that block has a place.
+//! - A tombstone says the key's copy in its set, if any, is not current:
+//!   lookups stop there, and the partition's next rewrite drops that copy.
+//!   A log entry says as much (its record is newer), so a key has at most
+//!   one entry of either kind.
+//! - The home slot is monotone in h32 and a partition is a range of h32
+//!   (`geometry.rs`), so a partition's entries are one stretch of the table.
+
+use std::path::Path;
+
+use crate::seg::flash::probe::{Keep, ProbeTable, Slot};
+
+const FILE_MAGIC: &[u8; 8] = b"STRSMIX1";
+/// Bytes of one slot.
+pub const SLOT_BYTES: usize = 8;
+/// Ring slots a partition's log can name.
+pub const RING_SLOTS: usize = 1 << 11;
+/// Records a log block may hold (the record index's 8 bits).
+pub const MAX_LOG_RECORDS: usize = 255;
+
+/// What an entry says about its key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// The key's newest copy is record `index` of the log block in ring
+    /// slot `slot`; `freq` counts reads of it (saturating at 3).
+    Log { slot: u16, index: u8, freq: u8 },
+    /// The key's copy in its set, if any, is not current.
+    Tomb,
+}
+
+fn filter_of(hash: u64) -> u64 {
+    (hash >> 40) & 0x1ff
+}
+
+fn pack(hash: u64, e: Entry) -> u64 {
+    let base = u64::from(hash as u32) | filter_of(hash) << 32;
+    match e {
+        Entry::Log { slot, index, freq } => {
+            debug_assert!(usize::from(slot) < RING_SLOTS);
+            base | 1 << 41 | u64::from(freq & 3) << 43 | u64::from(slot) << 45 | u64::from(index) << 56
+        }
+        Entry::Tomb => base | 2 << 41,
+    }
+}
+
+fn unpack(s: u64) -> Entry {
+    match (s >> 41) & 3 {
+        1 => Entry::Log { freq: ((s >> 43) & 3) as u8, slot: ((s >> 45) & 0x7ff) as u16, index: (s >> 56) as u8 },
+        _ => Entry::Tomb,
+    }
+}
+
+fn matches(s: u64, hash: u64) -> bool {
+    (s >> 32) & 0x1ff == filter_of(hash)
+}
+
+impl Slot for u64 {
+    fn used(&self) -> bool {
+        (self >> 41) & 3 != 0
+    }
+    fn h32(&self) -> u32 {
+        *self as u32
+    }
+}
+
+/// A shard's small-store index (module docs).
+pub struct SmallIndex {
+    table: ProbeTable<u64>,
+    /// Tombstones in the table.
+    pub tombs: usize,
+}
+
+/// An entry as a range scan sees it: its hash bits and what it says.
+#[derive(Clone, Copy, Debug)]
+pub struct Seen {
+    pub h32: u32,
+    /// Hash bits 40..48 (with `h32`, what the index knows of the key).
+    pub filter: u16,
+    pub entry: Entry,
+}
+
+impl SmallIndex {
+    pub fn new() -> SmallIndex {
+        SmallIndex { table: ProbeTable::new(FILE_MAGIC), tombs: 0 }
+    }
+
+    /// A persistent index at `path`, with the entries an earlier process
+    /// left there that `keep` accepts (given each entry's h32).
+    pub fn persistent(path: &Path, mut keep: impl FnMut(u32, Entry) -> bool) -> std::io::Result<SmallIndex> {
+        let table = ProbeTable::persistent(path, FILE_MAGIC, |s| keep(*s as u32, unpack(*s)))?;
+        let mut tombs = 0;
+        let mut index = SmallIndex { table, tombs: 0 };
+        index.table.scan_range(0, u32::MAX, |s| {
+            tombs += usize::from(unpack(*s) == Entry::Tomb);
+            Keep::Keep
+        });
+        index.tombs = tombs;
+        Ok(index)
+    }
+
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// The entry for `hash`, and its slot.
+    pub fn find(&self, hash: u64) -> Option<(usize, Entry)> {
+        let i = self.table.find(hash as u32, |s| matches(*s, hash))?;
+        Some((i, unpack(self.table.get(i))))
+    }
+
+    /// Rewrite slot `i` (the entry of `hash`).
+    pub fn set(&mut self, i: usize, hash: u64, e: Entry) {
+        let old = unpack(self.table.get(i));
+        self.tombs = self.tombs + usize::from(e == Entry::Tomb) - usize::from(old == Entry::Tomb);
+        self.table.set(i, pack(hash, e));
+    }
+
+    /// Remove slot `i`.
+    pub fn remove(&mut self, i: usize) {
+        if unpack(self.table.get(i)) == Entry::Tomb {
+            self.tombs -= 1;
+        }
+        self.table.remove(i);
+    }
+
+    /// Put `e` for `hash`, replacing any entry it has; the caller made
+    /// room (`growth`, `has_room`) when it has none.
+    pub fn put(&mut self, hash: u64, e: Entry) {
+        match self.find(hash) {
+            Some((i, _)) => self.set(i, hash, e),
+            None => {
+                self.tombs += usize::from(e == Entry::Tomb);
+                self.table.insert(pack(hash, e));
+            }
+        }
+    }
+
+    pub fn slot_bytes(&self) -> usize {
+        self.table.slot_bytes()
+    }
+
+    pub fn growth(&self) -> Option<usize> {
+        self.table.growth()
+    }
+
+    pub fn has_room(&self) -> bool {
+        self.table.has_room()
+    }
+
+    pub fn shrinkage(&self) -> Option<usize> {
+        self.table.shrinkage()
+    }
+
+    pub fn resize(&mut self, capacity: usize) {
+        self.table.resize(capacity);
+    }
+
+    /// Every entry of the h32 range `lo..=hi` (a partition), each given to
+    /// `visit`, which keeps or removes it.
+    pub fn scan(&mut self, lo: u32, hi: u32, mut visit: impl FnMut(&Seen) -> Keep) {
+        let mut tombs = self.tombs;
+        self.table.scan_range(lo, hi, |s| {
+            let seen = Seen { h32: *s as u32, filter: ((s >> 32) & 0x1ff) as u16, entry: unpack(*s) };
+            let keep = visit(&seen);
+            if matches!(keep, Keep::Remove) && seen.entry == Entry::Tomb {
+                tombs -= 1;
+            }
+            keep
+        });
+        self.tombs = tombs;
+    }
+}
+
+/// The hash bits an index entry keeps of `hash` (`Seen::h32`, `Seen::filter`):
+/// what a partition's rewrite compares a set's records with.
+pub fn key_bits(hash: u64) -> (u32, u16) {
+    (hash as u32, filter_of(hash) as u16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn entries_round_trip_and_replace_each_other() {
+        for e in [Entry::Log { slot: 2047, index: 255, freq: 3 }, Entry::Log { slot: 0, index: 0, freq: 0 }, Entry::Tomb] {
+            let s = pack(u64::MAX, e);
+            assert!(s.used());
+            assert_eq!(unpack(s), e);
+        }
+        let mut idx = SmallIndex::new();
+        let mut model = HashMap::new();
+        let mut x = 1u64;
+        for step in 0..20_000u32 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let hash = xxhash_rust::xxh3::xxh3_64(&(x % 3000).to_le_bytes());
+            match step % 3 {
+                0 => {
+                    let found = idx.find(hash);
+                    assert_eq!(found.map(|f| f.1), model.remove(&hash));
+                    if let Some((i, _)) = found {
+                        idx.remove(i);
+                    }
+                }
+                _ => {
+                    let e = if x % 5 == 0 { Entry::Tomb } else { Entry::Log { slot: (x % 2048) as u16, index: (x >> 20) as u8, freq: 0 } };
+                    if let Some(c) = idx.growth() {
+                        idx.resize(c);
+                    }
+                    idx.put(hash, e);
+                    model.insert(hash, e);
+                }
+            }
+            assert_eq!(idx.len(), model.len());
+            assert_eq!(idx.tombs, model.values().filter(|e| **e == Entry::Tomb).count());
+        }
+        for (hash, e) in &model {
+            assert_eq!(idx.find(*hash).map(|f| f.1), Some(*e));
+        }
+        // A scan turns every tombstone of the lower half into nothing.
+        idx.scan(0, u32::MAX / 2, |s| if s.entry == Entry::Tomb { Keep::Remove } else { Keep::Keep });
+        model.retain(|h, e| !(*h as u32 <= u32::MAX / 2 && *e == Entry::Tomb));
+        assert_eq!((idx.len(), idx.tombs), (model.len(), model.values().filter(|e| **e == Entry::Tomb).count()));
+    }
+}

@@ -1,0 +1,438 @@
+//! One partition's rewrite (the merge): its log blocks and its old extent
+//! become a new extent, written by the rewrite stream, then committed.
+//!
+//! ```text
+//!  1 snapshot (shard lock)   seal the open block; note the ring's blocks
+//!                            [head, cut), the commit, the hit bits, and
+//!                            the partition's index entries: live log
+//!                            records (slot, record) and every key with an
+//!                            entry (its set copy, if any, is not current)
+//!  2 read (no lock)          the log blocks (in parallel), then the old
+//!                            sets front to back, a chunk at a time
+//!  3 build (no lock)         build.rs: log records whose entry still names
+//!                            them, old records of keys without an entry;
+//!                            expired and flushed ones dropped; N sets for a
+//!                            75% fill within the partition's share
+//!  4 write (no lock)         the sets, then the filters, by the rewrite
+//!                            stream (tier/stream.rs): on the device before 5
+//!  5 commit (shard lock)     index: log entries of the consumed blocks go;
+//!                            a tombstone goes if the new sets hold no
+//!                            record of its key; the directory's next slot;
+//!                            the old extent and the consumed blocks let go
+//! ```
+//!
+//! While a merge runs, reads use the old extent and the log blocks (both
+//! stay on the device until the commit lets them go), and every change of
+//! a key of the partition leaves a tombstone (`write::maybe_in_set`), so a
+//! record the new extent took from before the change stays shadowed.
+
+use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::Ordering;
+
+use super::block::{self, Builder, Kind, View};
+use super::build::{packed_bits, start, Built, Cand, Sets};
+use super::dir::{BlockAt, Commit, Piece, MAX_PIECES};
+use super::geometry::{LOG_BLOCK, TARGET_FILL_PERCENT};
+use super::index::Entry;
+use crate::seg::flash::probe::Keep;
+use super::write::seal_open;
+use super::{budget, slot_of, Small};
+use crate::flash_read::FlashBuf;
+use crate::seg::flash::record;
+use crate::seg::flash::tier::{Stream, Tier, Written, BLOCK};
+use crate::seg::{hash_key, SegStore};
+use crate::RelTime;
+
+fn relaxed() -> Ordering {
+    Ordering::Relaxed
+}
+
+/// Bytes of sets written by one `pwrite` of the stream.
+const CHUNK_BYTES: usize = 1 << 20;
+/// Reads of log blocks in flight during a merge.
+const READERS: usize = 8;
+
+/// How a merge ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Merged {
+    Done,
+    /// Another merge of the partition is under way.
+    Busy,
+    /// No page for the new extent, or a write failed: nothing changed.
+    Failed,
+}
+
+/// What the snapshot took (step 1).
+struct Snapshot {
+    commit: Commit,
+    hits: super::summary::Summaries,
+    head: u32,
+    cut: u32,
+    blocks: Vec<(u16, BlockAt)>,
+    /// Live log records: (slot, record) -> (key bits, read).
+    live: HashMap<(u16, u8), (u64, bool)>,
+    /// Keys with an entry (packed key bits).
+    shadowed: HashSet<u64>,
+}
+
+impl SegStore {
+    /// Merge partition `part` of shard `shard` (module docs); `stream` is
+    /// the rewrite thread's.
+    pub(crate) fn merge_part(&self, shard: usize, part: usize, stream: &mut Stream, now: RelTime) -> Merged {
+        let (Some(small), Some(tier)) = (self.g.small.as_ref(), self.g.flash.as_ref()) else { return Merged::Failed };
+        let Some(snap) = self.snapshot(small, tier, shard, part) else { return Merged::Busy };
+        let logs = read_blocks(tier, &snap.blocks);
+        let mut cands = Vec::new();
+        for ((slot, at), bytes) in snap.blocks.iter().zip(&logs) {
+            let seed = block::seed(record::seed(tier.secret, at.page, tier.version(at.page)), at.block);
+            let Some(view) = bytes.as_deref().and_then(|b| View::open(b, seed, Kind::Log)) else { continue };
+            for rec in view.records() {
+                let hash = hash_key(rec.key);
+                match snap.live.get(&(*slot, rec.index as u8)) {
+                    Some(&(bits, read)) if bits == packed_bits(hash) => {
+                        if self.expired(&rec.meta, now) {
+                            continue;
+                        }
+                        let frac = small.geo.place(hash).frac;
+                        cands.push(Cand { key: rec.key, value: rec.value, meta: rec.meta, hash, frac, from_log: Some((*slot, rec.index as u8)), read });
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let (sets, cap) = self.new_set_count(small, &snap.commit, &cands);
+        let geo = small.geo;
+        let mut builder = Sets::new(sets, geo.set_bytes, geo.shape, geo.max_set_records(), geo.threshold, sets < cap, cands);
+        let mut written: Vec<Written> = Vec::new();
+        let mut chunk = FlashBuf::new(CHUNK_BYTES);
+        let mut fill = 0;
+        let mut ok = true;
+        {
+            let mut flush = |chunk: &mut FlashBuf, fill: &mut usize, written: &mut Vec<Written>| -> bool {
+                let done = *fill == 0
+                    || tier.stream_write(
+                        stream,
+                        &mut chunk[..*fill],
+                        geo.set_bytes,
+                        |unit, seed, first| Builder::resume_fast(unit, geo.max_set_records()).seal(block::seed(seed, first)),
+                        |w| written.push(w),
+                    );
+                *fill = 0;
+                done
+            };
+            let mut emit = |set: &[u8]| -> bool {
+                chunk[fill..fill + set.len()].copy_from_slice(set);
+                fill += set.len();
+                fill + set.len() <= CHUNK_BYTES || flush(&mut chunk, &mut fill, &mut written)
+            };
+            // The old sets, front to back.
+            let mut reader = ExtentReader::new(tier, &snap.commit, geo.set_bytes);
+            for t in 0..snap.commit.sets {
+                if let Some(view) = reader.next_set(tier) {
+                    for rec in view.records() {
+                        let hash = hash_key(rec.key);
+                        if snap.shadowed.contains(&packed_bits(hash)) || self.expired(&rec.meta, now) {
+                            continue;
+                        }
+                        let read = snap.hits.was_hit(t as usize, rec.index);
+                        builder.old(rec.key, rec.value, rec.meta, hash, geo.place(hash).frac, read);
+                    }
+                }
+                if !builder.done_below(start(u64::from(t) + 1, snap.commit.sets), &mut emit) {
+                    ok = false;
+                    break;
+                }
+            }
+            let built = if ok { builder.finish(&mut emit) } else { None };
+            ok = built.is_some() && flush(&mut chunk, &mut fill, &mut written);
+            let built = built.filter(|_| ok);
+            let bloom = built.as_ref().and_then(|b| write_filters(tier, stream, b, &mut written));
+            if let (Some(built), Some(bloom_check)) = (built, bloom) {
+                let pieces = pieces_of(&written);
+                if let Some(pieces) = pieces {
+                    let bloom_units = geo.shape.bloom_bytes(sets as usize).div_ceil(LOG_BLOCK) as u32;
+                    self.commit_merge(small, tier, shard, part, snap, sets, bloom_units, bloom_check, pieces, built);
+                    return Merged::Done;
+                }
+            }
+        }
+        // Failed: what the stream wrote is let go; the partition stays as it was.
+        for w in &written {
+            tier.release_small(w.page, w.version, w.blocks);
+        }
+        let mut guard = self.shards[shard].lock();
+        if let Some(ss) = guard.flash_small.as_deref_mut() {
+            ss.parts[part].merging = false;
+        }
+        Merged::Failed
+    }
+
+    fn expired(&self, m: &block::Meta, now: RelTime) -> bool {
+        self.g.is_flushed(m.access, m.cas, now) || (m.exptime != 0 && m.exptime <= now)
+    }
+
+    /// Step 1 (module docs); None if a merge of the partition runs already.
+    fn snapshot(&self, small: &Small, tier: &Tier, shard: usize, part: usize) -> Option<Snapshot> {
+        let mut guard = self.shards[shard].lock();
+        let ss = guard.flash_small.as_deref_mut()?;
+        if ss.parts[part].merging {
+            return None;
+        }
+        // A full page list leaves the open block where it is (not merged).
+        let sealed = seal_open(small, tier, ss, part);
+        let p = &mut ss.parts[part];
+        p.merging = true;
+        let cut = if p.open && !sealed { p.tail.wrapping_sub(1) } else { p.tail };
+        let ring = ss.dir.ring(part);
+        let blocks = (0..cut.wrapping_sub(p.head))
+            .filter_map(|k| {
+                let slot = slot_of(p.head.wrapping_add(k));
+                BlockAt::unpack(ring[slot]).map(|at| (slot as u16, at))
+            })
+            .collect();
+        let (commit, hits, head) = (p.commit, p.summaries.clone(), p.head);
+        let mut live = HashMap::new();
+        let mut shadowed = HashSet::new();
+        let (lo, hi) = small.geo.range(part);
+        ss.index.scan(lo, hi, |seen| {
+            let bits = u64::from(seen.h32) | u64::from(seen.filter) << 32;
+            shadowed.insert(bits);
+            if let Entry::Log { slot, index, freq } = seen.entry {
+                live.insert((slot, index), (bits, freq > 0));
+            }
+            Keep::Keep
+        });
+        Some(Snapshot { commit, hits, head, cut, blocks, live, shadowed })
+    }
+
+    /// The new extent's number of sets: room for what it will hold at a
+    /// 75% fill, within the partition's share of the files and of `-m`
+    /// (the second figure).
+    fn new_set_count(&self, small: &Small, old: &Commit, cands: &[Cand<'_>]) -> (u32, u32) {
+        let geo = &small.geo;
+        let bytes: u64 = old.item_bytes + cands.iter().map(|c| (c.key.len() + c.value.len()) as u64).sum::<u64>();
+        let items = u64::from(old.items) + cands.len() as u64;
+        // ~8 bytes of record header an item.
+        let room = (geo.set_bytes - block::HEADER) as u64 * TARGET_FILL_PERCENT as u64 / 100;
+        let by_bytes = (bytes + items * 8).div_ceil(room.max(1));
+        let by_count = (items * 100).div_ceil((geo.max_set_records() * TARGET_FILL_PERCENT) as u64);
+        let cap = geo.max_sets.min(budget::summary_room(&self.g, small)).max(1);
+        (by_bytes.max(by_count).clamp(1, u64::from(cap)) as u32, cap)
+    }
+
+    /// Step 5 (module docs).
+    #[allow(clippy::too_many_arguments)]
+    fn commit_merge(
+        &self,
+        small: &Small,
+        tier: &Tier,
+        shard: usize,
+        part: usize,
+        snap: Snapshot,
+        sets: u32,
+        bloom_units: u32,
+        bloom_check: u32,
+        pieces: [Piece; MAX_PIECES],
+        built: Built,
+    ) {
+        let mut guard = self.shards[shard].lock();
+        let Some(ss) = guard.flash_small.as_deref_mut() else { return };
+        let consumed = |slot: u16| {
+            let k = (u32::from(slot) + super::index::RING_SLOTS as u32 - slot_of(snap.head) as u32) % super::index::RING_SLOTS as u32;
+            k < snap.cut.wrapping_sub(snap.head)
+        };
+        let (lo, hi) = small.geo.range(part);
+        let mut shadowed = 0;
+        ss.index.scan(lo, hi, |seen| {
+            let in_sets = built.kept.binary_search(&(u64::from(seen.h32) | u64::from(seen.filter) << 32)).is_ok();
+            let keep = match seen.entry {
+                Entry::Log { slot, .. } if consumed(slot) => false,
+                Entry::Tomb => in_sets,
+                Entry::Log { .. } => true,
+            };
+            shadowed += u32::from(keep && in_sets);
+            if keep {
+                Keep::Keep
+            } else {
+                Keep::Remove
+            }
+        });
+        let commit = Commit {
+            seq: snap.commit.seq + 1,
+            sets,
+            bloom_units,
+            ring_head: slot_of(snap.cut) as u32,
+            bloom_check,
+            items: built.items.min(u64::from(u32::MAX)) as u32,
+            item_bytes: built.item_bytes,
+            pieces,
+        };
+        ss.dir.write_commit(part, &commit);
+        let p = &mut ss.parts[part];
+        let before = p.summaries.bytes();
+        p.summaries = built.summaries;
+        let after = p.summaries.bytes();
+        p.commit = commit;
+        p.head = snap.cut;
+        p.merging = false;
+        p.shadowed = shadowed;
+        for (_, at) in &snap.blocks {
+            if tier.version(at.page) as u16 == at.version16 {
+                tier.release_small(at.page, tier.version(at.page), 1);
+            }
+        }
+        let ring = ss.dir.ring_mut(part);
+        for k in 0..snap.cut.wrapping_sub(snap.head) {
+            ring[slot_of(snap.head.wrapping_add(k))] = 0;
+        }
+        for piece in snap.commit.pieces.iter().filter(|p| p.units > 0) {
+            tier.release_small(piece.page, piece.version, piece.units);
+        }
+        budget::charge(&self.g, small, after as i64 - before as i64);
+        // What found no room goes back to the log, unless the key changed
+        // meanwhile (its entry is newer).
+        let mut respilled = 0;
+        for r in &built.spilled {
+            if ss.index.find(r.hash).is_none() && super::write::admit_as(&self.g, ss, r.hash, &r.key, &r.value, &r.meta, false) {
+                respilled += 1;
+            }
+        }
+        small.c.dropped.fetch_add(built.spilled.len() as u64 - respilled, relaxed());
+        small.c.spilled.fetch_add(respilled, relaxed());
+        drop(guard);
+        small.c.merges.fetch_add(1, relaxed());
+        small.c.sets_written.fetch_add(u64::from(sets), relaxed());
+        small.c.bytes_written.fetch_add(u64::from(sets * small.geo.set_units() as u32 + bloom_units) * BLOCK, relaxed());
+        small.c.dropped.fetch_add(built.dropped, relaxed());
+    }
+}
+
+/// The new extent's filters, after its sets; their check.
+fn write_filters(tier: &Tier, stream: &mut Stream, built: &Built, written: &mut Vec<Written>) -> Option<u32> {
+    let words = built.summaries.bloom_words();
+    let len = words.len() * 8;
+    let mut buf = FlashBuf::new(len.div_ceil(LOG_BLOCK).max(1) * LOG_BLOCK);
+    for (i, w) in words.iter().enumerate() {
+        buf[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+    }
+    let check = xxhash_rust::xxh3::xxh3_64(&buf[..len]) as u32;
+    tier.stream_write(stream, &mut buf, LOG_BLOCK, |_, _, _| {}, |w| written.push(w)).then_some(check)
+}
+
+/// The stretches the stream wrote, joined where contiguous; None past
+/// `MAX_PIECES`.
+fn pieces_of(written: &[Written]) -> Option<[Piece; MAX_PIECES]> {
+    let mut pieces = [Piece::default(); MAX_PIECES];
+    let mut n = 0;
+    for w in written {
+        if n > 0 {
+            let last = &mut pieces[n - 1];
+            if last.page == w.page && last.version == w.version && last.first_block + last.units == w.first_block {
+                last.units += w.blocks;
+                continue;
+            }
+        }
+        if n == MAX_PIECES {
+            return None;
+        }
+        pieces[n] = Piece { page: w.page, version: w.version, first_block: w.first_block, units: w.blocks };
+        n += 1;
+    }
+    Some(pieces)
+}
+
+/// Read log blocks (a few at a time in parallel; from a write buffer when
+/// not written yet). None for a block that could not be read.
+fn read_blocks(tier: &Tier, blocks: &[(u16, BlockAt)]) -> Vec<Option<FlashBuf>> {
+    let read = |at: &BlockAt| -> Option<FlashBuf> {
+        if tier.version(at.page) as u16 != at.version16 {
+            return None;
+        }
+        let offset = u64::from(at.block) * BLOCK;
+        let mut buf = FlashBuf::new(LOG_BLOCK);
+        if offset + BLOCK > tier.written_bytes_of(at.page) {
+            let mut bytes = Vec::new();
+            if tier.unwritten(at.page, offset, &mut bytes, 1) && bytes.len() >= LOG_BLOCK {
+                buf.copy_from_slice(&bytes[..LOG_BLOCK]);
+                return Some(buf);
+            }
+        }
+        let spot = &tier.spots[at.page as usize];
+        tier.files[spot.file].read_exact_at(&mut buf, spot.base + offset).ok()?;
+        Some(buf)
+    };
+    if blocks.len() < 2 * READERS {
+        return blocks.iter().map(|(_, at)| read(at)).collect();
+    }
+    let mut out: Vec<Option<FlashBuf>> = (0..blocks.len()).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let per = blocks.len().div_ceil(READERS);
+        for (ins, outs) in blocks.chunks(per).zip(out.chunks_mut(per)) {
+            let read = &read;
+            scope.spawn(move || {
+                for ((_, at), o) in ins.iter().zip(outs.iter_mut()) {
+                    *o = read(at);
+                }
+            });
+        }
+    });
+    out
+}
+
+/// Reads an extent's sets front to back, a chunk of a piece at a time.
+struct ExtentReader {
+    commit: Commit,
+    set_bytes: usize,
+    buf: FlashBuf,
+    /// `buf` holds sets `first..first + count`.
+    first: u32,
+    count: u32,
+    next: u32,
+    /// Page seed and first block of each set in `buf`.
+    places: Vec<(u64, u32)>,
+}
+
+impl ExtentReader {
+    fn new(_tier: &Tier, commit: &Commit, set_bytes: usize) -> ExtentReader {
+        ExtentReader { commit: *commit, set_bytes, buf: FlashBuf::new(CHUNK_BYTES), first: 0, count: 0, next: 0, places: Vec::new() }
+    }
+
+    /// The next set, checked; None if it cannot be read or fails its check.
+    fn next_set(&mut self, tier: &Tier) -> Option<View<'_>> {
+        let t = self.next;
+        self.next += 1;
+        if t >= self.first + self.count {
+            self.fill(tier, t);
+        }
+        if t < self.first || t >= self.first + self.count {
+            return None;
+        }
+        let i = (t - self.first) as usize;
+        let (seed, first_block) = self.places[i];
+        let bytes = &self.buf[i * self.set_bytes..(i + 1) * self.set_bytes];
+        View::open(bytes, block::seed(seed, first_block), Kind::Set)
+    }
+
+    /// Read from set `t` on, as many sets as lie contiguous in its piece
+    /// and fit the buffer.
+    fn fill(&mut self, tier: &Tier, t: u32) {
+        let units = (self.set_bytes / LOG_BLOCK) as u32;
+        self.first = t;
+        self.count = 0;
+        self.places.clear();
+        let Some((page, block)) = self.commit.unit_at(t * units) else { return };
+        let piece = self.commit.pieces.iter().find(|p| p.page == page && p.units > 0 && (p.first_block..p.first_block + p.units).contains(&block));
+        let Some(piece) = piece else { return };
+        let left_in_piece = (piece.first_block + piece.units - block) / units;
+        let n = left_in_piece.min((CHUNK_BYTES / self.set_bytes) as u32).min(self.commit.sets - t);
+        let spot = &tier.spots[page as usize];
+        let len = n as usize * self.set_bytes;
+        if tier.version(page) != piece.version || tier.files[spot.file].read_exact_at(&mut self.buf[..len], spot.base + u64::from(block) * BLOCK).is_err() {
+            return;
+        }
+        let seed = record::seed(tier.secret, page, piece.version);
+        self.places = (0..n).map(|k| (seed, block + k * units)).collect();
+        self.count = n;
+    }
+}

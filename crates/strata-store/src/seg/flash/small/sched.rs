@@ -1,0 +1,124 @@
+//! When partitions are merged: the rewrite thread's choice.
+//!
+//! ```text
+//!  each step, every partition not being merged is looked at (its shard
+//!  locked once for all of them):
+//!    ring ≥ ¾ full                 ─► due: its log is about to refuse items
+//!    its oldest data (the ring's first block, the extent's first piece)
+//!    on a page the log reaches within `margin` pages
+//!    (free pages + sealed pages older than it)
+//!                                  ─► due: the page cannot be reclaimed
+//!                                     until it is merged
+//!  the most pressing due partition is merged; none due: wait for the
+//!  bell (a ring filling, the log finding its tail blocked) or 50 ms
+//! ```
+//!
+//! So a partition is merged about once per turn of the log, as late as
+//! the log allows: its log blocks pile up for a whole turn, and each merge
+//! moves as many items into its sets as that turn brought. The margin,
+//! a twentieth of the pages (at least 3), covers what the log writes
+//! while a merge runs, and the merge's own extent.
+
+use std::sync::atomic::Ordering;
+
+use super::dir::BlockAt;
+use super::index::RING_SLOTS;
+use super::merge::Merged;
+use super::slot_of;
+use crate::seg::flash::tier::Stream;
+use crate::seg::SegStore;
+use crate::RelTime;
+
+/// The rewrite thread's state ([`FlashTier::flash_rewrite`](crate::FlashTier::flash_rewrite)).
+#[derive(Debug, Default)]
+pub struct FlashRewrite {
+    stream: Stream,
+    /// The tier's `tail_blocked` when last looked at.
+    blocked_seen: u64,
+    /// Merges done by this thread.
+    pub merges: u64,
+}
+
+/// How pressing a merge is: lower first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Due {
+    /// The ring is nearly full (more used slots: more pressing).
+    Ring(std::cmp::Reverse<u32>),
+    /// Its oldest data is this many pages from being reclaimed.
+    Tail(u64),
+}
+
+impl SegStore {
+    /// One step of the rewrite thread (module docs): true if a partition
+    /// was merged (the caller steps again at once), false if none was due.
+    pub fn flash_rewrite(&self, now: RelTime, state: &mut FlashRewrite) -> bool {
+        let (Some(small), Some(tier)) = (self.g.small.as_ref(), self.g.flash.as_ref()) else { return false };
+        let blocked = tier.c.tail_blocked.load(Ordering::Relaxed);
+        let emergency = blocked != state.blocked_seen;
+        state.blocked_seen = blocked;
+        let margin = (tier.page_count() as u64 / 20).max(3);
+        let (free, oldest) = (tier.free_page_count(), tier.oldest_sealed_seq());
+        let mut best: Option<(Due, usize, usize)> = None;
+        for (i, shard) in self.shards.iter().enumerate() {
+            let guard = shard.lock();
+            let Some(ss) = guard.flash_small.as_deref() else { continue };
+            for (j, p) in ss.parts.iter().enumerate() {
+                if p.merging {
+                    continue;
+                }
+                let due = if p.ring_len() as usize >= RING_SLOTS * 3 / 4 {
+                    Some(Due::Ring(std::cmp::Reverse(p.ring_len())))
+                } else {
+                    let ring_page = (p.ring_len() > 0).then(|| BlockAt::unpack(ss.dir.ring(j)[slot_of(p.head)])).flatten().map(|b| b.page);
+                    let extent_page = p.commit.pieces.iter().find(|x| x.units > 0).map(|x| x.page);
+                    let seq = [ring_page, extent_page].into_iter().flatten().map(|page| tier.page_seq[page as usize].load(Ordering::Relaxed)).min();
+                    seq.map(|seq| free + seq.saturating_sub(oldest)).filter(|ahead| *ahead < margin || emergency).map(Due::Tail)
+                };
+                if let Some(due) = due {
+                    if best.is_none_or(|(b, _, _)| due < b) {
+                        best = Some((due, i, j));
+                    }
+                }
+            }
+        }
+        let Some((_, shard, part)) = best else { return false };
+        let merged = self.merge_part(shard, part, &mut state.stream, now) == Merged::Done;
+        state.merges += u64::from(merged);
+        if !merged {
+            // Nothing to gain from trying again at once.
+            small.wait(std::time::Duration::from_millis(10));
+        }
+        merged
+    }
+
+    /// Wait for the rewrite thread's bell, at most `max`.
+    pub fn flash_rewrite_wait(&self, max: std::time::Duration) {
+        if let Some(small) = self.g.small.as_ref() {
+            small.wait(max);
+        }
+    }
+
+    /// Ring the rewrite thread's bell (a shutdown, so it looks again).
+    pub fn flash_rewrite_wake(&self) {
+        if let Some(small) = self.g.small.as_ref() {
+            small.ring();
+        }
+    }
+
+    /// Merge every partition with anything in its log, now (tests, and a
+    /// benchmark's settling step). Returns how many were merged.
+    #[doc(hidden)]
+    pub fn flash_merge_all(&self, now: RelTime, state: &mut FlashRewrite) -> usize {
+        let mut merged = 0;
+        for i in 0..self.shards.len() {
+            let parts = self.shards[i].lock().flash_small.as_deref().map_or(0, |ss| ss.parts.len());
+            for j in 0..parts {
+                let has_log = self.shards[i].lock().flash_small.as_deref().is_some_and(|ss| ss.parts[j].ring_len() > 0 || ss.index.tombs > 0);
+                if has_log && self.merge_part(i, j, &mut state.stream, now) == Merged::Done {
+                    merged += 1;
+                }
+            }
+        }
+        merged
+    }
+}
