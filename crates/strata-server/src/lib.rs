@@ -10,6 +10,7 @@ pub mod conn;
 pub mod ctx;
 pub mod front;
 pub mod flash_age;
+pub mod flash_merge;
 pub mod flash_io;
 mod flash_peek;
 pub mod handover;

@@ -209,6 +209,7 @@ impl Server {
             .spawn(move || accept_loop(acceptor_shared, poll, listeners, listen_tls, hand_off, steering))?;
         threads.push(acceptor);
         threads.extend(crate::flash_age::start(&shared)?);
+        threads.extend(crate::flash_merge::start(&shared)?);
         threads.extend(crate::memory::start(&shared)?);
         if let Some(listener) = metrics {
             threads.push(crate::ops::metrics_http::start(&shared, listener)?);

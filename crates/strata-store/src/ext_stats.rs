@@ -130,6 +130,8 @@ pub struct SmallStats {
     pub partitions: u64,
     /// Rewrites (merges) done, the sets and the log blocks they wrote.
     pub merges: u64,
+    /// Rewrites given up (no page for the new sets, a write error).
+    pub merges_failed: u64,
     pub sets_written: u64,
     pub log_blocks_written: u64,
     /// Bytes the small store wrote to the device (log blocks, sets, filters).
@@ -157,6 +159,9 @@ pub struct SmallStats {
     pub tombstones_written: u64,
     /// RAM it takes, counted in `-m` (index, filters and hit bits, directories).
     pub ram_bytes: u64,
+    /// Bytes a rewrite under way holds, outside `-m` (its log blocks,
+    /// records, chunk buffers; 0 between rewrites).
+    pub merge_bytes: u64,
     /// The log wanted a page and every sealed one held small-store data.
     pub tail_blocked: u64,
 }

@@ -77,6 +77,13 @@ impl FlashBuf {
         FlashBuf { map: Some(map), len, pooled: false }
     }
 
+    /// A buffer never kept in the thread's spare list (a background
+    /// thread's: what it drops goes back to the kernel at once).
+    pub fn unpooled(len: usize) -> FlashBuf {
+        let map = memmap2::MmapMut::map_anon(len.max(1).next_multiple_of(BLOCK)).expect("mapping a flash buffer");
+        FlashBuf { map: Some(map), len, pooled: false }
+    }
+
     /// `new`, or the mapping's error (a size not known in advance).
     pub fn try_new(len: usize) -> std::io::Result<FlashBuf> {
         let map_len = len.max(1).next_multiple_of(BLOCK);

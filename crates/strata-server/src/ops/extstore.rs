@@ -60,6 +60,16 @@ pub fn settings_lines(ctx: &Ctx<'_>, stat: &mut dyn FnMut(&'static str, String))
     stat("ext_drop_unread", if drop_unread { "yes" } else { "no" }.to_string());
 }
 
+/// Strata's small store settings, among Strata's own after memcached's.
+pub fn small_settings_lines(ctx: &Ctx<'_>, stat: &mut dyn FnMut(&'static str, String)) {
+    let ext = &ctx.shared.settings.ext;
+    stat("ext_small_item_max", ext.small_item_max.to_string());
+    stat("ext_log_share", ext.log_percent.to_string());
+    stat("ext_set_size", ext.set_size_bytes.to_string());
+    stat("ext_set_bloom_bits", ext.set_bloom_bits.to_string());
+    stat("ext_set_threshold", ext.set_threshold.to_string());
+}
+
 /// The `get_*_extstore` lines memcached's `server_stats` prints after
 /// `get_flushed` while extstore runs.
 pub fn get_lines(e: &ExtStats, stat: &mut dyn FnMut(&'static str, String)) {
@@ -116,6 +126,43 @@ pub fn own_lines(e: &ExtStats, stat: &mut dyn FnMut(&'static str, String)) {
     stat("extstore_index_bytes", e.index_bytes.to_string());
     stat("extstore_reads_shared", e.reads_shared.to_string());
     stat("extstore_bytes_padded", e.bytes_padded.to_string());
+    stat("extstore_bytes_admitted", e.bytes_admitted.to_string());
+    stat("extstore_admit_write_amp", format!("{:.3}", e.admit_write_amplification()));
+}
+
+/// The small store's lines (`ext_small_item_max` above 0), after Strata's
+/// other flash lines: where its items are, what it wrote and read.
+pub fn small_lines(e: &ExtStats, stat: &mut dyn FnMut(&'static str, String)) {
+    let s = &e.small;
+    for (name, value) in [
+        ("extstore_small_items_sets", s.items_sets),
+        ("extstore_small_bytes_sets", s.bytes_sets),
+        ("extstore_small_items_log", s.items_log),
+        ("extstore_small_tombstones", s.tombstones),
+        ("extstore_small_sets", s.sets),
+        ("extstore_small_partitions", s.partitions),
+        ("extstore_small_merges", s.merges),
+        ("extstore_small_merges_failed", s.merges_failed),
+        ("extstore_small_sets_written", s.sets_written),
+        ("extstore_small_log_blocks_written", s.log_blocks_written),
+        ("extstore_small_bytes_written", s.bytes_written),
+        ("extstore_small_items_admitted", s.items_admitted),
+        ("extstore_small_bytes_admitted", s.bytes_admitted),
+        ("extstore_small_dropped", s.dropped),
+        ("extstore_small_spilled", s.spilled),
+        ("extstore_small_fallbacks", s.fallbacks),
+        ("extstore_small_set_reads", s.set_reads),
+        ("extstore_small_set_hits", s.set_hits),
+        ("extstore_small_false_positives", s.false_positives),
+        ("extstore_small_log_reads", s.log_reads),
+        ("extstore_small_log_hits", s.log_hits),
+        ("extstore_small_tombstones_written", s.tombstones_written),
+        ("extstore_small_ram_bytes", s.ram_bytes),
+        ("extstore_small_merge_bytes", s.merge_bytes),
+        ("extstore_small_tail_blocked", s.tail_blocked),
+    ] {
+        stat(name, value.to_string());
+    }
 }
 
 /// `stats extstore`: memcached's `process_extstore_stats`, four lines per

@@ -271,6 +271,9 @@ fn general(ctx: &Ctx<'_>, t: &mut Stats) {
     if let Some(x) = &ext {
         crate::ops::extstore::own_lines(x, &mut |name, value| stat(t, name, value));
         stat(t, "extstore_reads_ahead", s.extstore_reads_ahead);
+        if shared.settings.ext.small_item_max > 0 {
+            crate::ops::extstore::small_lines(x, &mut |name, value| stat(t, name, value));
+        }
     }
     if let Some(g) = &shared.memory_governor {
         g.stats(&mut |name, value| stat(t, name, value));
@@ -378,4 +381,5 @@ fn settings(ctx: &Ctx<'_>, t: &mut Stats) {
     stat(t, "watch_enabled", yes_no(st.watch_enabled));
     stat(t, "metrics_listen", st.metrics_listen.map_or_else(|| "NULL".to_string(), |a| a.to_string()));
     crate::journal::warm::setting_lines(&st.warm, &mut |name, value| stat(t, name, value));
+    crate::ops::extstore::small_settings_lines(ctx, &mut |name, value| stat(t, name, value));
 }

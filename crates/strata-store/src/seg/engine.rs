@@ -373,8 +373,10 @@ impl Engine for SegStore {
             stats.meta_bytes += (shard.meta_bytes() + shard.view.bytes()) as u64;
         }
         stats.meta_bytes += (std::mem::size_of_val(&*self.shards) + self.hits.bytes() + self.g.walk_buffer_bytes.load(Ordering::Relaxed)) as u64;
+        stats.meta_bytes += self.g.small.as_ref().map_or(0, |s| s.merge_bytes.load(Ordering::Relaxed));
         if let Some(tier) = self.g.flash.as_ref() {
-            stats.flash_index_bytes = tier.index_bytes.load(Ordering::Relaxed);
+            // The small store's index, filters and directories count as flash indexes.
+            stats.flash_index_bytes = tier.index_bytes.load(Ordering::Relaxed) + self.g.small.as_ref().map_or(0, |s| s.bytes.load(Ordering::Relaxed));
             stats.flash_buffer_bytes = tier.buffer_bytes();
         }
         stats.curr_items += self.flash_items();

@@ -64,6 +64,12 @@ pub fn apply(ext: &mut ExtConfig, opt: &str, key: &str, value: Option<&str>) -> 
                 .ok_or_else(|| error("could not parse argument to ext_max_frag"))?;
             t.set(ExtTunable::MaxFrag(frag));
         }
+        // Strata's small store (fixed at start; checked by `check_small`).
+        "ext_small_item_max" => ext.small_item_max = u32_arg(key, value)? as usize,
+        "ext_log_share" => ext.log_percent = u32_arg(key, value)?,
+        "ext_set_size" => ext.set_size_bytes = u32_arg(key, value)? as usize,
+        "ext_set_bloom_bits" => ext.set_bloom_bits = u32_arg(key, value)?,
+        "ext_set_threshold" => ext.set_threshold = u32_arg(key, value)?,
         // memcached ignores a value here (`ext_drop_unread=0` turns it on too).
         "ext_drop_unread" => t.set(ExtTunable::DropUnread(true)),
         "ext_path" => {
@@ -143,6 +149,9 @@ pub fn check_geometry(ext: &ExtConfig) -> Result<(), CliError> {
     }
     if ext.threads == 0 {
         return Err(fail("ext_threads must be at least 1"));
+    }
+    if ext.small_item_max > 0 {
+        ext.check_small().map_err(|why| fail(&why))?;
     }
     if ext.threads > MAX_EXT_THREADS {
         return Err(fail(&format!("ext_threads must be at most {MAX_EXT_THREADS}")));

@@ -45,6 +45,14 @@ const EXTENDED: &str = "\
    - ext_item_age:        store items idle at least this long (seconds, default: no age limit)
    - ext_low_ttl:         keep items with fewer seconds to live in RAM (default: 0)
    - ext_recache_rate:    recache an item every N accesses (default: 2000)
+   - ext_small_item_max:  items of at most this many bytes of key and value go to
+                          the small store: sets found by hash, a few bits of RAM an item
+                          (default: 512; 0: off)
+   - ext_log_share:       percent of the flash files the small store's sets leave to
+                          the log (default: 13)
+   - ext_set_size:        bytes of a small store's set: 4096, 8192 or 16384 (default: 4096)
+   - ext_set_bloom_bits:  Bloom filter bits per set (default: 320)
+   - ext_set_threshold:   new items a set must get in a rewrite to take them (default: 1)
    - ext_io_depth, ext_compact_under, ext_drop_under, ext_max_frag,
      ext_max_sleep, ext_drop_unread: accepted and shown (see docs/COMPATIBILITY.md)
    memcached's other options are accepted and checked as memcached checks them

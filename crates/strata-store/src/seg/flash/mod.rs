@@ -332,7 +332,7 @@ impl SegStore {
             stats.small = small;
         }
         stats.bytes_admitted = tier.c.bytes_admitted.load(relaxed()) + stats.small.bytes_admitted;
-        stats.index_bytes = tier.index_bytes.load(relaxed());
+        stats.index_bytes = tier.index_bytes.load(relaxed()) + self.g.small.as_ref().map_or(0, |s| s.bytes.load(relaxed()));
         stats.memory_pressure = (tier.buffer_bytes() + stats.index_bytes) as f64 / limit as f64;
         Some(stats)
     }

@@ -212,6 +212,9 @@ pub struct Inner {
     /// and filters) still in use on it (`small/`). A page is reclaimed only
     /// when this is 0: the small store rewrites what it keeps there first.
     pub small_live: Vec<AtomicU32>,
+    /// Reclaimable pages the write buffers leave to the small store's
+    /// rewrite stream (`take_page`); 0 without a small store.
+    pub stream_reserve: AtomicU32,
     /// The page table held a tier of this geometry: its index files are
     /// to be recovered.
     pub recovered: bool,
@@ -326,6 +329,7 @@ impl Tier {
             written: std::sync::Condvar::new(),
             written_blocks: (0..n).map(|_| AtomicU32::new(0)).collect(),
             small_live: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            stream_reserve: AtomicU32::new(0),
             table: None,
             recovered: found.is_some(),
             files,
@@ -700,9 +704,20 @@ impl Inner {
 
     /// A page to write next: a free one, else the oldest sealed one the
     /// small store has nothing left on (reclaimed: its records are gone).
-    pub(super) fn take_page(&self, w: &mut Writer) -> Option<u32> {
+    /// The write buffers (`for_stream` false) leave `stream_reserve` such
+    /// pages to the small store's rewrites, which need room to move data
+    /// off the pages they free.
+    pub(super) fn take_page(&self, w: &mut Writer, for_stream: bool) -> Option<u32> {
         if w.failed {
             return None;
+        }
+        let reserve = if for_stream { 0 } else { self.stream_reserve.load(relaxed()) as usize };
+        if reserve > 0 && w.free.len() <= reserve {
+            let clean = w.sealed.iter().filter(|&&p| self.small_live[p as usize].load(relaxed()) == 0).count();
+            if w.free.len() + clean <= reserve {
+                self.c.tail_blocked.fetch_add(1, relaxed());
+                return None;
+            }
         }
         let page = match w.free.pop_front() {
             Some(p) => {
@@ -757,7 +772,7 @@ impl Inner {
     }
 
     fn open_page(&self, w: &mut Writer) -> Option<()> {
-        let page = self.take_page(w)?;
+        let page = self.take_page(w, false)?;
         let version = self.start_page(w, page);
         w.page = page;
         w.page_off = 0;

@@ -53,10 +53,8 @@ pub fn index_room(g: &Globals, _tier: &Tier, index: &mut SmallIndex, force: bool
     let cap = g.memory_limit.load(relaxed()) / 8 * INDEX_EIGHTHS;
     let granted = small.index_bytes.fetch_update(relaxed(), relaxed(), |held| (force || held + extra <= cap).then_some(held + extra)).is_ok();
     if !granted {
-        if index.has_room() {
-            return true;
-        }
-        return false;
+        small.ring();
+        return index.has_room();
     }
     let before = index.slot_bytes();
     index.resize(capacity);
@@ -81,4 +79,12 @@ pub fn summary_room(g: &Globals, small: &Small) -> u32 {
     let cap = g.memory_limit.load(relaxed()) / 8 * SUMMARY_EIGHTHS;
     let per_set = small.geo.shape.bytes_per_set() as u64;
     (cap / per_set / small.geo.parts() as u64).min(u64::from(u32::MAX)) as u32
+}
+
+/// Whether `entries` in the small indexes (grown to hold them at 90%
+/// full) pass ¾ of their share: the rewrite thread then merges the
+/// partitions with the longest logs (`sched.rs`).
+pub fn index_pressed(g: &Globals, _small: &Small, entries: usize) -> bool {
+    let cap = g.memory_limit.load(relaxed()) / 8 * INDEX_EIGHTHS;
+    (entries * SLOT_BYTES * 10 / 9) as u64 >= cap / 4 * 3
 }

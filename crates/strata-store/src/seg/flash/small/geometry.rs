@@ -42,6 +42,15 @@ pub struct Geometry {
     /// A set holding fewer new items than this after a rewrite takes none
     /// of them (`ext_set_threshold`; read items go in anyway).
     pub threshold: u32,
+    /// Pages the log's writes leave to the rewrites (`Inner::stream_reserve`):
+    /// room for one partition's new extent.
+    pub reserve_pages: u32,
+}
+
+/// Pages from the log's tail within which a partition's data is due for
+/// a rewrite (`sched.rs`): a twentieth of the pages, at least 3.
+pub fn margin_pages(pages: u64) -> u64 {
+    (pages / 20).max(3)
 }
 
 /// A key's place.
@@ -72,8 +81,14 @@ impl Geometry {
         item_max: usize,
         threshold: u32,
     ) -> Geometry {
+        let pages = file_bytes / page_bytes.max(1);
+        let usable = page_bytes - LOG_BLOCK as u64;
         let set_share = file_bytes / 100 * u64::from(100 - log_percent.min(95));
         let log_share = file_bytes - set_share;
+        // The log's tail margin (`sched.rs`), a spare page, and room for a
+        // partition's new extent beside its old one stay out of the sets.
+        let reserved = (margin_pages(pages) + 2) * usable;
+        let set_share = set_share.min(pages.saturating_mul(usable).saturating_sub(reserved) / 10 * 9);
         // An extent within 4 pages; a cycle's log blocks (the log's share)
         // filling at most half of a ring; the directories in a 32nd of -m.
         let by_extent = set_share.div_ceil(page_bytes * 4);
@@ -85,6 +100,8 @@ impl Geometry {
         // An extent's sets span 12 pages at most (16 pieces with its filters).
         let by_pages = (page_bytes - LOG_BLOCK as u64) / set_bytes as u64 * 12;
         let max_sets = (set_share / set_bytes as u64 / total_parts).min(by_pages).clamp(1, u64::from(u32::MAX)) as u32;
+        let extent = u64::from(max_sets) * set_bytes as u64 + Shape::new(bloom_bits, set_bytes, 1).bloom_bytes(max_sets as usize) as u64;
+        let reserve_pages = (extent.div_ceil(usable) + 1) as u32;
         // Probes for a set at the target fill of ~90-byte records.
         let expected = (set_bytes * TARGET_FILL_PERCENT / 100 / 90).clamp(1, max_records(set_bytes));
         Geometry {
@@ -95,6 +112,7 @@ impl Geometry {
             max_sets,
             item_max,
             threshold,
+            reserve_pages,
         }
     }
 
@@ -162,5 +180,9 @@ mod tests {
         assert!(small.parts() >= 4 && small.parts() <= 96, "{small:?}");
         let tiny = Geometry::new(16 << 20, 64 << 10, 2 << 20, 4, 4096, 320, 13, 512, 1);
         assert_eq!(tiny.parts(), 4, "{tiny:?}");
+        // 8 pages: the sets leave the margin and a spare extent free.
+        let eight = Geometry::new(64 << 20, 8 << 20, 16 << 20, 4, 4096, 320, 13, 512, 1);
+        let sets_pages = (u64::from(eight.max_sets) * 4 * 4096).div_ceil(8 << 20);
+        assert!(sets_pages + 3 + u64::from(eight.reserve_pages) <= 8, "{eight:?}: {sets_pages} pages of sets");
     }
 }

@@ -52,6 +52,9 @@ fn relaxed() -> Ordering {
 const CHUNK_BYTES: usize = 1 << 20;
 /// Reads of log blocks in flight during a merge.
 const READERS: usize = 8;
+/// Bytes a merge holds for each log block it reads: the block, and its
+/// records' places (~40 of ~90 bytes each) while the sets are built.
+const HELD_PER_BLOCK: u64 = 8 << 10;
 
 /// How a merge ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,11 +85,11 @@ impl SegStore {
     pub(crate) fn merge_part(&self, shard: usize, part: usize, stream: &mut Stream, now: RelTime) -> Merged {
         let (Some(small), Some(tier)) = (self.g.small.as_ref(), self.g.flash.as_ref()) else { return Merged::Failed };
         let Some(snap) = self.snapshot(small, tier, shard, part) else { return Merged::Busy };
-        let logs = read_blocks(tier, &snap.blocks);
+        let (logs, read_ok) = read_blocks(tier, &snap.blocks);
         let mut cands = Vec::new();
-        for ((slot, at), bytes) in snap.blocks.iter().zip(&logs) {
+        for (((slot, at), bytes), ok) in snap.blocks.iter().zip(logs.chunks(LOG_BLOCK)).zip(&read_ok) {
             let seed = block::seed(record::seed(tier.secret, at.page, tier.version(at.page)), at.block);
-            let Some(view) = bytes.as_deref().and_then(|b| View::open(b, seed, Kind::Log)) else { continue };
+            let Some(view) = ok.then(|| View::open(bytes, seed, Kind::Log)).flatten() else { continue };
             for rec in view.records() {
                 let hash = hash_key(rec.key);
                 match snap.live.get(&(*slot, rec.index as u8)) {
@@ -103,9 +106,14 @@ impl SegStore {
         }
         let (sets, cap) = self.new_set_count(small, &snap.commit, &cands);
         let geo = small.geo;
+        // Buffers no longer than the extents, so what is held is what is used.
+        let chunk_bytes = CHUNK_BYTES.min(sets as usize * geo.set_bytes);
+        let reader_bytes = CHUNK_BYTES.min(snap.commit.sets as usize * geo.set_bytes).max(geo.set_bytes);
+        let held = logs.len() + cands.capacity() * std::mem::size_of::<Cand<'_>>() + chunk_bytes + reader_bytes;
+        small.merge_bytes.store(held as u64, relaxed());
         let mut builder = Sets::new(sets, geo.set_bytes, geo.shape, geo.max_set_records(), geo.threshold, sets < cap, cands);
         let mut written: Vec<Written> = Vec::new();
-        let mut chunk = FlashBuf::new(CHUNK_BYTES);
+        let mut chunk = FlashBuf::unpooled(chunk_bytes);
         let mut fill = 0;
         let mut ok = true;
         {
@@ -124,10 +132,10 @@ impl SegStore {
             let mut emit = |set: &[u8]| -> bool {
                 chunk[fill..fill + set.len()].copy_from_slice(set);
                 fill += set.len();
-                fill + set.len() <= CHUNK_BYTES || flush(&mut chunk, &mut fill, &mut written)
+                fill + set.len() <= chunk_bytes || flush(&mut chunk, &mut fill, &mut written)
             };
             // The old sets, front to back.
-            let mut reader = ExtentReader::new(tier, &snap.commit, geo.set_bytes);
+            let mut reader = ExtentReader::new(&snap.commit, geo.set_bytes, reader_bytes);
             for t in 0..snap.commit.sets {
                 if let Some(view) = reader.next_set(tier) {
                     for rec in view.records() {
@@ -153,10 +161,13 @@ impl SegStore {
                 if let Some(pieces) = pieces {
                     let bloom_units = geo.shape.bloom_bytes(sets as usize).div_ceil(LOG_BLOCK) as u32;
                     self.commit_merge(small, tier, shard, part, snap, sets, bloom_units, bloom_check, pieces, built);
+                    small.merge_bytes.store(0, relaxed());
                     return Merged::Done;
                 }
             }
         }
+        small.merge_bytes.store(0, relaxed());
+        small.c.merges_failed.fetch_add(1, relaxed());
         // Failed: what the stream wrote is let go; the partition stays as it was.
         for w in &written {
             tier.release_small(w.page, w.version, w.blocks);
@@ -179,11 +190,15 @@ impl SegStore {
         if ss.parts[part].merging {
             return None;
         }
-        // A full page list leaves the open block where it is (not merged).
-        let sealed = seal_open(small, tier, ss, part);
+        // At most a 32nd of -m of log blocks at once (`HELD_PER_BLOCK` each);
+        // the open block goes too when the whole log does (and a page takes it).
+        let most = (self.g.memory_limit.load(relaxed()) / 32 / HELD_PER_BLOCK).max(64) as u32;
+        let whole = ss.parts[part].ring_len() <= most;
+        let sealed = whole && seal_open(small, tier, ss, part);
         let p = &mut ss.parts[part];
         p.merging = true;
-        let cut = if p.open && !sealed { p.tail.wrapping_sub(1) } else { p.tail };
+        let placed = if p.open && !sealed { p.tail.wrapping_sub(1) } else { p.tail };
+        let cut = p.head.wrapping_add(placed.wrapping_sub(p.head).min(most));
         let ring = ss.dir.ring(part);
         let blocks = (0..cut.wrapping_sub(p.head))
             .filter_map(|k| {
@@ -312,7 +327,7 @@ impl SegStore {
 fn write_filters(tier: &Tier, stream: &mut Stream, built: &Built, written: &mut Vec<Written>) -> Option<u32> {
     let words = built.summaries.bloom_words();
     let len = words.len() * 8;
-    let mut buf = FlashBuf::new(len.div_ceil(LOG_BLOCK).max(1) * LOG_BLOCK);
+    let mut buf = FlashBuf::unpooled(len.div_ceil(LOG_BLOCK).max(1) * LOG_BLOCK);
     for (i, w) in words.iter().enumerate() {
         buf[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
     }
@@ -343,41 +358,44 @@ fn pieces_of(written: &[Written]) -> Option<[Piece; MAX_PIECES]> {
 }
 
 /// Read log blocks (a few at a time in parallel; from a write buffer when
-/// not written yet). None for a block that could not be read.
-fn read_blocks(tier: &Tier, blocks: &[(u16, BlockAt)]) -> Vec<Option<FlashBuf>> {
-    let read = |at: &BlockAt| -> Option<FlashBuf> {
+/// not written yet) into one buffer, block `i` at `i * LOG_BLOCK`; the
+/// blocks that could not be read are false.
+fn read_blocks(tier: &Tier, blocks: &[(u16, BlockAt)]) -> (FlashBuf, Vec<bool>) {
+    let read = |at: &BlockAt, out: &mut [u8]| -> bool {
         if tier.version(at.page) as u16 != at.version16 {
-            return None;
+            return false;
         }
         let offset = u64::from(at.block) * BLOCK;
-        let mut buf = FlashBuf::new(LOG_BLOCK);
         if offset + BLOCK > tier.written_bytes_of(at.page) {
             let mut bytes = Vec::new();
             if tier.unwritten(at.page, offset, &mut bytes, 1) && bytes.len() >= LOG_BLOCK {
-                buf.copy_from_slice(&bytes[..LOG_BLOCK]);
-                return Some(buf);
+                out.copy_from_slice(&bytes[..LOG_BLOCK]);
+                return true;
             }
         }
         let spot = &tier.spots[at.page as usize];
-        tier.files[spot.file].read_exact_at(&mut buf, spot.base + offset).ok()?;
-        Some(buf)
+        tier.files[spot.file].read_exact_at(out, spot.base + offset).is_ok()
     };
-    if blocks.len() < 2 * READERS {
-        return blocks.iter().map(|(_, at)| read(at)).collect();
+    let mut buf = FlashBuf::unpooled(blocks.len().max(1) * LOG_BLOCK);
+    let mut ok = vec![false; blocks.len()];
+    let per = blocks.len().div_ceil(READERS).max(8);
+    if READERS == 1 || blocks.len() <= per {
+        for (((_, at), out), ok) in blocks.iter().zip(buf.chunks_mut(LOG_BLOCK)).zip(ok.iter_mut()) {
+            *ok = read(at, out);
+        }
+        return (buf, ok);
     }
-    let mut out: Vec<Option<FlashBuf>> = (0..blocks.len()).map(|_| None).collect();
     std::thread::scope(|scope| {
-        let per = blocks.len().div_ceil(READERS);
-        for (ins, outs) in blocks.chunks(per).zip(out.chunks_mut(per)) {
+        for ((ins, outs), oks) in blocks.chunks(per).zip(buf.chunks_mut(per * LOG_BLOCK)).zip(ok.chunks_mut(per)) {
             let read = &read;
             scope.spawn(move || {
-                for ((_, at), o) in ins.iter().zip(outs.iter_mut()) {
-                    *o = read(at);
+                for (((_, at), out), ok) in ins.iter().zip(outs.chunks_mut(LOG_BLOCK)).zip(oks.iter_mut()) {
+                    *ok = read(at, out);
                 }
             });
         }
     });
-    out
+    (buf, ok)
 }
 
 /// Reads an extent's sets front to back, a chunk of a piece at a time.
@@ -394,8 +412,8 @@ struct ExtentReader {
 }
 
 impl ExtentReader {
-    fn new(_tier: &Tier, commit: &Commit, set_bytes: usize) -> ExtentReader {
-        ExtentReader { commit: *commit, set_bytes, buf: FlashBuf::new(CHUNK_BYTES), first: 0, count: 0, next: 0, places: Vec::new() }
+    fn new(commit: &Commit, set_bytes: usize, buf_bytes: usize) -> ExtentReader {
+        ExtentReader { commit: *commit, set_bytes, buf: FlashBuf::unpooled(buf_bytes), first: 0, count: 0, next: 0, places: Vec::new() }
     }
 
     /// The next set, checked; None if it cannot be read or fails its check.
@@ -425,7 +443,7 @@ impl ExtentReader {
         let piece = self.commit.pieces.iter().find(|p| p.page == page && p.units > 0 && (p.first_block..p.first_block + p.units).contains(&block));
         let Some(piece) = piece else { return };
         let left_in_piece = (piece.first_block + piece.units - block) / units;
-        let n = left_in_piece.min((CHUNK_BYTES / self.set_bytes) as u32).min(self.commit.sets - t);
+        let n = left_in_piece.min((self.buf.len() / self.set_bytes) as u32).min(self.commit.sets - t);
         let spot = &tier.spots[page as usize];
         let len = n as usize * self.set_bytes;
         if tier.version(page) != piece.version || tier.files[spot.file].read_exact_at(&mut self.buf[..len], spot.base + u64::from(block) * BLOCK).is_err() {

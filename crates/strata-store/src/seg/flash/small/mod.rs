@@ -118,6 +118,7 @@ pub(crate) struct Counters {
     pub admitted_bytes: AtomicU64,
     pub log_blocks: AtomicU64,
     pub merges: AtomicU64,
+    pub merges_failed: AtomicU64,
     pub sets_written: AtomicU64,
     pub bytes_written: AtomicU64,
     pub dropped: AtomicU64,
@@ -139,6 +140,9 @@ pub(crate) struct Small {
     pub bytes: AtomicU64,
     /// Of which the indexes' slots.
     pub index_bytes: AtomicU64,
+    /// Bytes a merge under way holds, outside -m (`stats memory`'s
+    /// `store_meta_bytes`).
+    pub merge_bytes: AtomicU64,
     /// Rung when a partition wants merging (a ring filling up, the log's
     /// tail blocked); the rewrite thread waits on it.
     bell: (Mutex<bool>, Condvar),
@@ -146,7 +150,7 @@ pub(crate) struct Small {
 
 impl Small {
     pub fn new(geo: Geometry) -> Small {
-        Small { geo, c: Counters::default(), bytes: AtomicU64::new(0), index_bytes: AtomicU64::new(0), bell: (Mutex::new(false), Condvar::new()) }
+        Small { geo, c: Counters::default(), bytes: AtomicU64::new(0), index_bytes: AtomicU64::new(0), merge_bytes: AtomicU64::new(0), bell: (Mutex::new(false), Condvar::new()) }
     }
 
     /// Wake the rewrite thread.
@@ -273,7 +277,7 @@ fn recover_part(tier: &Tier, geo: &Geometry, dir: &mut Dir, i: usize, part: &mut
 fn read_filters(tier: &Tier, geo: &Geometry, commit: &Commit) -> Option<Summaries> {
     use std::os::unix::fs::FileExt;
     let first = commit.sets * geo.set_units() as u32;
-    let mut bytes = crate::flash_read::FlashBuf::try_new(commit.bloom_units as usize * LOG_BLOCK).ok()?;
+    let mut bytes = crate::flash_read::FlashBuf::unpooled(commit.bloom_units as usize * LOG_BLOCK);
     for u in 0..commit.bloom_units {
         let (page, block) = commit.unit_at(first + u)?;
         let spot = &tier.spots[page as usize];
@@ -309,6 +313,7 @@ impl crate::seg::SegStore {
             ext.set_threshold,
         );
         let small = Small::new(geo);
+        tier.stream_reserve.store(geo.reserve_pages, relaxed());
         let (mut kept_sets, mut kept_log) = (0u64, 0usize);
         for (i, shard) in self.shards.iter().enumerate() {
             let paths = dir.map(|d| (d.join(format!("small.{i}")), d.join(format!("smallidx.{i}"))));
@@ -343,6 +348,7 @@ impl crate::seg::SegStore {
         let mut s = crate::SmallStats {
             partitions: small.geo.parts() as u64,
             merges: c.merges.load(r),
+            merges_failed: c.merges_failed.load(r),
             sets_written: c.sets_written.load(r),
             log_blocks_written: c.log_blocks.load(r),
             bytes_written: c.bytes_written.load(r),
@@ -358,6 +364,7 @@ impl crate::seg::SegStore {
             log_hits: c.log_hits.load(r),
             tombstones_written: c.tombs_written.load(r),
             ram_bytes: small.bytes.load(r),
+            merge_bytes: small.merge_bytes.load(r),
             tail_blocked: tier.c.tail_blocked.load(r),
             ..crate::SmallStats::default()
         };

@@ -9,8 +9,13 @@
 //!    (free pages + sealed pages older than it)
 //!                                  ─► due: the page cannot be reclaimed
 //!                                     until it is merged
-//!  the most pressing due partition is merged; none due: wait for the
-//!  bell (a ring filling, the log finding its tail blocked) or 50 ms
+//!    the small index past ¾ of its share of -m
+//!                                  ─► the partition with the most log
+//!                                     blocks is due: an item in a set
+//!                                     costs a few bits, in the log 9 bytes
+//!  the most pressing due partition is merged (in that order); none due:
+//!  wait for the bell (a ring filling, the log finding its tail blocked,
+//!  the index filling) or 50 ms
 //! ```
 //!
 //! So a partition is merged about once per turn of the log, as late as
@@ -46,6 +51,8 @@ enum Due {
     Ring(std::cmp::Reverse<u32>),
     /// Its oldest data is this many pages from being reclaimed.
     Tail(u64),
+    /// The index is near its share; this partition's log has that many blocks.
+    Index(std::cmp::Reverse<u32>),
 }
 
 impl SegStore {
@@ -56,15 +63,21 @@ impl SegStore {
         let blocked = tier.c.tail_blocked.load(Ordering::Relaxed);
         let emergency = blocked != state.blocked_seen;
         state.blocked_seen = blocked;
-        let margin = (tier.page_count() as u64 / 20).max(3);
+        let margin = super::geometry::margin_pages(tier.page_count() as u64);
         let (free, oldest) = (tier.free_page_count(), tier.oldest_sealed_seq());
+        let mut entries = 0;
+        let mut longest: Option<(u32, usize, usize)> = None;
         let mut best: Option<(Due, usize, usize)> = None;
         for (i, shard) in self.shards.iter().enumerate() {
             let guard = shard.lock();
             let Some(ss) = guard.flash_small.as_deref() else { continue };
+            entries += ss.index.len();
             for (j, p) in ss.parts.iter().enumerate() {
                 if p.merging {
                     continue;
+                }
+                if p.ring_len() > longest.map_or(0, |l| l.0) {
+                    longest = Some((p.ring_len(), i, j));
                 }
                 let due = if p.ring_len() as usize >= RING_SLOTS * 3 / 4 {
                     Some(Due::Ring(std::cmp::Reverse(p.ring_len())))
@@ -80,6 +93,9 @@ impl SegStore {
                     }
                 }
             }
+        }
+        if best.is_none() && super::budget::index_pressed(&self.g, small, entries) {
+            best = longest.map(|(len, i, j)| (Due::Index(std::cmp::Reverse(len)), i, j));
         }
         let Some((_, shard, part)) = best else { return false };
         let merged = self.merge_part(shard, part, &mut state.stream, now) == Merged::Done;

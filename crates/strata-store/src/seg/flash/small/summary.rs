@@ -63,6 +63,15 @@ fn halves(hash: u64) -> (u32, u32) {
     ((x >> 32) as u32, (x as u32) | 1)
 }
 
+/// `n` zero words, written (not the allocator's lazily zeroed pages: the
+/// summaries are charged to -m whole, so they are resident whole, and
+/// `stats memory` names what they take).
+fn zeroed(n: usize) -> Vec<u64> {
+    let mut v = Vec::with_capacity(n);
+    v.resize(n, 0);
+    v
+}
+
 /// Probe `i`'s bit among `bits`.
 fn position(h1: u32, h2: u32, i: u32, bits: u64) -> usize {
     ((u64::from(h1.wrapping_add(i.wrapping_mul(h2))) * bits) >> 32) as usize
@@ -81,8 +90,8 @@ pub struct Summaries {
 impl Summaries {
     pub fn new(shape: Shape, sets: usize) -> Summaries {
         Summaries {
-            bloom: vec![0; sets * shape.bloom_words],
-            hits: vec![0; sets * shape.hit_words],
+            bloom: zeroed(sets * shape.bloom_words),
+            hits: zeroed(sets * shape.hit_words),
             bloom_words: shape.bloom_words,
             hit_words: shape.hit_words,
             probes: shape.probes,
@@ -91,7 +100,7 @@ impl Summaries {
 
     /// Summaries whose filters are `bloom` (read back from the device).
     pub fn from_bloom(shape: Shape, sets: usize, bloom: Vec<u64>) -> Option<Summaries> {
-        (bloom.len() == sets * shape.bloom_words).then(|| Summaries { hits: vec![0; sets * shape.hit_words], bloom, ..Summaries::new(shape, 0) })
+        (bloom.len() == sets * shape.bloom_words).then(|| Summaries { hits: zeroed(sets * shape.hit_words), bloom, ..Summaries::new(shape, 0) })
     }
 
     /// RAM the summaries take.

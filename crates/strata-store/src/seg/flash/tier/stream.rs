@@ -101,7 +101,7 @@ impl Inner {
             }
             s.page = NO_PAGE;
         }
-        let Some(page) = self.take_page(&mut w) else { return false };
+        let Some(page) = self.take_page(&mut w, true) else { return false };
         let version = self.start_page(&w, page);
         drop(w);
         let mut header = FlashBuf::new(FLASH_ALIGN_BYTES);
