@@ -364,3 +364,49 @@ fn readers_never_see_an_old_value_under_writes_and_merges() {
     assert!(merges > 0, "merges ran");
     s.check_integrity();
 }
+
+#[test]
+fn a_dump_lists_every_small_item_once_from_sets_logs_and_ram() {
+    let dir = TempDir::new("small-walk");
+    let s = store(2 << 20, &dir, 64 << 20);
+    let now = 100;
+    let n = 40_000;
+    for i in 0..n {
+        set(&s, i, 1, now);
+    }
+    settle(&s, now);
+    // More, to leave some in partitions' logs and some in RAM.
+    for i in n..n + 20_000 {
+        set(&s, i, 1, now);
+    }
+    for i in (0..n).step_by(9) {
+        s.delete(&DeleteRequest { key: &key(i), ..DeleteRequest::default() }, now);
+    }
+    for i in (1..n).step_by(13) {
+        set(&s, i, 2, now);
+    }
+    let small = s.ext_stats().expect("stats").small;
+    assert!(small.items_sets > 5_000 && small.items_log > 1_000, "{small:?}");
+    let mut cursor = strata_store::WalkCursor::with_flash();
+    let mut seen: std::collections::HashMap<Vec<u8>, (usize, Vec<u8>)> = std::collections::HashMap::new();
+    while !s.walk(&mut cursor, 500, now, &mut |view, _| {
+        let e = seen.entry(view.key.to_vec()).or_insert((0, Vec::new()));
+        e.0 += 1;
+        e.1 = view.value.to_vec();
+        true
+    }) {}
+    for i in 0..n + 20_000 {
+        let shown = seen.get(&key(i));
+        match version(&s, i, now) {
+            Some(v) => {
+                let (times, value) = shown.unwrap_or_else(|| panic!("key {i} (version {v}) not in the dump"));
+                assert_eq!((*times, value), (1, &value_of(i, v)), "key {i}");
+            }
+            None => assert!(shown.is_none(), "key {i} dumped but not served"),
+        }
+    }
+}
+
+fn value_of(i: usize, version: usize) -> Vec<u8> {
+    value(i, version)
+}

@@ -23,6 +23,7 @@ mod flash_overwrite;
 mod flash_restart;
 mod flash_read_ahead;
 mod flash_shared_read;
+mod flash_small;
 mod handover;
 mod memory;
 mod memory_auto;

@@ -49,6 +49,8 @@ pub struct FlashScan {
     filled: usize,
     /// The write buffer was written out before the first step.
     flushed: bool,
+    /// Where the walk stands in the small store, after the pages.
+    small: super::small::SmallScan,
 }
 
 impl std::fmt::Debug for FlashScan {
@@ -66,7 +68,16 @@ impl Clone for FlashScan {
 
 impl Default for FlashScan {
     fn default() -> FlashScan {
-        FlashScan { page: 0, version: 0, offset: 0, buf: FlashBuf::new(SCAN_BYTES), buf_at: 0, filled: 0, flushed: false }
+        FlashScan {
+            page: 0,
+            version: 0,
+            offset: 0,
+            buf: FlashBuf::new(SCAN_BYTES),
+            buf_at: 0,
+            filled: 0,
+            flushed: false,
+            small: super::small::SmallScan::default(),
+        }
     }
 }
 
@@ -88,7 +99,8 @@ impl SegStore {
         let mut looked = 0;
         while looked < budget {
             if scan.page as usize >= tier.page_count() {
-                return true;
+                // Then the small store's sets and log blocks.
+                return self.walk_small_step(&mut scan.small, budget - looked, now, visit);
             }
             let page = scan.page;
             if scan.offset == 0 {

@@ -259,8 +259,13 @@ impl SegStore {
         };
         let (lo, hi) = small.geo.range(part);
         let mut shadowed = 0;
+        // A spilled record goes back to the log below unless its key changed
+        // during the merge: its tombstone (or newer entry) must stay to say so.
+        let mut spilled: Vec<u64> = built.spilled.iter().map(|r| packed_bits(r.hash)).collect();
+        spilled.sort_unstable();
         ss.index.scan(lo, hi, |seen| {
-            let in_sets = built.kept.binary_search(&(u64::from(seen.h32) | u64::from(seen.filter) << 32)).is_ok();
+            let bits = u64::from(seen.h32) | u64::from(seen.filter) << 32;
+            let in_sets = built.kept.binary_search(&bits).is_ok() || spilled.binary_search(&bits).is_ok();
             let keep = match seen.entry {
                 Entry::Log { slot, .. } if consumed(slot) => false,
                 Entry::Tomb => in_sets,

@@ -59,6 +59,7 @@ mod merge;
 mod read;
 mod sched;
 mod summary;
+mod walk;
 mod write;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -68,6 +69,7 @@ pub(crate) use self::geometry::Geometry;
 pub(crate) use self::block::Meta as SmallMeta;
 pub(crate) use self::read::Look;
 pub use self::sched::FlashRewrite;
+pub(crate) use self::walk::SmallScan;
 pub(crate) use self::write::{admit, bump_log_entry, drop_log_entry, maintain, shadow};
 use self::dir::{BlockAt, Commit, Dir, RING_OPEN};
 use self::geometry::LOG_BLOCK;
