@@ -228,7 +228,7 @@ def main():
             for f in (args.flash_file, mem_file, mem_file + ".journal"):
                 if os.path.exists(f):
                     os.unlink(f)
-            idx = args.flash_file + ".idx"
+            idx = mem_file + ".flash"
             if os.path.isdir(idx):
                 for name in os.listdir(idx):
                     os.unlink(os.path.join(idx, name))

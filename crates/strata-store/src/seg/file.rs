@@ -124,6 +124,8 @@ pub struct MemFile {
     /// Held open for its `flock`, which keeps other servers out.
     #[allow(dead_code)]
     file: File,
+    /// Where it is (the flash tier's persistent state goes beside it).
+    pub path: std::path::PathBuf,
     head: Mutex<MmapMut>,
     /// The whole arena, mapped once; every buffer holds an `Arc` to it.
     arena: Arc<MmapRaw>,
@@ -263,6 +265,7 @@ impl MemFile {
         let mf = MemFile {
             arena,
             file,
+            path: path.to_path_buf(),
             secret: get_u64(&head, H_SECRET),
             origin_unix: get_u64(&head, H_ORIGIN) as i64,
             head: Mutex::new(head),

@@ -31,7 +31,7 @@
 //!   and a table that may not grow takes entries up to 95% full, then
 //!   refuses them (`has_room`).
 //! - With a memory file (`-e`) the slots live in a shared file mapping
-//!   (`<ext_path>.idx/shard.N`: a 64-byte header, then the slots), so a
+//!   (`<FILE>.flash/shard.N`: a 64-byte header, then the slots), so a
 //!   removed entry is gone from the file at once and a restart finds the
 //!   index as it was; a grown table is written to a new file renamed over
 //!   the old one. A crash inside a backward shift can leave an entry twice

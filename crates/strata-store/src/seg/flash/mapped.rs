@@ -1,6 +1,6 @@
 //! Shared file mappings for the flash tier's persistent state (`-e` with
 //! `ext_path`): the page table and each shard's flash index live in files
-//! of a directory beside the first flash file (`<ext_path>.idx/`), mapped
+//! of a directory beside the memory file `-e FILE` (`<FILE>.flash/`), mapped
 //! shared, so every change is in the file the moment it is made and a
 //! `kill -9` leaves exactly what memory held (as the memory file does).
 //!

@@ -30,7 +30,7 @@
 //! they were written, done at read time.
 //!
 //! Restarts (`-e` with `ext_path`): the flash indexes and the page table
-//! are mapped files (`<ext_path>.idx/`), changed in place like the memory
+//! are mapped files (`<FILE>.flash/`, beside the memory file), changed in place like the memory
 //! file, so a graceful stop or a `kill -9` leaves them as memory held
 //! them. The rules that keep an old value from coming back: an entry is
 //! dropped *before* the RAM item replacing its key is written (every
@@ -90,11 +90,13 @@ impl SegStore {
             xxhash_rust::xxh3::xxh3_64(&[t.to_le_bytes().as_slice(), &std::process::id().to_le_bytes()].concat())
         };
         // With a memory file the flash tier survives restarts too: its page
-        // table and indexes live in mapped files beside the first flash file.
+        // table, indexes and write buffers live in mapped files beside the
+        // memory file (`<FILE>.flash/`: on the memory file's tmpfs, the
+        // kernel never writes them to the flash device).
         let dir = match (&self.g.file, ext.paths.first()) {
-            (Some(_), Some(first)) => {
-                let mut name = first.path.clone().into_os_string();
-                name.push(".idx");
+            (Some(file), Some(_)) => {
+                let mut name = file.path.clone().into_os_string();
+                name.push(".flash");
                 let dir = std::path::PathBuf::from(name);
                 std::fs::create_dir_all(&dir).map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
                 Some(dir)

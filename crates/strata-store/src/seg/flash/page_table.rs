@@ -1,6 +1,6 @@
 //! The flash tier's persistent page table (`-e` with `ext_path`): for each
 //! page, its version, how many 4 KiB blocks of it are on flash, and its
-//! place in the FIFO, in a mapped file (`<ext_path>.idx/pages`), changed in
+//! place in the FIFO, in a mapped file (`<FILE>.flash/pages`), changed in
 //! place, so a restart (graceful or `kill -9`) rebuilds the FIFO and knows
 //! which index entries point at written records.
 //!
@@ -11,7 +11,7 @@
 //!  per page (16 B): version u32 │ written blocks u32 │ FIFO sequence u64
 //! ```
 //!
-//! A write buffer (`<ext_path>.idx/wbuf.N`, mapped shared, `tier.rs`) says
+//! A write buffer (`<FILE>.flash/wbuf.N`, mapped shared, `tier.rs`) says
 //! here which page and offset its bytes are for and how many it holds: set
 //! after each record is copied in, cleared once the buffer is on flash, so
 //! a restart after a `kill -9` writes out what the buffers held.

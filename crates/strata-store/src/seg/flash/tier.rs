@@ -20,7 +20,7 @@
 //!
 //! With a memory file (`-e`), the page table (each page's version, FIFO
 //! position and how many blocks of it are on flash) is kept in a mapped
-//! file (`<ext_path>.idx/pages`, `page_table.rs`), so a restart rebuilds the
+//! file (`<FILE>.flash/pages`, `page_table.rs`), so a restart rebuilds the
 //! FIFO and knows which index entries point at records that were written
 //! (entries into the unwritten tail of a page are dropped). The two write
 //! buffers are then mapped files as well (`buffers.rs`): a restart after

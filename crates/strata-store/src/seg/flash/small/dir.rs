@@ -1,14 +1,14 @@
 //! A shard's small-store directory: for each partition, where its extent of
 //! sets is (two commit slots), its ring of log blocks, and its open log
-//! block. One mapping per shard: a file (`<ext_path>.idx/small.N`) with a
+//! block. One mapping per shard: a file (`<FILE>.flash/small.N`) with a
 //! memory file (`-e`), so a restart, graceful or after `kill -9`, finds it
 //! as memory held it; anonymous memory without.
 //!
 //! ```text
 //!  header (4 KiB): magic │ secret u64 │ parts u32 │ set bytes u32 │ ring slots u32
 //!  per partition (stride 21 KiB):
-//!    commit slot A (320 B) │ commit slot B (320 B) │ ring: RING_SLOTS x u64 │
-//!    open block (4 KiB)
+//!    commit slot A (320 B) │ commit slot B (320 B) │ live counts (64 B: shadowed
+//!    u32) │ ring: RING_SLOTS x u64 │ open block (4 KiB)
 //!  commit slot: seq u64 │ check u32 │ sets u32 │ bloom units u32 │ ring head u32 │
 //!               bloom check u32 │ items u32 │ item bytes u64 │
 //!               pieces 16 x (page u32 │ version u32 │ first block u32 │ units u32)
@@ -168,9 +168,12 @@ pub struct Dir {
     parts: usize,
 }
 
+/// Bytes of a partition's live counts (changed in place, not committed).
+const LIVE: usize = 64;
+
 /// Bytes a partition takes in the directory.
 pub fn stride() -> usize {
-    2 * SLOT + RING_SLOTS * 8 + LOG_BLOCK
+    2 * SLOT + LIVE + RING_SLOTS * 8 + LOG_BLOCK
 }
 
 /// The mapping's length for `parts` partitions.
@@ -248,23 +251,34 @@ impl Dir {
         c.encode(&mut self.map[at..at + SLOT]);
     }
 
-    pub fn ring(&self, part: usize) -> &[u64] {
+    /// The partition's `shadowed` count (`Part::shadowed`), as last kept.
+    pub fn shadowed(&self, part: usize) -> u32 {
         let b = self.base(part) + 2 * SLOT;
+        u32::from_le_bytes(self.map[b..b + 4].try_into().expect("4 bytes"))
+    }
+
+    pub fn set_shadowed(&mut self, part: usize, n: u32) {
+        let b = self.base(part) + 2 * SLOT;
+        self.map[b..b + 4].copy_from_slice(&n.to_le_bytes());
+    }
+
+    pub fn ring(&self, part: usize) -> &[u64] {
+        let b = self.base(part) + 2 * SLOT + LIVE;
         bytemuck::cast_slice(&self.map[b..b + RING_SLOTS * 8])
     }
 
     pub fn ring_mut(&mut self, part: usize) -> &mut [u64] {
-        let b = self.base(part) + 2 * SLOT;
+        let b = self.base(part) + 2 * SLOT + LIVE;
         bytemuck::cast_slice_mut(&mut self.map[b..b + RING_SLOTS * 8])
     }
 
     pub fn open_block(&self, part: usize) -> &[u8] {
-        let b = self.base(part) + 2 * SLOT + RING_SLOTS * 8;
+        let b = self.base(part) + 2 * SLOT + LIVE + RING_SLOTS * 8;
         &self.map[b..b + LOG_BLOCK]
     }
 
     pub fn open_block_mut(&mut self, part: usize) -> &mut [u8] {
-        let b = self.base(part) + 2 * SLOT + RING_SLOTS * 8;
+        let b = self.base(part) + 2 * SLOT + LIVE + RING_SLOTS * 8;
         &mut self.map[b..b + LOG_BLOCK]
     }
 

@@ -297,6 +297,7 @@ impl SegStore {
         p.head = snap.cut;
         p.merging = false;
         p.shadowed = shadowed;
+        ss.dir.set_shadowed(part, shadowed);
         for (_, at) in &snap.blocks {
             if tier.version(at.page) as u16 == at.version16 {
                 tier.release_small(at.page, tier.version(at.page), 1);

@@ -212,7 +212,13 @@ impl SmallShard {
             })?,
             None => SmallIndex::new(),
         };
-        Ok(SmallShard { index, dir, parts })
+        let mut shard = SmallShard { index, dir, parts };
+        if recovered {
+            for i in 0..parts_n {
+                shard.parts[i].shadowed = shard.dir.shadowed(i);
+            }
+        }
+        Ok(shard)
     }
 
     /// RAM this shard's small store takes (counted in `-m`).

@@ -129,8 +129,19 @@ impl SegStore {
         for i in 0..self.shards.len() {
             let parts = self.shards[i].lock().flash_small.as_deref().map_or(0, |ss| ss.parts.len());
             for j in 0..parts {
-                let has_log = self.shards[i].lock().flash_small.as_deref().is_some_and(|ss| ss.parts[j].ring_len() > 0 || ss.index.tombs > 0);
-                if has_log && self.merge_part(i, j, &mut state.stream, now) == Merged::Done {
+                // A merge takes at most a 32nd of -m of log blocks: again
+                // while the log shrinks (what a full set spills goes back
+                // to it, so it may not empty), or until a merge fails.
+                let mut before = u32::MAX;
+                loop {
+                    let (ring, tombs) = self.shards[i].lock().flash_small.as_deref().map_or((0, 0), |ss| (ss.parts[j].ring_len(), ss.index.tombs));
+                    if (ring == 0 && (tombs == 0 || before != u32::MAX)) || ring >= before {
+                        break;
+                    }
+                    before = ring;
+                    if self.merge_part(i, j, &mut state.stream, now) != Merged::Done {
+                        break;
+                    }
                     merged += 1;
                 }
             }

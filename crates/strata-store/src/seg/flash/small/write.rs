@@ -76,6 +76,7 @@ pub(super) fn admit_as(g: &Globals, ss: &mut SmallShard, hash: u64, key: &[u8], 
     };
     if fresh && maybe_in_set(&ss.parts[place.part], place.frac, hash) {
         ss.parts[place.part].shadowed += 1;
+        ss.dir.set_shadowed(place.part, ss.parts[place.part].shadowed);
     }
     let part = &ss.parts[place.part];
     let slot = slot_of(part.tail.wrapping_sub(1)) as u16;
@@ -131,6 +132,7 @@ pub(crate) fn shadow(g: &Globals, shard: &mut Shard, hash: u64) {
             budget::index_room(g, tier, &mut ss.index, true);
             ss.index.put(hash, Entry::Tomb);
             ss.parts[place.part].shadowed += 1;
+            ss.dir.set_shadowed(place.part, ss.parts[place.part].shadowed);
             small.c.tombs_written.fetch_add(1, relaxed());
         }
         None => {}

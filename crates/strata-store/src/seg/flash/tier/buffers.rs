@@ -1,5 +1,5 @@
 //! The write buffers kept in files (`-e` with `ext_path`): the two
-//! buffers are shared mappings of `<ext_path>.idx/wbuf.0` and `wbuf.1`,
+//! buffers are shared mappings of `<FILE>.flash/wbuf.0` and `wbuf.1`,
 //! and the page table says, per buffer, which page and offset its bytes
 //! are for and how many it holds (`page_table.rs`).
 //!
