@@ -15,10 +15,16 @@ restarts; --no-memory-file drops it and the restart phases). Phases
            --requests with a fixed seed: the same keys every time; every
            value checked). Writes: the device's sectors written over the
            load (/sys/dev/block/MAJ:MIN/stat of the device holding the flash
-           file; before the load, `sync` and --background-seconds of the
-           device's writes without the server, as an estimate of what others
-           write meanwhile) against the store's extstore_bytes_written, and
-           device bytes / extstore_bytes_admitted.
+           file, then again after an fsync of the server's files) against
+           the store's extstore_bytes_written, and device bytes /
+           extstore_bytes_admitted. The device counts everyone's writes:
+           before the load, `sync` and --background-seconds of the device's
+           writes without the server estimate the others' share (when it
+           passes 5% of the store's writes the comparison says
+           "inconclusive"), and the server's own /proc/PID/io write_bytes
+           (its O_DIRECT writes and the pages it dirtied in its mapped files
+           under `<ext_path>.idx`, listed with their dirty bytes) is shown
+           beside it.
   reads    fio (4 KiB random reads, O_DIRECT, io_uring, queue depth 16) over
            the flash file's written part; page cache dropped; --duration of
            uniform gets of loaded keys from --conns connections: gets/s,
@@ -45,7 +51,7 @@ restarts; --no-memory-file drops it and the restart phases). Phases
 Each phase prints one markdown table (figure, value, target). Without
 `load` in --phases the server starts on the files a run with --keep left
 (the same --flash-dir, --memory-file-dir and --items); the files are
-deleted at the end unless --keep. Full scale (about 25 minutes of load,
+deleted at the end unless --keep. Full scale (20-30 minutes of load,
 75 GB of disk free for the 45 GB file):
 
     sudo scripts/bench/small.py --flash-dir /work/bigbench-small
@@ -57,10 +63,13 @@ between runs, so the next one starts warm):
     sudo scripts/bench/small.py --flash-dir /work/bigbench-small --phases reads --keep
     sudo scripts/bench/small.py --flash-dir /work/bigbench-small --phases restart,crash
 
-A minute-long run at small scale:
+A run of about a minute and a half at small scale (on a machine others use
+too, everything niced: --nice for the load, --measure-nice for the server
+while measuring, `nice` for the rest):
 
-    sudo scripts/bench/small.py --flash-dir /work/tmp-small --items 3000000 --flash-gb 2 --memory-mb 64 \\
-        --sample 200000 --misses 200000 --duration 10s --fio-seconds 5 --crash-keys 300000 --crash-seconds 10
+    sudo nice -n 19 scripts/bench/small.py --flash-dir /work/tmp-small --items 3000000 --flash-gb 2 \\
+        --memory-mb 64 --sample 200000 --misses 200000 --duration 10s --fio-seconds 5 --crash-keys 300000 \\
+        --crash-seconds 10 --nice 19 --measure-nice 19
 """
 
 import argparse
@@ -115,6 +124,9 @@ class Disk(Device):
         return {"reads": v[0], "read_bytes": v[2] * 512, "writes": v[4], "written_bytes": v[6] * 512}
 
 
+SMAPS_FIELDS = {"Size:": 0, "Rss:": 1, "Shared_Dirty:": 2, "Private_Dirty:": 2}
+
+
 class Node(Proc):
     """The server (scale.py's Proc: RSS, renice, stats), its stderr to a log
     file instead of a pipe nobody reads during a long load."""
@@ -139,6 +151,25 @@ class Node(Proc):
 
     def alive(self):
         return self.proc.poll() is None
+
+    def mappings(self, under):
+        """The process's mappings of files under `under` from
+        /proc/PID/smaps, by file name without a trailing `.N`: {name: [Size,
+        Rss, dirty (shared and private)]} in bytes."""
+        out, current = {}, None
+        with open(f"/proc/{self.proc.pid}/smaps") as f:
+            for line in f:
+                parts = line.split()
+                if "-" in parts[0] and len(parts) >= 5 and ":" in parts[3]:
+                    path = parts[5] if len(parts) > 5 else ""
+                    current = None
+                    if path.startswith(under):
+                        name = os.path.basename(path)
+                        base, _, n = name.rpartition(".")
+                        current = out.setdefault(f"{base}.N" if n.isdigit() and base else name, [0, 0, 0])
+                elif current is not None and parts[0] in SMAPS_FIELDS:
+                    current[SMAPS_FIELDS[parts[0]]] += int(parts[1]) * 1024
+        return out
 
     def io(self):
         """/proc/PID/io: what the process sent to the storage layer
@@ -247,6 +278,7 @@ def load(node, args, disk):
         raise RuntimeError(f"the load stored {r['prefill_keys']} of {args.items} keys: {r}")
     settled = settle(node, args)
     d2 = disk.counters()
+    maps = node.mappings(args.flash_file + ".idx")
     flushed = fsync_server_files(args)
     d3 = disk.counters()
     io = node.io()
@@ -271,8 +303,11 @@ def load(node, args, disk):
     mapped = server_files(args)[1:]
     if mapped:
         size = sum(os.stat(f).st_blocks * 512 for f in mapped)
-        t.add("<ext_path>.idx files (mapped, on the flash file's disk)", f"{len(mapped)} files, {size / 2**20:,.0f} MiB "
+        t.add("<ext_path>.idx files (mapped, on the flash file's disk)", f"{len(mapped)} files, {size / 2**20:,.1f} MiB "
               "allocated")
+        for name, (size, res, dirty) in sorted(maps.items()):
+            t.add(f"… mappings of {name} (before the fsync below)", f"{size / 2**20:,.1f} MiB mapped, "
+                  f"{res / 2**20:,.1f} MiB resident, {dirty / 2**20:,.1f} MiB dirty")
     cache = drop_caches()
     node.renice(args.measure_nice)
     r = sample(node.port, args)
