@@ -80,6 +80,10 @@ pub struct LoadArgs {
     /// Distinct keys [default: 10000].
     #[arg(long)]
     pub keys: Option<u32>,
+    /// Draw keys from KEY_OFFSET..KEY_OFFSET+KEYS (e.g. keys a prefill of
+    /// `--keys KEY_OFFSET` never set: gets that must miss) [default: 0].
+    #[arg(long)]
+    pub key_offset: Option<u32>,
     /// Key length in bytes [default: 64].
     #[arg(long)]
     pub key_size: Option<usize>,
@@ -101,9 +105,18 @@ pub struct LoadArgs {
     /// UDP port, if not the TCP port.
     #[arg(long)]
     pub udp_port: Option<u16>,
+    /// Stop after this many requests in all (each thread its share), or at
+    /// the end of --duration if that comes first: with uniform keys and a
+    /// fixed --seed, the same sample of keys every run.
+    #[arg(long)]
+    pub requests: Option<u64>,
     /// Do not set every key before the run.
     #[arg(long)]
     pub no_prefill: bool,
+    /// Connections the prefill sets keys over, each its own contiguous
+    /// share of the keys, driven by up to --threads threads [default: 1].
+    #[arg(long)]
+    pub prefill_conns: Option<usize>,
     /// RNG seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -155,6 +168,7 @@ impl LoadArgs {
         let base = p.as_ref().map(|p| p.workload.clone()).unwrap_or(Workload {
             protocol: Protocol::Text,
             key_count: 10_000,
+            key_offset: 0,
             key_size: 64,
             value_size: ValueSize::Fixed(1024),
             get_ratio: 0.9,
@@ -164,6 +178,7 @@ impl LoadArgs {
         let workload = Workload {
             protocol: self.protocol.as_deref().map(Protocol::parse).transpose()?.unwrap_or(base.protocol),
             key_count: self.keys.unwrap_or(base.key_count),
+            key_offset: self.key_offset.unwrap_or(base.key_offset),
             key_size: self.key_size.unwrap_or(base.key_size),
             value_size: self.value_size.as_deref().map(ValueSize::parse).transpose()?.unwrap_or(base.value_size),
             get_ratio: self.get_ratio.unwrap_or(base.get_ratio),
@@ -179,6 +194,9 @@ impl LoadArgs {
         if rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
             return Err("--rate must be positive".into());
         }
+        if self.requests == Some(0) {
+            return Err("--requests must be at least 1".into());
+        }
         Ok(RunConfig {
             server,
             udp_server,
@@ -188,7 +206,9 @@ impl LoadArgs {
             conns: self.conns.or(p.as_ref().map(|p| p.conns)).unwrap_or(64).max(1),
             pipeline: self.pipeline.or(p.as_ref().map(|p| p.pipeline)).unwrap_or(1).max(1),
             rate,
+            requests: self.requests,
             prefill: !self.no_prefill,
+            prefill_conns: self.prefill_conns.unwrap_or(1).max(1),
             seed: self.seed,
             progress: !self.quiet,
             load_cpu: self.load_cpu,

@@ -14,6 +14,10 @@
 //! still unsent at the end are reported as `unsent`. The poll sleeps until
 //! 1 ms before the next due time and spins after that, because epoll's
 //! timeout has millisecond granularity.
+//!
+//! A request budget (`--requests`, split over the threads) ends issuing
+//! like the end of the duration does, once the thread has issued its
+//! share: the replies in flight are then drained as at the end.
 
 use crate::exchange::{Codec, Pending};
 use crate::mix::{Mix, Op};
@@ -59,7 +63,10 @@ pub struct LoadSpec {
     pub rate: Option<f64>,
     pub start: Instant,
     pub end: Instant,
-    /// How long to wait for replies in flight after `end`.
+    /// Requests this thread issues at most (None: until `end`).
+    pub budget: Option<u64>,
+    /// How long to wait for replies in flight after `end` (or after the
+    /// budget is spent).
     pub drain: Duration,
 }
 
@@ -85,9 +92,16 @@ pub fn drive<C: Channel>(
     let mut next_due = spec.start;
     let mut turn = 0usize;
     let mut reported = 0u64;
+    // Requests left to issue, and when issuing stopped (the end, or the
+    // moment the budget ran out).
+    let mut left = spec.budget.unwrap_or(u64::MAX);
+    let mut end = spec.end;
     loop {
         let now = Instant::now();
-        let issuing = now < spec.end;
+        if left == 0 && end > now {
+            end = now;
+        }
+        let issuing = now < end;
         if issuing {
             match interval {
                 None => {
@@ -95,13 +109,14 @@ pub fn drive<C: Channel>(
                     // flush below: one clock read for all of them.
                     for c in chans.iter_mut().filter(|c| c.alive() && c.in_flight() < spec.pipeline) {
                         let sent = Instant::now();
-                        while c.in_flight() < spec.pipeline {
+                        while c.in_flight() < spec.pipeline && left > 0 {
                             c.issue(codec, mix.next_op(), sent, &mut tally);
+                            left -= 1;
                         }
                     }
                 }
                 Some(step) => {
-                    while next_due <= now && next_due < spec.end {
+                    while next_due <= now && next_due < spec.end && left > 0 {
                         let Some(i) = (0..chans.len())
                             .map(|k| (turn + k) % chans.len())
                             .find(|&i| chans[i].alive() && chans[i].in_flight() < spec.pipeline)
@@ -109,6 +124,7 @@ pub fn drive<C: Channel>(
                             break;
                         };
                         chans[i].issue(codec, mix.next_op(), next_due, &mut tally);
+                        left -= 1;
                         next_due += step;
                         turn = i + 1;
                     }
@@ -117,7 +133,7 @@ pub fn drive<C: Channel>(
             chans.iter_mut().for_each(|c| c.flush(&mut tally));
         } else {
             let idle = chans.iter().all(|c| c.in_flight() == 0 || !c.alive());
-            if idle || now >= spec.end + spec.drain {
+            if idle || now >= end + spec.drain {
                 chans.iter_mut().for_each(|c| c.abandon(&mut tally));
                 break;
             }
@@ -125,7 +141,7 @@ pub fn drive<C: Channel>(
         if !chans.iter().any(|c| c.alive()) {
             break;
         }
-        let timeout = poll_timeout(now, issuing, interval.map(|_| next_due), spec);
+        let timeout = poll_timeout(now, issuing, interval.map(|_| next_due), end);
         if let Err(e) = poll.poll(&mut events, Some(timeout)) {
             if e.kind() != std::io::ErrorKind::Interrupted {
                 panic!("poll failed: {e}");
@@ -142,18 +158,18 @@ pub fn drive<C: Channel>(
         reported = tally.completed;
     }
     let unsent = match interval {
-        Some(step) if next_due < spec.end => ((spec.end - next_due).as_secs_f64() / step.as_secs_f64()).ceil() as u64,
+        Some(step) if next_due < spec.end && left > 0 => (((spec.end - next_due).as_secs_f64() / step.as_secs_f64()).ceil() as u64).min(left),
         _ => 0,
     };
     ThreadResult { tally, unsent, finished: Instant::now() }
 }
 
-fn poll_timeout(now: Instant, issuing: bool, next_due: Option<Instant>, spec: &LoadSpec) -> Duration {
+fn poll_timeout(now: Instant, issuing: bool, next_due: Option<Instant>, end: Instant) -> Duration {
     const CAP: Duration = Duration::from_millis(50);
     if !issuing {
         return Duration::from_millis(5);
     }
-    let until_end = spec.end.saturating_duration_since(now);
+    let until_end = end.saturating_duration_since(now);
     match next_due {
         Some(due) if due > now => {
             let wait = due - now;
@@ -165,5 +181,77 @@ fn poll_timeout(now: Instant, issuing: bool, next_due: Option<Instant>, spec: &L
         }
         // Closed loop, or open loop with a backlog: wait for replies.
         _ => CAP.min(until_end),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keyspace::Keyspace;
+    use crate::workload::{KeyDist, Protocol, ValueSize, Workload};
+
+    /// A channel whose requests are answered as they are issued (a hit
+    /// each), keeping the keys asked for.
+    #[derive(Default)]
+    struct Echo {
+        keys: Vec<u32>,
+    }
+
+    impl Channel for Echo {
+        fn in_flight(&self) -> usize {
+            0
+        }
+        fn alive(&self) -> bool {
+            true
+        }
+        fn issue(&mut self, _: &mut Codec, op: Op, start: Instant, tally: &mut Tally) {
+            tally.sent += 1;
+            if let Op::Get { keys } = &op {
+                self.keys.extend_from_slice(keys);
+                tally.hits += keys.len() as u64;
+            }
+            complete(&Pending::new(op, start, 0), Instant::now(), tally);
+        }
+        fn flush(&mut self, _: &mut Tally) {}
+        fn ready(&mut self, _: &Codec, _: &mut Tally) {}
+        fn expire(&mut self, _: Instant, _: &mut Tally) {}
+        fn abandon(&mut self, _: &mut Tally) {}
+    }
+
+    fn budget_run(rate: Option<f64>, budget: u64, seed: u64) -> (Tally, Vec<u32>, Duration) {
+        let w = Workload {
+            protocol: Protocol::Text,
+            key_count: 1000,
+            key_offset: 5000,
+            key_size: 10,
+            value_size: ValueSize::Fixed(20),
+            get_ratio: 1.0,
+            mget: 1,
+            dist: KeyDist::Uniform,
+        };
+        let mut codec = Codec::new(Protocol::Text, Keyspace { key_size: 10, key_count: w.key_end(), sizes: w.value_size.clone() });
+        let mut mix = Mix::new(&w, seed);
+        let mut chans = vec![Echo::default(), Echo::default()];
+        let start = Instant::now();
+        let spec = LoadSpec { pipeline: 1, rate, start, end: start + Duration::from_secs(30), budget: Some(budget), drain: Duration::from_secs(2) };
+        let r = drive(&mut Poll::new().unwrap(), &mut chans, &mut codec, &mut mix, &spec, &AtomicU64::new(0));
+        let keys = chans.into_iter().flat_map(|c| c.keys).collect();
+        (r.tally, keys, start.elapsed())
+    }
+
+    #[test]
+    fn a_budget_ends_the_run_after_that_many_requests() {
+        for rate in [None, Some(200_000.0)] {
+            let (tally, keys, took) = budget_run(rate, 3000, 7);
+            assert_eq!((tally.sent, tally.completed, tally.gets, tally.hits), (3000, 3000, 3000, 3000), "{rate:?}");
+            assert!(took < Duration::from_secs(10), "{rate:?}: {took:?}");
+            assert!(keys.iter().all(|k| (5000..6000).contains(k)), "{rate:?}: a key outside the offset range");
+        }
+        // The same seed asks for the same keys.
+        let mut a = budget_run(None, 500, 3).1;
+        let mut b = budget_run(None, 500, 3).1;
+        a.sort_unstable();
+        b.sort_unstable();
+        assert_eq!(a, b);
     }
 }

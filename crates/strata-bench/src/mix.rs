@@ -44,6 +44,7 @@ impl From<Vec<u32>> for Keys {
 pub struct Mix {
     rng: SmallRng,
     keys: KeySampler,
+    key_offset: u32,
     get_ratio: f64,
     mget: usize,
     sizes: ValueSize,
@@ -54,21 +55,27 @@ impl Mix {
         Mix {
             rng: SmallRng::seed_from_u64(seed),
             keys: KeySampler::new(w.dist, w.key_count),
+            key_offset: w.key_offset,
             get_ratio: w.get_ratio,
             mget: w.mget,
             sizes: w.value_size.clone(),
         }
     }
 
+    /// A key drawn from the distribution, `key_offset` on.
+    fn key(&mut self) -> u32 {
+        self.key_offset + self.keys.sample(&mut self.rng)
+    }
+
     pub fn next_op(&mut self) -> Op {
         if self.rng.random_bool(self.get_ratio) {
             let keys = match self.mget {
-                1 => Keys::One([self.keys.sample(&mut self.rng)]),
-                n => Keys::Many((0..n).map(|_| self.keys.sample(&mut self.rng)).collect()),
+                1 => Keys::One([self.key()]),
+                n => Keys::Many((0..n).map(|_| self.key()).collect()),
             };
             Op::Get { keys }
         } else {
-            let key = self.keys.sample(&mut self.rng);
+            let key = self.key();
             let len = self.value_len();
             Op::Set { key, len, generation: self.rng.random() }
         }
@@ -94,6 +101,7 @@ mod tests {
         Workload {
             protocol: Protocol::Text,
             key_count: 1000,
+            key_offset: 0,
             key_size: 16,
             value_size: sizes,
             get_ratio,

@@ -27,7 +27,7 @@ pub struct Preset {
 pub const NAMES: [&str; 7] = ["memaslap", "memtier-binary", "udp", "pipelined-get", "mget48", "object-mix", "latency"];
 
 fn workload(protocol: Protocol, key_count: u32, key_size: usize, value_size: ValueSize, get_ratio: f64, mget: usize) -> Workload {
-    Workload { protocol, key_count, key_size, value_size, get_ratio, mget, dist: KeyDist::Uniform }
+    Workload { protocol, key_count, key_offset: 0, key_size, value_size, get_ratio, mget, dist: KeyDist::Uniform }
 }
 
 pub fn preset(name: &str) -> Option<Preset> {

@@ -39,6 +39,10 @@ pub struct Report {
     pub errors: BTreeMap<String, u64>,
     pub latency: Percentiles,
     pub precision: String,
+    /// Keys the prefill stored, and its seconds (0 without a prefill, and
+    /// for `sweep` and `compare`, which do not report theirs).
+    pub prefill_keys: u64,
+    pub prefill_s: f64,
 }
 
 impl Report {
@@ -81,6 +85,10 @@ impl Report {
             "latency µs  p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}  mean {:.1}",
             l.p50_us, l.p90_us, l.p99_us, l.p999_us, l.max_us, l.mean_us
         );
+        if self.prefill_keys > 0 {
+            let rate = self.prefill_keys as f64 / self.prefill_s.max(1e-9);
+            println!("prefill     {:>12} keys in {:.2} s = {rate:.0} sets/s", self.prefill_keys, self.prefill_s);
+        }
         println!("precision   {}", self.precision);
     }
 }

@@ -3,9 +3,10 @@
 //! merge their tallies into a [`Report`].
 //!
 //! Connections are spread over threads (`conns / threads` each, the
-//! remainder to the first ones); an open-loop rate is split evenly. Each
-//! thread has its own RNG seeded `seed + thread`, so a run is reproducible
-//! as far as the server's timing allows.
+//! remainder to the first ones); an open-loop rate and a request budget
+//! (`--requests`) are split evenly. Each thread has its own RNG seeded
+//! `seed + thread`, so a run is reproducible as far as the server's timing
+//! allows (with `--requests`, the keys each thread asks for are too).
 
 use crate::driver::{drive, LoadSpec, ThreadResult};
 use crate::exchange::Codec;
@@ -36,7 +37,11 @@ pub struct RunConfig {
     pub pipeline: usize,
     /// Open-loop total rate in requests per second; None is closed loop.
     pub rate: Option<f64>,
+    /// Requests in all (`--requests`); None: until the duration's end.
+    pub requests: Option<u64>,
     pub prefill: bool,
+    /// Connections the prefill uses (`--prefill-conns`).
+    pub prefill_conns: usize,
     pub seed: u64,
     pub progress: bool,
     pub load_cpu: Option<usize>,
@@ -59,7 +64,7 @@ pub enum RunError {
 impl RunConfig {
     pub fn keyspace(&self) -> Keyspace {
         let w = &self.workload;
-        Keyspace { key_size: w.key_size, key_count: w.key_count, sizes: w.value_size.clone() }
+        Keyspace { key_size: w.key_size, key_count: w.key_end(), sizes: w.value_size.clone() }
     }
 }
 
@@ -115,54 +120,99 @@ fn probe_udp(addr: SocketAddr) -> std::io::Result<()> {
     Err(std::io::Error::other("no VERSION reply"))
 }
 
-/// Set every key once (text protocol over one TCP connection, pipelined in
-/// batches), so gets hit from the start. Returns the keys stored.
+/// Set every key once (text protocol, pipelined in batches, every reply
+/// read and checked), so gets hit from the start. The keys are cut into
+/// `prefill_conns` contiguous shares, one a connection; up to `threads`
+/// threads drive them, each its connections in turn (a batch written to
+/// each, then each one's replies read). Returns the keys stored.
 pub fn prefill(cfg: &RunConfig) -> Result<u64, RunError> {
+    let w = &cfg.workload;
+    let conns = cfg.prefill_conns.clamp(1, w.key_count as usize);
+    let threads = cfg.threads.clamp(1, conns);
+    let shares = prefill_shares(w.key_offset, w.key_count, conns);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let mine: Vec<_> = shares.iter().cloned().enumerate().skip(t).step_by(threads).collect();
+                s.spawn(move || prefill_thread(cfg, mine))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("prefill thread panicked")).sum()
+    })
+}
+
+/// `count` keys from `first` cut into `conns` contiguous shares, in order,
+/// their sizes differing by one at most.
+fn prefill_shares(first: u32, count: u32, conns: usize) -> Vec<std::ops::Range<u32>> {
+    let at = |c: usize| first + (u64::from(count) * c as u64 / conns as u64) as u32;
+    (0..conns).map(|c| at(c)..at(c + 1)).collect()
+}
+
+/// One prefill thread: its connections (index, keys) until every key is stored.
+fn prefill_thread(cfg: &RunConfig, shares: Vec<(usize, std::ops::Range<u32>)>) -> Result<u64, RunError> {
     // Debian's memcached 1.6.18 -Z stops answering a TLS pipeline of
     // 64 sets of 1 KiB part way (decrypted input left in OpenSSL is not
     // looked at until more bytes arrive), so TLS prefills in small batches.
     let batch: u32 = if cfg.tls.is_some() { 8 } else { 256 };
     let failed = |e: String| RunError::Failed(format!("prefill: {e}"));
     let ks = cfg.keyspace();
-    let mut mix = Mix::new(&cfg.workload, cfg.seed ^ 0xf111);
-    let mut conn = crate::tls::stream(cfg.server, cfg.tls.as_ref(), Duration::from_secs(10)).map_err(|e| failed(e.to_string()))?;
-    let (mut out, mut key, mut input) = (Vec::new(), Vec::new(), Vec::new());
-    let mut first = 0u32;
-    while first < ks.key_count {
-        let last = (first + batch).min(ks.key_count);
-        out.clear();
-        for k in first..last {
-            key.clear();
-            ks.write_key(k, &mut key);
-            let len = mix.value_len();
-            text::encode_set_header(&mut out, &key, ks.flags(k), 0, len as usize, false);
-            ks.write_value(k, 0, len, &mut out);
-            out.extend_from_slice(b"\r\n");
+    struct Share {
+        conn: Box<dyn crate::tls::ReadWrite>,
+        keys: std::ops::Range<u32>,
+        mix: Mix,
+        input: Vec<u8>,
+        /// Sets written and not yet answered.
+        sent: u32,
+    }
+    let mut open = Vec::new();
+    for (c, keys) in shares {
+        let conn = crate::tls::stream(cfg.server, cfg.tls.as_ref(), Duration::from_secs(10)).map_err(|e| failed(e.to_string()))?;
+        // Connection 0 draws the sizes the one-connection prefill drew.
+        let mix = Mix::new(&cfg.workload, (cfg.seed ^ 0xf111).wrapping_add(c as u64));
+        open.push(Share { conn, keys, mix, input: Vec::new(), sent: 0 });
+    }
+    let (mut out, mut key) = (Vec::new(), Vec::new());
+    let mut stored_all = 0u64;
+    while open.iter().any(|s| !s.keys.is_empty()) {
+        for s in open.iter_mut().filter(|s| !s.keys.is_empty()) {
+            let last = s.keys.end.min(s.keys.start + batch);
+            out.clear();
+            for k in s.keys.start..last {
+                key.clear();
+                ks.write_key(k, &mut key);
+                let len = s.mix.value_len();
+                text::encode_set_header(&mut out, &key, ks.flags(k), 0, len as usize, false);
+                ks.write_value(k, 0, len, &mut out);
+                out.extend_from_slice(b"\r\n");
+            }
+            s.conn.write_all(&out).map_err(|e| failed(e.to_string()))?;
+            s.sent = last - s.keys.start;
+            s.keys.start = last;
         }
-        conn.write_all(&out).map_err(|e| failed(e.to_string()))?;
-        let mut stored = 0;
-        while stored < last - first {
-            match text::parse_reply(&input, 1024) {
-                Ok(Status::Complete(text::Reply::Stored, n)) => {
-                    input.drain(..n);
-                    stored += 1;
-                }
-                Ok(Status::Complete(other, _)) => return Err(failed(format!("set answered {other:?}"))),
-                Err(e) => return Err(failed(format!("bad reply: {e:?}"))),
-                Ok(Status::Partial) => {
-                    let mut buf = [0u8; 16384];
-                    // `tls::stream` reads again after EINTR.
-                    let n = conn.read(&mut buf).map_err(|e| failed(e.to_string()))?;
-                    if n == 0 {
-                        return Err(failed("server closed the connection".into()));
+        for s in open.iter_mut().filter(|s| s.sent > 0) {
+            while s.sent > 0 {
+                match text::parse_reply(&s.input, 1024) {
+                    Ok(Status::Complete(text::Reply::Stored, n)) => {
+                        s.input.drain(..n);
+                        s.sent -= 1;
+                        stored_all += 1;
                     }
-                    input.extend_from_slice(&buf[..n]);
+                    Ok(Status::Complete(other, _)) => return Err(failed(format!("set answered {other:?}"))),
+                    Err(e) => return Err(failed(format!("bad reply: {e:?}"))),
+                    Ok(Status::Partial) => {
+                        let mut buf = [0u8; 16384];
+                        // `tls::stream` reads again after EINTR.
+                        let n = s.conn.read(&mut buf).map_err(|e| failed(e.to_string()))?;
+                        if n == 0 {
+                            return Err(failed("server closed the connection".into()));
+                        }
+                        s.input.extend_from_slice(&buf[..n]);
+                    }
                 }
             }
         }
-        first = last;
     }
-    Ok(u64::from(ks.key_count))
+    Ok(stored_all)
 }
 
 fn thread_body(cfg: &RunConfig, index: usize, conns: usize, spec: &LoadSpec, progress: &AtomicU64) -> ThreadResult {
@@ -215,12 +265,14 @@ pub fn run(cfg: &RunConfig) -> Report {
             let cfg = cfg.clone();
             let progress = progress.clone();
             let conns = cfg.conns / threads + usize::from(i < cfg.conns % threads);
+            let budget = cfg.requests.map(|n| n / threads as u64 + u64::from((i as u64) < n % threads as u64));
             std::thread::spawn(move || {
                 let spec = LoadSpec {
                     pipeline: cfg.pipeline.max(1),
                     rate: cfg.rate.map(|r| r / threads as f64),
                     start,
                     end: start + cfg.duration,
+                    budget,
                     drain: Duration::from_secs(2),
                 };
                 thread_body(&cfg, i, conns, &spec, &progress)
@@ -324,14 +376,36 @@ fn make_report(cfg: &RunConfig, threads: usize, t: &Tally, unsent: u64, elapsed:
         errors: t.error_map().into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
         latency: t.latency.percentiles(),
         precision: Report::precision(),
+        prefill_keys: 0,
+        prefill_s: 0.0,
     }
 }
 
 /// Probe, prefill if asked, run.
 pub fn run_full(cfg: &RunConfig) -> Result<Report, RunError> {
     probe(cfg)?;
-    if cfg.prefill {
-        prefill(cfg)?;
+    let t0 = Instant::now();
+    let stored = if cfg.prefill { prefill(cfg)? } else { 0 };
+    let prefill_s = if cfg.prefill { t0.elapsed().as_secs_f64() } else { 0.0 };
+    Ok(Report { prefill_keys: stored, prefill_s, ..run(cfg) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefill_shares_cover_the_keys_once_in_order() {
+        for (first, count, conns) in [(0, 10, 1), (0, 10, 3), (5, 7, 7), (1000, 300_000_000, 16), (u32::MAX - 17, 17, 16)] {
+            let shares = prefill_shares(first, count, conns);
+            assert_eq!(shares.len(), conns);
+            assert_eq!((shares[0].start, shares[conns - 1].end), (first, first + count));
+            for pair in shares.windows(2) {
+                assert_eq!(pair[0].end, pair[1].start);
+            }
+            let sizes: Vec<u32> = shares.iter().map(|r| r.end - r.start).collect();
+            let (lo, hi) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+            assert!(hi - lo <= 1, "{sizes:?}");
+        }
     }
-    Ok(run(cfg))
 }

@@ -122,6 +122,9 @@ impl KeyDist {
 pub struct Workload {
     pub protocol: Protocol,
     pub key_count: u32,
+    /// The keys are `key_offset..key_offset + key_count` (e.g. keys another
+    /// run never set, for misses).
+    pub key_offset: u32,
     pub key_size: usize,
     pub value_size: ValueSize,
     /// Fraction of requests that are gets (the rest are sets).
@@ -132,13 +135,21 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// Keys `0..key_end()` are valid indices (the last one drawn is `key_end() - 1`).
+    pub fn key_end(&self) -> u32 {
+        self.key_offset.saturating_add(self.key_count)
+    }
+
     pub fn validate(&self) -> Result<(), String> {
-        let digits = (self.key_count.max(1) - 1).to_string().len();
         if self.key_count == 0 {
             return Err("--keys must be at least 1".into());
         }
+        if self.key_offset.checked_add(self.key_count).is_none() {
+            return Err("--key-offset plus --keys must be at most 4294967295".into());
+        }
+        let digits = (self.key_end() - 1).to_string().len();
         if self.key_size < digits || self.key_size > 250 {
-            return Err(format!("--key-size must be {digits}..=250 for {} keys", self.key_count));
+            return Err(format!("--key-size must be {digits}..=250 for keys up to {}", self.key_end() - 1));
         }
         if !(0.0..=1.0).contains(&self.get_ratio) {
             return Err("--get-ratio must be within 0..=1".into());
@@ -169,5 +180,24 @@ mod tests {
         assert_eq!(KeyDist::parse("uniform"), Ok(KeyDist::Uniform));
         assert!(KeyDist::parse("zipf:-1").is_err());
         assert_eq!(Protocol::parse("binary"), Ok(Protocol::Binary));
+    }
+
+    #[test]
+    fn key_offset_moves_the_key_range() {
+        let w = Workload {
+            protocol: Protocol::Text,
+            key_count: 1_000_000,
+            key_offset: 300_000_000,
+            key_size: 20,
+            value_size: ValueSize::Fixed(64),
+            get_ratio: 1.0,
+            mget: 1,
+            dist: KeyDist::Uniform,
+        };
+        assert_eq!(w.key_end(), 301_000_000);
+        assert!(w.validate().is_ok());
+        // Nine digits do not fit a key of eight bytes.
+        assert!(Workload { key_size: 8, ..w.clone() }.validate().is_err());
+        assert!(Workload { key_offset: u32::MAX - 10, ..w }.validate().is_err());
     }
 }

@@ -124,3 +124,27 @@ fn sweep_and_compare_write_their_results() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `--prefill-conns` sets every key once over several connections and
+/// threads; `--requests` stops after that many; `--key-offset` asks for
+/// keys the prefill never set, which miss.
+#[test]
+fn parallel_prefill_request_budget_and_key_offset() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let server = Server::start(&template(), None).expect("start the server under test");
+    let addr = server.addr().to_string();
+    let common = ["run", "--server", &addr, "--key-size", "20", "--value-size", "64", "--get-ratio", "1", "--conns", "4", "--quiet", "--json", "-"];
+    let json = |extra: &[&str]| -> Value {
+        let (code, stdout, stderr) = bench(&[&common[..], extra].concat());
+        assert_eq!(code, 0, "{extra:?}\n{stdout}\n{stderr}");
+        serde_json::from_str(&stdout).unwrap()
+    };
+    let r = json(&["--keys", "20001", "--prefill-conns", "5", "--threads", "2", "--requests", "3000", "--duration", "30s"]);
+    check_report("prefill", &r);
+    assert_eq!((n(&r, "prefill_keys"), n(&r, "requests"), n(&r, "hits")), (20_001, 3000, 3000), "{r}");
+    assert!(r["prefill_s"].as_f64().unwrap() > 0.0);
+    assert!(r["elapsed_s"].as_f64().unwrap() < 20.0, "the budget did not end the run: {r}");
+    let r = json(&["--keys", "1000", "--key-offset", "20001", "--no-prefill", "--requests", "700", "--duration", "30s"]);
+    assert_eq!((n(&r, "requests"), n(&r, "hits"), n(&r, "misses"), n(&r, "error_total")), (700, 0, 700, 0), "{r}");
+    assert_eq!(n(&r, "prefill_keys"), 0);
+}
