@@ -23,7 +23,7 @@ restarts; --no-memory-file drops it and the restart phases). Phases
            passes 5% of the store's writes the comparison says
            "inconclusive"), and the server's own /proc/PID/io write_bytes
            (its O_DIRECT writes and the pages it dirtied in its mapped files
-           under `<ext_path>.idx`, listed with their dirty bytes) is shown
+           under `<FILE>.flash` beside the memory file, listed with their dirty bytes) is shown
            beside it.
   reads    fio (4 KiB random reads, O_DIRECT, io_uring, queue depth 16) over
            the flash file's written part; page cache dropped; --duration of
@@ -241,16 +241,23 @@ STATS = ["curr_items", "evictions", "extstore_write_fallbacks", "extstore_bytes_
          "extstore_pages_free", "extstore_page_evictions"]
 
 
+def state_dir(args):
+    """Where the flash tier keeps its mapped state with -e: `<FILE>.flash`
+    beside the memory file (on /dev/shm by default: never written to the
+    flash device)."""
+    return args.mem_file + ".flash"
+
+
 def server_files(args):
-    idx = args.flash_file + ".idx"
+    idx = state_dir(args)
     return [args.flash_file] + ([os.path.join(idx, f) for f in sorted(os.listdir(idx))] if os.path.isdir(idx) else [])
 
 
 def fsync_server_files(args):
-    """fsync the flash file and the mapped files beside it (`<ext_path>.idx`:
-    with -e the write buffers and indexes), so the device has what they
-    dirtied, and nobody else's pages (a global `sync` would flush those
-    too); the files."""
+    """fsync the flash file and the flash tier's mapped files (`<FILE>.flash`
+    beside the memory file: with -e the write buffers and indexes), so the
+    device has what they dirtied, and nobody else's pages (a global `sync`
+    would flush those too); the files."""
     files = server_files(args)
     for path in files:
         fd = os.open(path, os.O_RDONLY)
@@ -278,7 +285,7 @@ def load(node, args, disk):
         raise RuntimeError(f"the load stored {r['prefill_keys']} of {args.items} keys: {r}")
     settled = settle(node, args)
     d2 = disk.counters()
-    maps = node.mappings(args.flash_file + ".idx")
+    maps = node.mappings(state_dir(args))
     flushed = fsync_server_files(args)
     d3 = disk.counters()
     io = node.io()
@@ -303,7 +310,7 @@ def load(node, args, disk):
     mapped = server_files(args)[1:]
     if mapped:
         size = sum(os.stat(f).st_blocks * 512 for f in mapped)
-        t.add("<ext_path>.idx files (mapped, on the flash file's disk)", f"{len(mapped)} files, {size / 2**20:,.1f} MiB "
+        t.add("<FILE>.flash files (mapped, beside the memory file)", f"{len(mapped)} files, {size / 2**20:,.1f} MiB "
               "allocated")
         for name, (size, res, dirty) in sorted(maps.items()):
             t.add(f"… mappings of {name} (before the fsync below)", f"{size / 2**20:,.1f} MiB mapped, "
@@ -646,8 +653,8 @@ def remove_files(args):
     for f in (args.flash_file, args.mem_file, args.mem_file + ".journal", args.log):
         if os.path.exists(f):
             os.unlink(f)
-    if os.path.isdir(args.flash_file + ".idx"):
-        shutil.rmtree(args.flash_file + ".idx")
+    if os.path.isdir(state_dir(args)):
+        shutil.rmtree(state_dir(args))
 
 
 PHASES = ("load", "reads", "restart", "crash")
