@@ -61,7 +61,9 @@ pub fn make_room(g: &Globals, tier: &Tier, fi: &mut FlashIndex) -> bool {
     let (old, new) = (fi.slot_bytes(), capacity * super::index::SLOT_BYTES);
     let extra = (new - old) as u64;
     let cap = g.memory_limit.load(relaxed()) / INDEX_SHARE_DIVISOR;
-    let granted = tier.index_bytes.fetch_update(relaxed(), relaxed(), |held| (held + extra <= cap).then_some(held + extra)).is_ok();
+    // And within the flash tier's share of -m with the small store's RAM.
+    let fits = super::small::meta_room(g, tier, extra);
+    let granted = tier.index_bytes.fetch_update(relaxed(), relaxed(), |held| (fits && held + extra <= cap).then_some(held + extra)).is_ok();
     if !granted {
         return fi.has_room();
     }

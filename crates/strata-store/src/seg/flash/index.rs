@@ -39,7 +39,7 @@
 
 use std::path::Path;
 
-use super::probe::{ProbeTable, Slot};
+use super::probe::{ProbeTable, Slot, DENSE};
 
 pub const MAX_BLOCKS: u32 = (1 << 9) - 1;
 pub const MAX_PAGES: u32 = 1 << 20;
@@ -105,13 +105,13 @@ pub struct FlashIndex {
 
 impl FlashIndex {
     pub fn new() -> FlashIndex {
-        FlashIndex { table: ProbeTable::new(FILE_MAGIC), client_bytes: 0 }
+        FlashIndex { table: ProbeTable::new(FILE_MAGIC, DENSE), client_bytes: 0 }
     }
 
     /// A persistent index in the file at `path`, holding the entries an
     /// earlier process left there that `keep` accepts (recovery).
     pub fn persistent(path: &Path, mut keep: impl FnMut(&Entry) -> bool) -> std::io::Result<FlashIndex> {
-        let table = ProbeTable::persistent(path, FILE_MAGIC, |s| keep(&unpack(*s)))?;
+        let table = ProbeTable::persistent(path, FILE_MAGIC, DENSE, |s| keep(&unpack(*s)))?;
         Ok(FlashIndex { table, client_bytes: 0 })
     }
 

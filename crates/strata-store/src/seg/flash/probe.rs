@@ -124,31 +124,40 @@ pub struct ProbeTable<S: Slot> {
     magic: &'static [u8; 8],
     /// Where the background sweep for stale entries goes on.
     pub sweep_at: usize,
+    fill: Fill,
 }
 
-/// Grown at this fill (percent), by an eighth.
-const GROW_AT_PERCENT: usize = 90;
-/// A table that may not grow takes entries up to this fill.
-const FULL_AT_PERCENT: usize = 95;
+/// How full a table gets: grown (by an eighth) past `grow_at` percent; one
+/// that may not grow takes entries up to `full_at` percent. A lookup that
+/// misses probes about (1 + 1/(1 - fill)²) / 2 slots: ~13 at 75%, ~50 at
+/// 90%, ~200 at 95%.
+#[derive(Clone, Copy, Debug)]
+pub struct Fill {
+    pub grow_at: usize,
+    pub full_at: usize,
+}
+
+/// The flash index's: memory first (its lookups follow a RAM miss only).
+pub const DENSE: Fill = Fill { grow_at: 90, full_at: 95 };
 /// Shrunk to half under this fill.
 const SHRINK_UNDER_PERCENT: usize = 20;
 
 impl<S: Slot> ProbeTable<S> {
     /// An empty table in memory; `magic` names its file kind if it is
     /// ever made persistent (not here).
-    pub fn new(magic: &'static [u8; 8]) -> ProbeTable<S> {
-        ProbeTable { slots: Slots::anon(MIN_CAPACITY), len: 0, magic, sweep_at: 0 }
+    pub fn new(magic: &'static [u8; 8], fill: Fill) -> ProbeTable<S> {
+        ProbeTable { slots: Slots::anon(MIN_CAPACITY), len: 0, magic, sweep_at: 0, fill }
     }
 
     /// A persistent table in the file at `path`, holding the entries an
     /// earlier process left there that `keep` accepts (recovery). Built in
     /// `path.new` and renamed over `path`. A crash inside a backward shift
     /// can leave an entry twice (both copies identical): one is kept.
-    pub fn persistent(path: &Path, magic: &'static [u8; 8], mut keep: impl FnMut(&S) -> bool) -> std::io::Result<ProbeTable<S>> {
+    pub fn persistent(path: &Path, magic: &'static [u8; 8], fill: Fill, mut keep: impl FnMut(&S) -> bool) -> std::io::Result<ProbeTable<S>> {
         let old: Vec<S> = read_file::<S>(path, magic).into_iter().filter(|s| keep(s)).collect();
-        let capacity = (old.len() * 100 / 70 + 1).max(MIN_CAPACITY);
+        let capacity = (old.len() * 100 / (fill.grow_at - 20) + 1).max(MIN_CAPACITY);
         let fresh = new_path(path);
-        let mut table = ProbeTable { slots: Slots::mapped(&fresh, magic, capacity)?, len: 0, magic, sweep_at: 0 };
+        let mut table = ProbeTable { slots: Slots::mapped(&fresh, magic, capacity)?, len: 0, magic, sweep_at: 0, fill };
         for s in old {
             if table.place_unique(s) {
                 table.len += 1;
@@ -179,16 +188,18 @@ impl<S: Slot> ProbeTable<S> {
 
     /// The first slot with `h32` whose entry satisfies `is_it`.
     pub fn find(&self, h32: u32, mut is_it: impl FnMut(&S) -> bool) -> Option<usize> {
+        let slots: &[S] = &self.slots;
+        let n = slots.len();
         let mut i = self.home(h32);
         loop {
-            let s = &self.slots[i];
+            let s = &slots[i];
             if !s.used() {
                 return None;
             }
             if s.h32() == h32 && is_it(s) {
                 return Some(i);
             }
-            i = self.next(i);
+            i = if i + 1 == n { 0 } else { i + 1 };
         }
     }
 
@@ -209,13 +220,13 @@ impl<S: Slot> ProbeTable<S> {
 
     /// The capacity to grow to before the next insert, if it is due.
     pub fn growth(&self) -> Option<usize> {
-        ((self.len + 1) * 100 > self.slots.len() * GROW_AT_PERCENT).then(|| self.slots.len() + self.slots.len() / 8)
+        ((self.len + 1) * 100 > self.slots.len() * self.fill.grow_at).then(|| self.slots.len() + self.slots.len() / 8)
     }
 
     /// Whether one more entry fits without growing (the fill stays at most
-    /// `FULL_AT_PERCENT`).
+    /// `full_at`).
     pub fn has_room(&self) -> bool {
-        (self.len + 1) * 100 <= self.slots.len() * FULL_AT_PERCENT
+        (self.len + 1) * 100 <= self.slots.len() * self.fill.full_at
     }
 
     /// The capacity to shrink to, if the table is that sparse.
@@ -325,41 +336,53 @@ impl<S: Slot> ProbeTable<S> {
 
     /// Every entry whose h32 lies in `lo..=hi`, each passed to `visit`,
     /// which keeps or removes it (module docs: they sit in one stretch
-    /// of the table). Removals shift later entries back, so a slot is
-    /// looked at again after one is removed.
+    /// of the table). The stretch (up to the first empty slot past the
+    /// range's last home) is then rebuilt at once: its slots cleared and
+    /// the entries kept placed again in their order, each from its home,
+    /// so none lands later than it was and none is cut off from its home
+    /// by a hole (one pass, where a removal each would shift the rest of
+    /// its cluster each time).
     pub fn scan_range(&mut self, lo: u32, hi: u32, mut visit: impl FnMut(&S) -> Keep) {
         if self.len == 0 {
             return;
         }
         let n = self.slots.len();
         let (start, last_home) = (self.home(lo), self.home(hi));
-        // Positions are counted unwrapped from `start`; a stretch ends at
-        // the first empty slot at or past `last_home`.
         let end_home = if last_home >= start { last_home - start } else { last_home + n - start };
+        let mut region = Vec::new();
+        let mut removed = 0;
         let mut k = 0;
-        let mut removed_in_cluster = 0;
-        while k < n + removed_in_cluster {
-            let i = (start + k) % n;
-            let s = self.slots[i];
-            if !s.used() {
-                if k >= end_home {
-                    return;
+        {
+            let slots: &[S] = &self.slots;
+            while k < n {
+                let s = slots[(start + k) % n];
+                if !s.used() {
+                    if k >= end_home {
+                        break;
+                    }
+                } else if (lo..=hi).contains(&s.h32()) && matches!(visit(&s), Keep::Remove) {
+                    removed += 1;
+                } else {
+                    region.push(s);
                 }
                 k += 1;
-                continue;
             }
-            if (lo..=hi).contains(&s.h32()) {
-                match visit(&s) {
-                    Keep::Keep => {}
-                    Keep::Remove => {
-                        self.remove(i);
-                        removed_in_cluster += 1;
-                        continue;
-                    }
-                }
-            }
-            k += 1;
         }
+        if removed == 0 {
+            return;
+        }
+        let slots: &mut [S] = &mut self.slots;
+        for j in 0..k {
+            slots[(start + j) % n] = S::zeroed();
+        }
+        for s in region {
+            let mut i = ((u64::from(s.h32()) * n as u64) >> 32) as usize;
+            while slots[i].used() {
+                i = if i + 1 == n { 0 } else { i + 1 };
+            }
+            slots[i] = s;
+        }
+        self.len -= removed;
     }
 }
 
@@ -386,7 +409,7 @@ mod tests {
 
     #[test]
     fn a_range_scan_sees_exactly_the_entries_of_its_range() {
-        let mut t: ProbeTable<T> = ProbeTable::new(b"TESTTST1");
+        let mut t: ProbeTable<T> = ProbeTable::new(b"TESTTST1", DENSE);
         let mut x: u64 = 7;
         let mut all = Vec::new();
         for n in 1..=5000u32 {

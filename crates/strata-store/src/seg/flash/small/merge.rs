@@ -232,7 +232,7 @@ impl SegStore {
         let room = (geo.set_bytes - block::HEADER) as u64 * TARGET_FILL_PERCENT as u64 / 100;
         let by_bytes = (bytes + items * 8).div_ceil(room.max(1));
         let by_count = (items * 100).div_ceil((geo.max_set_records() * TARGET_FILL_PERCENT) as u64);
-        let cap = geo.max_sets.min(budget::summary_room(&self.g, small)).max(1);
+        let cap = geo.max_sets.min(budget::summary_room(&self.g, self.g.flash.as_ref().expect("a tier"), small, small.summary_bytes.load(relaxed()))).max(1);
         (by_bytes.max(by_count).clamp(1, u64::from(cap)) as u32, cap)
     }
 
@@ -311,6 +311,11 @@ impl SegStore {
             tier.release_small(piece.page, piece.version, piece.units);
         }
         budget::charge(&self.g, small, after as i64 - before as i64);
+        if after >= before {
+            small.summary_bytes.fetch_add((after - before) as u64, relaxed());
+        } else {
+            small.summary_bytes.fetch_sub((before - after) as u64, relaxed());
+        }
         // What found no room goes back to the log, unless the key changed
         // meanwhile (its entry is newer).
         let mut respilled = 0;

@@ -67,6 +67,7 @@ use std::sync::{Condvar, Mutex};
 
 pub(crate) use self::geometry::Geometry;
 pub(crate) use self::block::Meta as SmallMeta;
+pub(crate) use self::budget::meta_room;
 pub(crate) use self::read::Look;
 pub use self::sched::FlashRewrite;
 pub(crate) use self::walk::SmallScan;
@@ -140,8 +141,10 @@ pub(crate) struct Small {
     pub c: Counters,
     /// RAM the small store is charged in `-m` (budget.rs).
     pub bytes: AtomicU64,
-    /// Of which the indexes' slots.
+    /// Of which the indexes' slots,
     pub index_bytes: AtomicU64,
+    /// and the partitions' summaries.
+    pub summary_bytes: AtomicU64,
     /// Bytes a merge under way holds, outside -m (`stats memory`'s
     /// `store_meta_bytes`).
     pub merge_bytes: AtomicU64,
@@ -152,7 +155,7 @@ pub(crate) struct Small {
 
 impl Small {
     pub fn new(geo: Geometry) -> Small {
-        Small { geo, c: Counters::default(), bytes: AtomicU64::new(0), index_bytes: AtomicU64::new(0), merge_bytes: AtomicU64::new(0), bell: (Mutex::new(false), Condvar::new()) }
+        Small { geo, c: Counters::default(), bytes: AtomicU64::new(0), index_bytes: AtomicU64::new(0), summary_bytes: AtomicU64::new(0), merge_bytes: AtomicU64::new(0), bell: (Mutex::new(false), Condvar::new()) }
     }
 
     /// Wake the rewrite thread.
@@ -329,6 +332,7 @@ impl crate::seg::SegStore {
             kept_sets += ss.parts.iter().map(|p| u64::from(p.commit.items)).sum::<u64>();
             kept_log += ss.index.len() - ss.index.tombs;
             small.index_bytes.fetch_add(ss.index.slot_bytes() as u64, relaxed());
+            small.summary_bytes.fetch_add(ss.parts.iter().map(|p| p.summaries.bytes() as u64).sum::<u64>(), relaxed());
             budget::charge(&self.g, &small, ss.bytes() as i64);
             shard.lock().flash_small = Some(Box::new(ss));
         }

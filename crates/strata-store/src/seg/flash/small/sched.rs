@@ -94,7 +94,7 @@ impl SegStore {
                 }
             }
         }
-        if best.is_none() && super::budget::index_pressed(&self.g, small, entries) {
+        if best.is_none() && super::budget::index_pressed(&self.g, tier, small, entries) {
             best = longest.map(|(len, i, j)| (Due::Index(std::cmp::Reverse(len)), i, j));
         }
         let Some((_, shard, part)) = best else { return false };
