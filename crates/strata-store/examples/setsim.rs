@@ -23,7 +23,13 @@
 //!    dist=zipf:0.9 | uniform           key popularity (zipf over ranks 1..K)
 //!    sizes=fixed:64 | mixed:50:300     value bytes (fixed), or key + value bytes
 //!                                      uniform in [lo, hi] (per key, fixed); keys 20 bytes
-//!    mem=32 (MiB, -m)  flash=512 (MiB)  page=1 (ext_page_size: MiB, or KiB with a k)  tick=1000000
+//!    mem=32 (MiB, -m)  flash=512 (MiB)  page=1 (ext_page_size: MiB, or KiB with a k)
+//!    wbuf=4 (ext_wbuf_size, the same units; the tier takes at most -m/16)
+//!    tick=1000000 (requests between `maintain` calls)  max_secs=300
+//!    inline=0     0: a thread steps `flash_rewrite` (the server's way);
+//!                 N: no thread, the replay steps it every N requests until
+//!                 none is due (merges never lag the requests: the figures
+//!                 do not depend on how much CPU the merges get)
 //!    log=13 threshold=1 set=4096 bloom=320 small_max=512   (the small store's settings)
 //!    seed=1
 //!    sweep=NAME:V1,V2,...  one run per value of NAME (any of the names above);
@@ -33,7 +39,8 @@
 //! A run is given up as jammed (its row says after how many million
 //! requests) when in a million requests items left RAM, the small store
 //! refused some (`fallbacks`) and took none: its rewrites no longer free
-//! room. Its merges and fallbacks are then totals, not the counted part's.
+//! room; and as stalled when it takes longer than `max_secs` (300) in
+//! all. Its merges and fallbacks are then totals, not the counted part's.
 //!
 //! With `SETSIM_PROGRESS=1` in the environment it prints, every million
 //! requests, that million's miss ratio and the small store's state.
@@ -53,7 +60,10 @@
 //!   at the end; idx B/item: all the flash tier's RAM (`index_bytes`, the
 //!   larger items' index too) / every item on flash;
 //! - on flash: items on flash at the end (small store's and larger ones);
-//! - merges: rewrites done in the counted part; fallbacks: small items
+//! - merges: rewrites done in the counted part; blocks/merge: log blocks
+//!   written per merge in it (what a merge takes in, in steady state: a
+//!   merge rewrites its partition's whole extent for them, and takes at
+//!   most -m/32 / 8 KiB of them, `merge.rs`); fallbacks: small items
 //!   the small store could not take (ring full, index at its share);
 //!   dropped: items a rewrite had no room for (or under the threshold).
 
@@ -91,7 +101,14 @@ struct Config {
     flash_mb: u64,
     /// ext_page_size, KiB.
     page_kb: u64,
+    /// ext_wbuf_size, KiB (the tier takes at most -m/16 and a page).
+    wbuf_kb: u64,
     tick: u64,
+    /// 0: a thread steps the rewrites (the server's way); N: the replay
+    /// itself steps them every N requests until none is due.
+    inline: u64,
+    /// Give a run up after this many seconds (stalled).
+    max_secs: u64,
     log: u32,
     threshold: u32,
     set: usize,
@@ -111,7 +128,10 @@ impl Default for Config {
             mem_mb: 32,
             flash_mb: 512,
             page_kb: 1024,
+            wbuf_kb: 4096,
             tick: 1_000_000,
+            max_secs: 300,
+            inline: 0,
             log: 13,
             threshold: 1,
             set: 4096,
@@ -158,7 +178,15 @@ impl Config {
                     None => parse_num::<u64>(name, v) << 10,
                 }
             }
+            "wbuf" => {
+                self.wbuf_kb = match v.strip_suffix('k') {
+                    Some(kib) => parse_num(name, kib),
+                    None => parse_num::<u64>(name, v) << 10,
+                }
+            }
             "tick" => self.tick = parse_num(name, v),
+            "max_secs" => self.max_secs = parse_num(name, v),
+            "inline" => self.inline = parse_num(name, v),
             "log" => self.log = parse_num(name, v),
             "threshold" => self.threshold = parse_num(name, v),
             "set" => self.set = parse_num(name, v),
@@ -347,6 +375,8 @@ struct Run {
     /// The million of requests after which the run was given up: the
     /// small store took no item in it while items left RAM.
     jammed: Option<u64>,
+    /// Given up after `max_secs` with this many requests done.
+    stalled: Option<u64>,
     secs: f64,
     line: String,
 }
@@ -358,6 +388,7 @@ fn run(dir: &std::path::Path, c: &Config) -> Run {
     let ext = ExtConfig {
         paths: vec![ExtPath { path: path.clone(), size_bytes: c.flash_mb << 20, bucket: ExtBucket::Default }],
         page_size_bytes: c.page_kb << 10,
+        wbuf_size_bytes: c.wbuf_kb << 10,
         tunables: Arc::new(ExtTunables::default()),
         small_item_max: c.small_max,
         log_percent: c.log,
@@ -393,14 +424,18 @@ fn run(dir: &std::path::Path, c: &Config) -> Run {
         after: ExtStats::default(),
         merges_thread: 0,
         jammed: None,
+        stalled: None,
         secs: 0.0,
         line,
     };
     let store = &store;
     std::thread::scope(|scope| {
-        let rewrites = scope.spawn(|| {
+        let inline = c.inline;
+        let mut inline_state = FlashRewrite::default();
+        let stop = &stop;
+        let rewrites = scope.spawn(move || {
             let mut state = FlashRewrite::default();
-            while !stop.load(Ordering::Relaxed) {
+            while inline == 0 && !stop.load(Ordering::Relaxed) {
                 if !store.flash_rewrite(now, &mut state) {
                     store.flash_rewrite_wait(std::time::Duration::from_millis(5));
                 }
@@ -411,8 +446,16 @@ fn run(dir: &std::path::Path, c: &Config) -> Run {
             if n == c.warmup {
                 r.before = store.ext_stats().expect("flash stats");
             }
+            if n % 10_000 == 0 && started.elapsed().as_secs() >= c.max_secs {
+                r.stalled = Some(n);
+                r.after = store.ext_stats().expect("flash stats");
+                break;
+            }
             if n > 0 && n % c.tick == 0 {
                 store.maintain(now, true);
+            }
+            if inline > 0 && n % inline == 0 {
+                while store.flash_rewrite(now, &mut inline_state) {}
             }
             let id = match &zipf {
                 Some(z) => z.sample(&mut rng) - 1,
@@ -444,7 +487,7 @@ fn run(dir: &std::path::Path, c: &Config) -> Run {
                 let s = &st.small;
                 if progress {
                     eprintln!(
-                        "{:>5}M: miss {:.4}; small: {} in sets, {} in logs, merges {} (failed {}), fallbacks {}, written {} MiB, admitted {} MiB; pages free {}, tail blocked {}, write fallbacks {}; {:.0} s",
+                        "{:>5}M: miss {:.4}; small: {} in sets, {} in logs, merges {} (failed {}), fallbacks {}, written {} MiB, admitted {} MiB; pages free {}, tail blocked {}, write fallbacks {}; small RAM {} KiB ({} sets, {} tombstones); {:.0} s",
                         (n + 1) / 1_000_000,
                         window_misses as f64 / 1e6,
                         s.items_sets,
@@ -457,6 +500,9 @@ fn run(dir: &std::path::Path, c: &Config) -> Run {
                         st.pages_free,
                         s.tail_blocked,
                         st.write_fallbacks,
+                        s.ram_bytes >> 10,
+                        s.sets,
+                        s.tombstones,
                         started.elapsed().as_secs_f64()
                     );
                 }
@@ -478,12 +524,12 @@ fn run(dir: &std::path::Path, c: &Config) -> Run {
                 }
             }
         }
-        if r.jammed.is_none() {
+        if r.jammed.is_none() && r.stalled.is_none() {
             r.after = store.ext_stats().expect("flash stats");
         }
         stop.store(true, Ordering::Relaxed);
         store.flash_rewrite_wake();
-        r.merges_thread = rewrites.join().expect("rewrite thread");
+        r.merges_thread = rewrites.join().expect("rewrite thread") + inline_state.merges;
     });
     r.secs = started.elapsed().as_secs_f64();
     let _ = std::fs::remove_file(&path);
@@ -498,14 +544,19 @@ fn ratio(a: u64, b: u64) -> f64 {
     }
 }
 
-const HEADER: &str = "| stream | sizes | log % | threshold | set | bloom bits | small max | miss | cold | WA | rd/miss | fp/miss | B/item | idx B/item | on flash | merges | fallbacks | dropped | s |\n\
-                      |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
+const HEADER: &str = "| stream | sizes | log % | threshold | set | bloom bits | small max | miss | cold | WA | rd/miss | fp/miss | B/item | idx B/item | on flash | merges | blocks/merge | fallbacks | dropped | s |\n\
+                      |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
 
 fn row(c: &Config, r: &Run) -> String {
-    if let Some(m) = r.jammed {
+    let given_up = match (r.jammed, r.stalled) {
+        (Some(m), _) => Some(format!("jammed at {m}M requests")),
+        (_, Some(n)) => Some(format!("stalled: {n} requests in {} s", c.max_secs)),
+        _ => None,
+    };
+    if let Some(why) = given_up {
         let a = &r.after.small;
         return format!(
-            "| {} | {} | {} | {} | {} | {} | {} | jammed at {m}M requests | | | | | | | {} | {} | {} | {} | {:.0} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {why} | | | | | | | {} | {} | | {} | {} | {:.0} |",
             c.dist_name(),
             c.sizes_name(),
             c.log,
@@ -524,7 +575,7 @@ fn row(c: &Config, r: &Run) -> String {
     let wa = ratio(r.after.bytes_written - r.before.bytes_written, r.after.bytes_admitted - r.before.bytes_admitted);
     let small_items = a.items_sets + a.items_log;
     format!(
-        "| {} | {} | {} | {} | {} | {} | {} | {:.4} | {:.4} | {:.2} | {:.4} | {:.4} | {:.2} | {:.2} | {} | {} | {} | {} | {:.0} |",
+        "| {} | {} | {} | {} | {} | {} | {} | {:.4} | {:.4} | {:.2} | {:.4} | {:.4} | {:.2} | {:.2} | {} | {} | {:.0} | {} | {} | {:.0} |",
         c.dist_name(),
         c.sizes_name(),
         c.log,
@@ -541,6 +592,7 @@ fn row(c: &Config, r: &Run) -> String {
         ratio(r.after.index_bytes, r.after.objects_used),
         r.after.objects_used,
         a.merges - b.merges,
+        ratio(a.log_blocks_written - b.log_blocks_written, a.merges - b.merges),
         a.fallbacks - b.fallbacks,
         a.dropped - b.dropped,
         r.secs
@@ -587,7 +639,8 @@ fn main() {
              sets written {}, log blocks {}, dropped {}, spilled {}, fallbacks {}, tombstones written {}, tail blocked {}\n  \
              at the end: items in sets {} in logs {}, sets {}, partitions {}, tombstones {}, small RAM {} B; flash index RAM {} B, items on flash {}; \
              extstore written {} admitted {} (whole run WA {:.2}), page evictions {} reclaims {}, objects evicted {}, write fallbacks {}, miss_from_extstore {}, badcrc {}; rewrite thread merges {}",
-            r.jammed.map_or(String::new(), |m| format!(" JAMMED after {m}M requests")),
+            r.jammed.map_or(String::new(), |m| format!(" JAMMED after {m}M requests"))
+                + &r.stalled.map_or(String::new(), |n| format!(" STALLED after {n} requests")),
             r.line,
             r.counted,
             r.misses,
