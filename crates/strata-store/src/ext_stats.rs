@@ -159,6 +159,9 @@ pub struct SmallStats {
     pub tombstones_written: u64,
     /// RAM it takes, counted in `-m` (index, filters and hit bits, directories).
     pub ram_bytes: u64,
+    /// Of which the indexes' slots and the sets' summaries.
+    pub index_ram_bytes: u64,
+    pub summary_ram_bytes: u64,
     /// Bytes a rewrite under way holds, outside `-m` (its log blocks,
     /// records, chunk buffers; 0 between rewrites).
     pub merge_bytes: u64,

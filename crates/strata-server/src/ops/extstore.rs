@@ -158,6 +158,8 @@ pub fn small_lines(e: &ExtStats, stat: &mut dyn FnMut(&'static str, String)) {
         ("extstore_small_log_hits", s.log_hits),
         ("extstore_small_tombstones_written", s.tombstones_written),
         ("extstore_small_ram_bytes", s.ram_bytes),
+        ("extstore_small_index_bytes", s.index_ram_bytes),
+        ("extstore_small_summary_bytes", s.summary_ram_bytes),
         ("extstore_small_merge_bytes", s.merge_bytes),
         ("extstore_small_tail_blocked", s.tail_blocked),
     ] {

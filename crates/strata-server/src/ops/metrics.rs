@@ -459,6 +459,8 @@ const STRATA_GENERAL: &[Simple] = &[
     c("strata_extstore_small_log_hits_total", "extstore_small_log_hits", "Small items served from their log block."),
     c("strata_extstore_small_tombstones_written_total", "extstore_small_tombstones_written", "Tombstones written."),
     g("strata_extstore_small_ram_bytes", "extstore_small_ram_bytes", "Bytes of RAM the small store takes (counted in -m)."),
+    g("strata_extstore_small_index_bytes", "extstore_small_index_bytes", "Of the small store's RAM, its log indexes' slots."),
+    g("strata_extstore_small_summary_bytes", "extstore_small_summary_bytes", "Of the small store's RAM, the sets' Bloom filters and hit bits."),
     g("strata_extstore_small_merge_bytes", "extstore_small_merge_bytes", "Bytes a partition rewrite under way holds (outside -m)."),
     c("strata_extstore_small_tail_blocked_total", "extstore_small_tail_blocked", "Times the flash log found every old page still holding small-store data."),
 ];

@@ -86,6 +86,10 @@ pub(crate) struct Globals {
     pub(super) walk_buffers: Mutex<Vec<Vec<u8>>>,
     /// Their capacity in all (`stats memory` `store_meta_bytes`).
     pub(super) walk_buffer_bytes: AtomicUsize,
+    /// Of the allocated bytes, the shards' index and ghost charges
+    /// (`shard/charge.rs`): the flash tier's RAM leaves them room
+    /// (`flash/small/budget.rs`).
+    pub(crate) per_item_charged: AtomicU64,
 }
 
 impl Globals {

@@ -206,6 +206,7 @@ impl SegStore {
                 explicit_cas_max: AtomicU64::new(0),
                 walk_buffers: Mutex::new(Vec::new()),
                 walk_buffer_bytes: AtomicUsize::new(0),
+                per_item_charged: AtomicU64::new(0),
                 config,
             },
         }

@@ -410,3 +410,38 @@ fn a_dump_lists_every_small_item_once_from_sets_logs_and_ram() {
 fn value_of(i: usize, version: usize) -> Vec<u8> {
     value(i, version)
 }
+
+/// Far more small items than a tiny `-m` can index: the flash tier's RAM
+/// (write buffers, both indexes, summaries) stays within 7/8 of `-m` so
+/// the segments keep room and every store succeeds (an index past its
+/// share once took `-m` whole: SERVER_ERROR out of memory); items the
+/// index has no room for are evicted, not put in the larger items' index;
+/// the merges keep the sets growing while the index is full.
+#[test]
+fn a_full_flash_budget_never_refuses_a_store() {
+    let dir = TempDir::new("small-budget");
+    let m = 2u64 << 20;
+    let s = store(m, &dir, 96 << 20);
+    let (now, n) = (100, 600_000);
+    let ((), _) = with_rewrites(&s, now, || {
+        for i in 0..n {
+            set(&s, i, 1, now);
+        }
+    });
+    s.check_integrity();
+    let st = s.ext_stats().expect("stats");
+    let stats = s.stats();
+    let flash_ram = stats.flash_index_bytes + stats.flash_buffer_bytes;
+    assert!(flash_ram <= m / 8 * 7, "flash RAM {flash_ram} of -m {m}: {:?}", st.small);
+    assert!(st.small.fallbacks > 0, "the budget binds: {:?}", st.small);
+    // Evicted rather than given 12-byte entries in the larger items' index.
+    assert!(st.objects_used - (st.small.items_sets + st.small.items_log) < n as u64 / 100, "{} on flash: {:?}", st.objects_used, st.small);
+    // The sets hold most of what is on flash, at a few bytes of RAM each.
+    assert!(st.small.items_sets > st.small.items_log && st.small.items_sets > 100_000, "{:?}", st.small);
+    assert!(st.small.summary_ram_bytes * 10 < st.small.items_sets * 16, "{:?}", st.small);
+    let mut hits = 0;
+    for i in (0..n).step_by(7) {
+        hits += usize::from(version(&s, i, now) == Some(1));
+    }
+    assert!(hits * 7 * 100 >= n * 25, "{hits} of {} sampled hit", n / 7);
+}

@@ -431,8 +431,12 @@ impl Shard {
         if exptime != 0 && (exptime <= now || exptime - now < t.low_ttl.load(relaxed())) {
             return false;
         }
-        if self.flash_small.is_some() && self.demote_small(g, tier, loc, h, hash, access, exptime) {
-            return true;
+        if self.flash_small.is_some() {
+            match self.demote_small(g, tier, loc, h, hash, access, exptime) {
+                Ok(()) => return true,
+                Err(small::Refused::NoRoom) => return false,
+                Err(small::Refused::NotHere) => {}
+            }
         }
         // The index's slots are counted in -m: no room, no flash.
         if !budget::make_room(g, tier, self.flash.as_mut().expect("flash index")) {
@@ -471,8 +475,8 @@ impl Shard {
     /// within `ext_small_item_max`): into its partition's log block; the
     /// key's larger records, if any, are older and go.
     #[allow(clippy::too_many_arguments)]
-    fn demote_small(&mut self, g: &Globals, tier: &Tier, loc: Loc, h: &Header, hash: u64, access: RelTime, exptime: RelTime) -> bool {
-        let Some(ss) = self.flash_small.as_deref_mut() else { return false };
+    fn demote_small(&mut self, g: &Globals, tier: &Tier, loc: Loc, h: &Header, hash: u64, access: RelTime, exptime: RelTime) -> Result<(), small::Refused> {
+        let Some(ss) = self.flash_small.as_deref_mut() else { return Err(small::Refused::NotHere) };
         let seg = &self.segs[loc.seg as usize];
         let item = &seg.buf[loc.offset as usize..];
         let (key, value) = (h.key(item), h.value(item));
@@ -484,14 +488,12 @@ impl Shard {
             bits: h.bits & (FETCHED | STALE | TOKEN_SENT | KEY_BINARY),
             rrpv: 0,
         };
-        if !small::admit(g, ss, hash, key, value, &meta) {
-            return false;
-        }
+        small::admit(g, ss, hash, key, value, &meta)?;
         let header = crate::memcached_item_size(key.len(), h.flags, 10, !g.config.cas_disabled);
         self.classes.flash_written(g.config.classes.class_of(header), header);
         if let Some(fi) = self.flash.as_mut() {
             fi.remove_all(hash, |e| tier.forget(e.page, e.version4));
         }
-        true
+        Ok(())
     }
 }

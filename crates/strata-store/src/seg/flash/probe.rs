@@ -1,21 +1,16 @@
 //! The open-addressing table both flash indexes are built on (the flash
 //! tier's `index.rs`, 12-byte entries, and the small store's
 //! `small/index.rs`, 8-byte entries): linear probing from a home slot
-//! chosen by fastrange on 32 bits of the key's hash, backward-shift
-//! deletion, no tombstones. Each slot carries those 32 bits itself, since
-//! rehashing (growth, deletion) cannot read the key from flash.
+//! chosen by fastrange on 32 bits of the key's hash (`Slot::h32`, which an
+//! index may mix first), backward-shift deletion, no tombstones. Each slot
+//! carries its hash bits itself, since rehashing (growth, deletion) cannot
+//! read the key from flash.
 //!
 //! ```text
-//!  home(h32) = h32 * capacity >> 32         monotone in h32: the entries
-//!  slots: │ … │ a │ b │ c │ 0 │ … │          whose h32 lie in [lo, hi] sit
-//!            ▲ home(a)   ▲ first empty     from home(lo) up to the first
-//!                                          empty slot past home(hi)
+//!  home(h32) = h32 * capacity >> 32
+//!  slots: │ … │ a │ b │ c │ 0 │ … │
+//!            ▲ home(a)   ▲ first empty
 //! ```
-//!
-//! Because the home is monotone in h32, every entry whose h32 lies in a
-//! range sits in one stretch of the table ([`ProbeTable::scan_range`]): the
-//! small store walks one partition's entries (a range of h32) without
-//! looking at the others.
 //!
 //! Slot memory ([`Slots`]) is an anonymous mapping (a grown-out table goes
 //! back to the kernel whole), the heap if that mapping fails, or a shared
@@ -187,6 +182,17 @@ impl<S: Slot> ProbeTable<S> {
     }
 
     /// The first slot with `h32` whose entry satisfies `is_it`.
+    /// The longest run of used slots (tests: how far a lookup may probe).
+    #[cfg(test)]
+    pub fn longest_run(&self) -> usize {
+        let (mut longest, mut run) = (0, 0);
+        for s in self.slots.iter() {
+            run = if s.used() { run + 1 } else { 0 };
+            longest = longest.max(run);
+        }
+        longest
+    }
+
     pub fn find(&self, h32: u32, mut is_it: impl FnMut(&S) -> bool) -> Option<usize> {
         let slots: &[S] = &self.slots;
         let n = slots.len();
@@ -227,6 +233,11 @@ impl<S: Slot> ProbeTable<S> {
     /// `full_at`).
     pub fn has_room(&self) -> bool {
         (self.len + 1) * 100 <= self.slots.len() * self.fill.full_at
+    }
+
+    /// The capacity that holds the entries at `percent` full.
+    pub fn fit(&self, percent: usize) -> usize {
+        ((self.len + 1) * 100 / percent.max(1)).max(MIN_CAPACITY)
     }
 
     /// The capacity to shrink to, if the table is that sparse.
@@ -334,59 +345,23 @@ impl<S: Slot> ProbeTable<S> {
         false
     }
 
-    /// Every entry whose h32 lies in `lo..=hi`, each passed to `visit`,
-    /// which keeps or removes it (module docs: they sit in one stretch
-    /// of the table). The stretch (up to the first empty slot past the
-    /// range's last home) is then rebuilt at once: its slots cleared and
-    /// the entries kept placed again in their order, each from its home,
-    /// so none lands later than it was and none is cut off from its home
-    /// by a hole (one pass, where a removal each would shift the rest of
-    /// its cluster each time).
-    pub fn scan_range(&mut self, lo: u32, hi: u32, mut visit: impl FnMut(&S) -> Keep) {
-        if self.len == 0 {
-            return;
-        }
-        let n = self.slots.len();
-        let (start, last_home) = (self.home(lo), self.home(hi));
-        let end_home = if last_home >= start { last_home - start } else { last_home + n - start };
-        let mut region = Vec::new();
-        let mut removed = 0;
-        let mut k = 0;
-        {
-            let slots: &[S] = &self.slots;
-            while k < n {
-                let s = slots[(start + k) % n];
-                if !s.used() {
-                    if k >= end_home {
-                        break;
-                    }
-                } else if (lo..=hi).contains(&s.h32()) && matches!(visit(&s), Keep::Remove) {
-                    removed += 1;
-                } else {
-                    region.push(s);
-                }
-                k += 1;
+    /// Every entry, each passed to `visit`, which keeps or removes it;
+    /// those removed then go one by one (each from its home, by value).
+    pub fn scan(&mut self, mut visit: impl FnMut(&S) -> Keep) {
+        let mut gone = Vec::new();
+        for s in self.slots.iter() {
+            if s.used() && matches!(visit(s), Keep::Remove) {
+                gone.push(*s);
             }
         }
-        if removed == 0 {
-            return;
+        for s in gone {
+            let i = self.find(s.h32(), |x| *x == s).expect("a scanned entry is in its table");
+            self.remove(i);
         }
-        let slots: &mut [S] = &mut self.slots;
-        for j in 0..k {
-            slots[(start + j) % n] = S::zeroed();
-        }
-        for s in region {
-            let mut i = ((u64::from(s.h32()) * n as u64) >> 32) as usize;
-            while slots[i].used() {
-                i = if i + 1 == n { 0 } else { i + 1 };
-            }
-            slots[i] = s;
-        }
-        self.len -= removed;
     }
 }
 
-/// What [`ProbeTable::scan_range`]'s visitor does with an entry.
+/// What [`ProbeTable::scan`]'s visitor does with an entry.
 pub enum Keep {
     Keep,
     Remove,
@@ -422,20 +397,18 @@ mod tests {
             t.insert([h, n]);
             all.push((h, n));
         }
-        for (lo, hi) in [(0, u32::MAX), (0, 1 << 20), (1 << 30, 1 << 31), (u32::MAX - 30, u32::MAX), (5, 5)] {
-            let mut seen = Vec::new();
-            t.scan_range(lo, hi, |s| {
-                seen.push((s[0], s[1]));
-                Keep::Keep
-            });
-            seen.sort_unstable();
-            let mut want: Vec<_> = all.iter().copied().filter(|(h, _)| (lo..=hi).contains(h)).collect();
-            want.sort_unstable();
-            assert_eq!(seen, want, "range {lo}..={hi}");
-        }
+        let mut seen = Vec::new();
+        t.scan(|s| {
+            seen.push((s[0], s[1]));
+            Keep::Keep
+        });
+        seen.sort_unstable();
+        let mut want = all.clone();
+        want.sort_unstable();
+        assert_eq!(seen, want);
         // Remove every odd entry of a range; the rest stays findable.
         let (lo, hi) = (0, u32::MAX / 3);
-        t.scan_range(lo, hi, |s| if s[1] % 2 == 1 { Keep::Remove } else { Keep::Keep });
+        t.scan(|s| if (lo..=hi).contains(&s[0]) && s[1] % 2 == 1 { Keep::Remove } else { Keep::Keep });
         for &(h, n) in &all {
             let gone = (lo..=hi).contains(&h) && n % 2 == 1;
             assert_eq!(t.find(h, |s| s[1] == n).is_some(), !gone, "entry {n}");

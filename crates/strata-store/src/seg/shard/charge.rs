@@ -45,9 +45,11 @@ impl Shard {
         let now = self.per_item_bytes();
         if now > self.charged {
             g.allocated.fetch_add((now - self.charged) as u64, Ordering::Relaxed);
+            g.per_item_charged.fetch_add((now - self.charged) as u64, Ordering::Relaxed);
             g.shed_pooled();
         } else if now < self.charged {
             g.allocated.fetch_sub((self.charged - now) as u64, Ordering::Relaxed);
+            g.per_item_charged.fetch_sub((self.charged - now) as u64, Ordering::Relaxed);
         }
         self.charged = now;
     }

@@ -142,6 +142,13 @@ impl Geometry {
     pub fn max_set_records(&self) -> usize {
         max_records(self.set_bytes)
     }
+
+    /// Summary bytes an item in a set costs at the target fill of ~90-byte
+    /// records, in 1/1024 bytes (`budget.rs`' reserve for the log's items).
+    pub fn summary_per_item_1024(&self) -> u64 {
+        let expected = (self.set_bytes * TARGET_FILL_PERCENT / 100 / 90).clamp(1, self.max_set_records());
+        (self.shape.bytes_per_set() as u64 * 1024).div_ceil(expected as u64)
+    }
 }
 
 /// The set of `frac` among `sets`.

@@ -22,9 +22,10 @@
 //! ```
 //!
 //! While a merge runs, reads use the old extent and the log blocks (both
-//! stay on the device until the commit lets them go), and every change of
-//! a key of the partition leaves a tombstone (`write::maybe_in_set`), so a
-//! record the new extent took from before the change stays shadowed.
+//! stay on the device until the commit lets them go), and a change of a
+//! key of the partition that has an entry, or that the old filters may
+//! hold, leaves a tombstone (`write::shadow`), so a record the new extent
+//! took from before the change stays shadowed.
 
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::FileExt;
@@ -232,7 +233,7 @@ impl SegStore {
         let room = (geo.set_bytes - block::HEADER) as u64 * TARGET_FILL_PERCENT as u64 / 100;
         let by_bytes = (bytes + items * 8).div_ceil(room.max(1));
         let by_count = (items * 100).div_ceil((geo.max_set_records() * TARGET_FILL_PERCENT) as u64);
-        let cap = geo.max_sets.min(budget::summary_room(&self.g, self.g.flash.as_ref().expect("a tier"), small, small.summary_bytes.load(relaxed()))).max(1);
+        let cap = geo.max_sets.min(budget::summary_room(&self.g, self.g.flash.as_ref().expect("a tier"), small)).max(1);
         (by_bytes.max(by_count).clamp(1, u64::from(cap)) as u32, cap)
     }
 
@@ -320,7 +321,7 @@ impl SegStore {
         // meanwhile (its entry is newer).
         let mut respilled = 0;
         for r in &built.spilled {
-            if ss.index.find(r.hash).is_none() && super::write::admit_as(&self.g, ss, r.hash, &r.key, &r.value, &r.meta, false) {
+            if ss.index.find(r.hash).is_none() && super::write::admit_as(&self.g, ss, r.hash, &r.key, &r.value, &r.meta, false).is_ok() {
                 respilled += 1;
             }
         }

@@ -71,7 +71,7 @@ pub(crate) use self::budget::meta_room;
 pub(crate) use self::read::Look;
 pub use self::sched::FlashRewrite;
 pub(crate) use self::walk::SmallScan;
-pub(crate) use self::write::{admit, bump_log_entry, drop_log_entry, maintain, shadow};
+pub(crate) use self::write::{admit, bump_log_entry, drop_log_entry, maintain, shadow, Refused};
 use self::dir::{BlockAt, Commit, Dir, RING_OPEN};
 use self::geometry::LOG_BLOCK;
 use self::index::{Entry, SmallIndex, RING_SLOTS};
@@ -376,6 +376,8 @@ impl crate::seg::SegStore {
             log_hits: c.log_hits.load(r),
             tombstones_written: c.tombs_written.load(r),
             ram_bytes: small.bytes.load(r),
+            index_ram_bytes: small.index_bytes.load(r),
+            summary_ram_bytes: small.summary_bytes.load(r),
             merge_bytes: small.merge_bytes.load(r),
             tail_blocked: tier.c.tail_blocked.load(r),
             ..crate::SmallStats::default()

@@ -66,18 +66,22 @@ impl SegStore {
         let margin = super::geometry::margin_pages(tier.page_count() as u64);
         let (free, oldest) = (tier.free_page_count(), tier.oldest_sealed_seq());
         let mut entries = 0;
-        let mut longest: Option<(u32, usize, usize)> = None;
+        // The partition with the longest log in the shard whose index is
+        // fullest: under the index's pressure, merging there keeps the
+        // shards' tables even (one full refuses items while others idle).
+        let mut longest: Option<((usize, u32), usize, usize)> = None;
         let mut best: Option<(Due, usize, usize)> = None;
         for (i, shard) in self.shards.iter().enumerate() {
             let guard = shard.lock();
             let Some(ss) = guard.flash_small.as_deref() else { continue };
             entries += ss.index.len();
+            let fill = ss.index.len() * 1000 / (ss.index.slot_bytes() / super::index::SLOT_BYTES).max(1);
             for (j, p) in ss.parts.iter().enumerate() {
                 if p.merging {
                     continue;
                 }
-                if p.ring_len() > longest.map_or(0, |l| l.0) {
-                    longest = Some((p.ring_len(), i, j));
+                if p.ring_len() > 0 && longest.is_none_or(|l| (fill, p.ring_len()) > l.0) {
+                    longest = Some(((fill, p.ring_len()), i, j));
                 }
                 let due = if p.ring_len() as usize >= RING_SLOTS * 3 / 4 {
                     Some(Due::Ring(std::cmp::Reverse(p.ring_len())))
@@ -95,7 +99,7 @@ impl SegStore {
             }
         }
         if best.is_none() && super::budget::index_pressed(&self.g, tier, small, entries) {
-            best = longest.map(|(len, i, j)| (Due::Index(std::cmp::Reverse(len)), i, j));
+            best = longest.map(|((_, len), i, j)| (Due::Index(std::cmp::Reverse(len)), i, j));
         }
         let Some((_, shard, part)) = best else { return false };
         let merged = self.merge_part(shard, part, &mut state.stream, now) == Merged::Done;

@@ -28,28 +28,47 @@ fn relaxed() -> Ordering {
     Ordering::Relaxed
 }
 
-/// Whether `part`'s sets may hold `hash`.
+/// Whether `part`'s sets, or the extent a merge under way is building,
+/// may hold `hash`.
 pub(super) fn maybe_in_set(part: &Part, place_frac: u32, hash: u64) -> bool {
-    part.merging || (part.commit.sets > 0 && part.summaries.may_contain(set_of(place_frac, part.commit.sets), hash))
+    part.merging || filter_says(part, place_frac, hash)
+}
+
+/// Whether the filter of `hash`'s set in `part`'s committed extent says
+/// the set may hold it.
+fn filter_says(part: &Part, place_frac: u32, hash: u64) -> bool {
+    part.commit.sets > 0 && part.summaries.may_contain(set_of(place_frac, part.commit.sets), hash)
+}
+
+/// Why the small store did not take an item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// Not a small item, or no room in its partition's log now (ring full,
+    /// no page): the larger items' log may take it.
+    NotHere,
+    /// Its index is at its share of `-m`: the item is evicted, as without
+    /// flash (in the larger items' index it would cost 12-14 bytes where a
+    /// set costs ~1.4, and take the room the merges give the sets).
+    NoRoom,
 }
 
 /// Put an item leaving RAM into its partition's open log block (module
-/// docs); false if it cannot go there.
-pub(crate) fn admit(g: &Globals, ss: &mut SmallShard, hash: u64, key: &[u8], value: &[u8], meta: &block::Meta) -> bool {
+/// docs).
+pub(crate) fn admit(g: &Globals, ss: &mut SmallShard, hash: u64, key: &[u8], value: &[u8], meta: &block::Meta) -> Result<(), Refused> {
     admit_as(g, ss, hash, key, value, meta, true)
 }
 
 /// `admit`; `new`: an item from RAM (counted as admitted), not one a
 /// rewrite had no room for (`merge.rs`).
-pub(super) fn admit_as(g: &Globals, ss: &mut SmallShard, hash: u64, key: &[u8], value: &[u8], meta: &block::Meta, new: bool) -> bool {
-    let (Some(small), Some(tier)) = (g.small.as_ref(), g.flash.as_ref()) else { return false };
+pub(super) fn admit_as(g: &Globals, ss: &mut SmallShard, hash: u64, key: &[u8], value: &[u8], meta: &block::Meta, new: bool) -> Result<(), Refused> {
+    let (Some(small), Some(tier)) = (g.small.as_ref(), g.flash.as_ref()) else { return Err(Refused::NotHere) };
     if key.len() + value.len() > small.geo.item_max {
-        return false;
+        return Err(Refused::NotHere);
     }
     let fresh = ss.index.find(hash).is_none();
     if fresh && !budget::index_room(g, tier, &mut ss.index, false) {
         small.c.fallbacks.fetch_add(1, relaxed());
-        return false;
+        return Err(Refused::NoRoom);
     }
     let place = small.geo.place(hash);
     let index = loop {
@@ -58,7 +77,7 @@ pub(super) fn admit_as(g: &Globals, ss: &mut SmallShard, hash: u64, key: &[u8], 
             if part.ring_len() as usize >= RING_SLOTS - 1 {
                 small.ring();
                 small.c.fallbacks.fetch_add(1, relaxed());
-                return false;
+                return Err(Refused::NotHere);
             }
             ss.dir.ring_mut(place.part)[slot_of(part.tail)] = RING_OPEN;
             part.tail = part.tail.wrapping_add(1);
@@ -71,7 +90,7 @@ pub(super) fn admit_as(g: &Globals, ss: &mut SmallShard, hash: u64, key: &[u8], 
         }
         if b.count() == 0 || !seal_open(small, tier, ss, place.part) {
             small.c.fallbacks.fetch_add(1, relaxed());
-            return false;
+            return Err(Refused::NotHere);
         }
     };
     if fresh && maybe_in_set(&ss.parts[place.part], place.frac, hash) {
@@ -88,7 +107,7 @@ pub(super) fn admit_as(g: &Globals, ss: &mut SmallShard, hash: u64, key: &[u8], 
         small.c.admitted.fetch_add(1, relaxed());
         small.c.admitted_bytes.fetch_add((key.len() + value.len()) as u64, relaxed());
     }
-    true
+    Ok(())
 }
 
 /// Append partition `part`'s open block to the tier's log; its ring slot
@@ -116,7 +135,14 @@ pub(super) fn seal_open(small: &Small, tier: &Tier, ss: &mut SmallShard, part: u
 pub(crate) fn shadow(g: &Globals, shard: &mut Shard, hash: u64) {
     let (Some(small), Some(tier), Some(ss)) = (g.small.as_ref(), g.flash.as_ref(), shard.flash_small.as_deref_mut()) else { return };
     let place = small.geo.place(hash);
-    let maybe = maybe_in_set(&ss.parts[place.part], place.frac, hash);
+    // A merge's new extent takes a log record only if its key had an entry
+    // at the snapshot, which stays (as the record's, or a tombstone) until
+    // the commit; and an old set's record only if the filter says so. So a
+    // key with no entry needs a tombstone only if the filter says so, and
+    // one with an entry keeps it (as a tombstone) while a merge runs.
+    let part = &ss.parts[place.part];
+    let maybe = maybe_in_set(part, place.frac, hash);
+    let in_sets = filter_says(part, place.frac, hash);
     match ss.index.find(hash) {
         Some((i, Entry::Log { .. })) => {
             if maybe {
@@ -127,7 +153,7 @@ pub(crate) fn shadow(g: &Globals, shard: &mut Shard, hash: u64) {
             }
         }
         Some((_, Entry::Tomb)) => {}
-        None if maybe => {
+        None if in_sets => {
             // Never refused: without it an old copy could come back.
             budget::index_room(g, tier, &mut ss.index, true);
             ss.index.put(hash, Entry::Tomb);
@@ -155,7 +181,7 @@ pub(crate) fn bump_log_entry(shard: &mut Shard, hash: u64) {
 
 /// Once a tick: a sparse index shrinks (its bytes go back to `-m`).
 pub(crate) fn maintain(g: &Globals, shard: &mut Shard) {
-    if let Some(ss) = shard.flash_small.as_deref_mut() {
-        budget::shrink_index(g, &mut ss.index);
+    if let (Some(ss), Some(tier)) = (shard.flash_small.as_deref_mut(), g.flash.as_ref()) {
+        budget::shrink_index(g, tier, &mut ss.index);
     }
 }
