@@ -56,6 +56,7 @@ impl ReadBuf {
 
     /// Free space for at least `min` more bytes, moving unconsumed bytes to
     /// the front first.
+    #[inline]
     pub fn spare(&mut self, min: usize) -> &mut [u8] {
         if self.start > 0 && self.data.len() - self.end < min {
             self.data.copy_within(self.start..self.end, 0);
