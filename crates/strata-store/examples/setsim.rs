@@ -547,6 +547,11 @@ fn ratio(a: u64, b: u64) -> f64 {
 const HEADER: &str = "| stream | sizes | log % | threshold | set | bloom bits | small max | miss | cold | WA | rd/miss | fp/miss | B/item | idx B/item | on flash | merges | blocks/merge | fallbacks | dropped | s |\n\
                       |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
 
+/// A row's first cells: the run's stream and settings.
+fn settings_cells(c: &Config) -> String {
+    format!("| {} | {} | {} | {} | {} | {} | {} |", c.dist_name(), c.sizes_name(), c.log, c.threshold, c.set, c.bloom, c.small_max)
+}
+
 fn row(c: &Config, r: &Run) -> String {
     let given_up = match (r.jammed, r.stalled) {
         (Some(m), _) => Some(format!("jammed at {m}M requests")),
@@ -556,14 +561,8 @@ fn row(c: &Config, r: &Run) -> String {
     if let Some(why) = given_up {
         let a = &r.after.small;
         return format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {why} | | | | | | | {} | {} | | {} | {} | {:.0} |",
-            c.dist_name(),
-            c.sizes_name(),
-            c.log,
-            c.threshold,
-            c.set,
-            c.bloom,
-            c.small_max,
+            "{} {why} | | | | | | | {} | {} | | {} | {} | {:.0} |",
+            settings_cells(c),
             r.after.objects_used,
             a.merges,
             a.fallbacks,
@@ -575,14 +574,8 @@ fn row(c: &Config, r: &Run) -> String {
     let wa = ratio(r.after.bytes_written - r.before.bytes_written, r.after.bytes_admitted - r.before.bytes_admitted);
     let small_items = a.items_sets + a.items_log;
     format!(
-        "| {} | {} | {} | {} | {} | {} | {} | {:.4} | {:.4} | {:.2} | {:.4} | {:.4} | {:.2} | {:.2} | {} | {} | {:.0} | {} | {} | {:.0} |",
-        c.dist_name(),
-        c.sizes_name(),
-        c.log,
-        c.threshold,
-        c.set,
-        c.bloom,
-        c.small_max,
+        "{} {:.4} | {:.4} | {:.2} | {:.4} | {:.4} | {:.2} | {:.2} | {} | {} | {:.0} | {} | {} | {:.0} |",
+        settings_cells(c),
         ratio(r.misses, r.counted),
         ratio(r.cold, r.counted),
         wa,

@@ -301,3 +301,26 @@ pub fn stats_of(stream: &mut TcpStream, group: &str) -> Vec<(String, String)> {
         })
         .collect()
 }
+
+/// A directory of a test's own under the temp dir (`strata-{prefix}-{pid}-{name}`),
+/// emptied when made and removed at the end.
+pub struct ScratchDir(pub std::path::PathBuf);
+
+impl ScratchDir {
+    pub fn new(prefix: &str, name: &str) -> ScratchDir {
+        let dir = std::env::temp_dir().join(format!("strata-{prefix}-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        ScratchDir(dir)
+    }
+
+    pub fn join(&self, name: &str) -> std::path::PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

@@ -10,37 +10,27 @@ use crate::common;
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
-use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Conn, Server};
+use common::{Conn, ScratchDir, Server};
 
 const KEYS: usize = 20_000;
 const WRITERS: usize = 4;
 
-struct Files(PathBuf);
+struct Files(ScratchDir);
 
 impl Files {
     fn new(name: &str) -> Files {
-        let dir = std::env::temp_dir().join(format!("strata-flash-overwrite-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("dir");
-        Files(dir)
+        Files(ScratchDir::new("flash-overwrite", name))
     }
 
     fn args(&self) -> Vec<String> {
         let ext = format!("ext_path={}:256m", self.0.join("flash").display());
         let mem = self.0.join("memory").display().to_string();
         ["-t", "2", "-m", "8", "-e", &mem, "-o", &ext].iter().map(|s| s.to_string()).collect()
-    }
-}
-
-impl Drop for Files {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

@@ -10,35 +10,25 @@
 use crate::common;
 
 use std::io::{BufRead, Write};
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Conn, Server};
+use common::{Conn, ScratchDir, Server};
 
 const KEYS: usize = 6000;
 
 /// A memory file and a flash file, removed at the end.
-struct Files(PathBuf);
+struct Files(ScratchDir);
 
 impl Files {
     fn new(name: &str) -> Files {
-        let dir = std::env::temp_dir().join(format!("strata-flash-restart-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Files(dir)
+        Files(ScratchDir::new("flash-restart", name))
     }
 
     fn args(&self) -> Vec<String> {
         let ext = format!("ext_page_size=8,ext_wbuf_size=2,ext_path={}:256m", self.0.join("flash").display());
         let mem = self.0.join("memory").display().to_string();
         ["-t", "2", "-m", "8", "-A", "-e", &mem, "-o", &ext].iter().map(|s| s.to_string()).collect()
-    }
-}
-
-impl Drop for Files {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

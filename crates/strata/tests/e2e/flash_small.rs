@@ -10,34 +10,24 @@ use crate::common;
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Conn, Server};
+use common::{Conn, ScratchDir, Server};
 
 const KEYS: usize = 360_000;
 
-struct Files(PathBuf);
+struct Files(ScratchDir);
 
 impl Files {
     fn new(name: &str) -> Files {
-        let dir = std::env::temp_dir().join(format!("strata-flash-small-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Files(dir)
+        Files(ScratchDir::new("flash-small", name))
     }
 
     fn start(&self) -> Server {
         let ext = format!("ext_page_size=2,ext_wbuf_size=2,ext_path={}:64m", self.0.join("flash").display());
         let mem = self.0.join("memory").display().to_string();
         Server::strata(&["-t", "2", "-m", "8", "-A", "-e", &mem, "-o", &ext])
-    }
-}
-
-impl Drop for Files {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

@@ -84,9 +84,7 @@ pub fn index_room(g: &Globals, tier: &Tier, index: &mut SmallIndex, force: bool)
     let Some(small) = g.small.as_ref() else { return false };
     let Some(capacity) = index.growth() else { return true };
     let extra = ((capacity - index.slot_bytes() / SLOT_BYTES) * SLOT_BYTES) as u64;
-    // The entries of every shard, about: their slots at 80% full.
-    let entries = small.index_bytes.load(relaxed()) / SLOT_BYTES as u64 * 4 / 5;
-    let cap = index_cap(g, tier, small, entries);
+    let cap = index_cap_now(g, tier, small);
     let fits = meta_room(g, tier, extra);
     let must = force && !index.has_room();
     let granted = small.index_bytes.fetch_update(relaxed(), relaxed(), |held| (must || (fits && held + extra <= cap)).then_some(held + extra)).is_ok();
@@ -108,10 +106,7 @@ pub fn index_room(g: &Globals, tier: &Tier, index: &mut SmallIndex, force: bool)
 pub fn shrink_index(g: &Globals, tier: &Tier, index: &mut SmallIndex) {
     let Some(small) = g.small.as_ref() else { return };
     let slots = index.slot_bytes() / SLOT_BYTES;
-    let over = || {
-        let entries = small.index_bytes.load(relaxed()) / SLOT_BYTES as u64 * 4 / 5;
-        small.index_bytes.load(relaxed()) > index_cap(g, tier, small, entries)
-    };
+    let over = || small.index_bytes.load(relaxed()) > index_cap_now(g, tier, small);
     let capacity = index.shrinkage().or_else(|| (index.len() * 100 < slots * 60 && over()).then(|| index.fit(70)));
     if let Some(capacity) = capacity {
         let before = index.slot_bytes();
@@ -148,6 +143,13 @@ fn index_cap(g: &Globals, tier: &Tier, small: &Small, entries: u64) -> u64 {
     let reserve = entries * small.geo.summary_per_item_1024() / 1024;
     let left = meta_cap(g).saturating_sub(fixed_bytes(tier, small) + small.summary_bytes.load(relaxed()) + reserve);
     (limit / 8 * INDEX_EIGHTHS).min(left).max(limit / 16)
+}
+
+/// `index_cap` for the entries every shard's table holds, about (without
+/// their locks): their slots at 80% full.
+fn index_cap_now(g: &Globals, tier: &Tier, small: &Small) -> u64 {
+    let entries = small.index_bytes.load(relaxed()) / SLOT_BYTES as u64 * 4 / 5;
+    index_cap(g, tier, small, entries)
 }
 
 /// Whether `entries` in the small indexes would fill the slots of their
