@@ -416,7 +416,9 @@ fn value_of(i: usize, version: usize) -> Vec<u8> {
 /// the segments keep room and every store succeeds (an index past its
 /// share once took `-m` whole: SERVER_ERROR out of memory); items the
 /// index has no room for are evicted, not put in the larger items' index;
-/// the merges keep the sets growing while the index is full.
+/// the merges keep the sets growing while the index is full. How far the
+/// racing merges get follows the machine (CI's run once left 99.6k items
+/// in sets and 76.7k in the logs), so the sets are judged once settled.
 #[test]
 fn a_full_flash_budget_never_refuses_a_store() {
     let dir = TempDir::new("small-budget");
@@ -428,6 +430,9 @@ fn a_full_flash_budget_never_refuses_a_store() {
             set(&s, i, 1, now);
         }
     });
+    // The merges raced the load; how far they got follows the machine.
+    // Whatever they left in the logs must fit the sets.
+    settle(&s, now);
     s.check_integrity();
     let st = s.ext_stats().expect("stats");
     let stats = s.stats();
