@@ -164,14 +164,19 @@ impl Worker {
             }
             let mut ready = std::mem::take(&mut self.yielded);
             self.dumping.drain_into(&mut ready);
+            // A poll names each connection once: only the others (yielded,
+            // dumping, flash reads done) can repeat one.
+            let mut repeats = !ready.is_empty();
             for event in events.iter() {
                 if event.token() == WAKE_TOKEN {
                     self.accept_new();
                     self.flash_finished(&mut ready);
+                    repeats = true;
                     continue;
                 }
                 if event.token() == FLASH_TOKEN {
                     self.flash_ring_finished(&mut ready);
+                    repeats = true;
                     continue;
                 }
                 if event.token().0 > UDP_TOKEN_BASE - MAX_UDP_SOCKETS {
@@ -186,8 +191,10 @@ impl Worker {
                     ready.push(index);
                 }
             }
-            ready.sort_unstable();
-            ready.dedup();
+            if repeats {
+                ready.sort_unstable();
+                ready.dedup();
+            }
             for index in ready {
                 self.drive(index);
             }

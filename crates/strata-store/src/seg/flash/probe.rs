@@ -347,24 +347,11 @@ impl<S: Slot> ProbeTable<S> {
 
     /// Every entry, each passed to `visit`, which keeps or removes it;
     /// those removed then go one by one (each from its home, by value).
-    pub fn scan(&mut self, mut visit: impl FnMut(&S) -> Keep) {
-        let mut gone = Vec::new();
-        for s in self.slots.iter() {
-            if s.used() && matches!(visit(s), Keep::Remove) {
-                gone.push(*s);
-            }
-        }
-        for s in gone {
-            let i = self.find(s.h32(), |x| *x == s).expect("a scanned entry is in its table");
-            self.remove(i);
+    pub fn scan(&self, mut visit: impl FnMut(&S)) {
+        for s in self.slots.iter().filter(|s| s.used()) {
+            visit(s);
         }
     }
-}
-
-/// What [`ProbeTable::scan`]'s visitor does with an entry.
-pub enum Keep {
-    Keep,
-    Remove,
 }
 
 #[cfg(test)]
@@ -398,17 +385,23 @@ mod tests {
             all.push((h, n));
         }
         let mut seen = Vec::new();
-        t.scan(|s| {
-            seen.push((s[0], s[1]));
-            Keep::Keep
-        });
+        t.scan(|s| seen.push((s[0], s[1])));
         seen.sort_unstable();
         let mut want = all.clone();
         want.sort_unstable();
         assert_eq!(seen, want);
         // Remove every odd entry of a range; the rest stays findable.
         let (lo, hi) = (0, u32::MAX / 3);
-        t.scan(|s| if (lo..=hi).contains(&s[0]) && s[1] % 2 == 1 { Keep::Remove } else { Keep::Keep });
+        let mut gone = Vec::new();
+        t.scan(|s| {
+            if (lo..=hi).contains(&s[0]) && s[1] % 2 == 1 {
+                gone.push(*s);
+            }
+        });
+        for s in gone {
+            let i = t.find(s[0], |x| *x == s).expect("a scanned entry");
+            t.remove(i);
+        }
         for &(h, n) in &all {
             let gone = (lo..=hi).contains(&h) && n % 2 == 1;
             assert_eq!(t.find(h, |s| s[1] == n).is_some(), !gone, "entry {n}");

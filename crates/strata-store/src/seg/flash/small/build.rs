@@ -42,10 +42,12 @@ pub struct Cand<'a> {
     pub read: bool,
 }
 
-/// An old record kept until its new set is built.
+/// An old record kept until its new set is built: its key and value at
+/// `at` in its set's `Pending::bytes`.
 struct Held {
-    bytes: Vec<u8>,
+    at: usize,
     key_len: usize,
+    len: usize,
     meta: Meta,
     hash: u64,
     frac: u32,
@@ -90,6 +92,14 @@ pub fn packed_bits(hash: u64) -> u64 {
     u64::from(h32) | u64::from(filter) << 32
 }
 
+/// The old records of one new set, their bytes in one buffer (reused from
+/// set to set: a merge copies ~100k records).
+#[derive(Default)]
+struct Pending {
+    bytes: Vec<u8>,
+    held: Vec<Held>,
+}
+
 /// The builder (module docs).
 pub struct Sets<'a> {
     sets: u32,
@@ -98,7 +108,9 @@ pub struct Sets<'a> {
     threshold: usize,
     log: Vec<Cand<'a>>,
     log_at: usize,
-    pending: VecDeque<Vec<Held>>,
+    pending: VecDeque<Pending>,
+    /// Emptied `Pending`s, for the sets to come.
+    spare: Vec<Pending>,
     /// The new set at the front of `pending`.
     next: u32,
     built: Built,
@@ -119,6 +131,7 @@ impl<'a> Sets<'a> {
             log,
             log_at: 0,
             pending: VecDeque::new(),
+            spare: Vec::new(),
             next: 0,
             built: Built { summaries: Summaries::new(shape, sets as usize), ..Built::default() },
             block: vec![0; set_bytes],
@@ -131,13 +144,15 @@ impl<'a> Sets<'a> {
         let t = set_of(frac, self.sets) as u32;
         debug_assert!(t >= self.next, "old records come in place order");
         while self.next + (self.pending.len() as u32) <= t {
-            self.pending.push_back(Vec::new());
+            let spare = self.spare.pop().unwrap_or_default();
+            self.pending.push_back(spare);
         }
-        let mut bytes = Vec::with_capacity(key.len() + value.len());
-        bytes.extend_from_slice(key);
-        bytes.extend_from_slice(value);
         let meta = Meta { rrpv: if read { 0 } else { (meta.rrpv + 1).min(RRPV_MAX) }, ..meta };
-        self.pending[(t - self.next) as usize].push(Held { bytes, key_len: key.len(), meta, hash, frac, read });
+        let p = &mut self.pending[(t - self.next) as usize];
+        let at = p.bytes.len();
+        p.bytes.extend_from_slice(key);
+        p.bytes.extend_from_slice(value);
+        p.held.push(Held { at, key_len: key.len(), len: key.len() + value.len(), meta, hash, frac, read });
     }
 
     /// Every place below `end` was read: build the new sets it completes,
@@ -162,11 +177,15 @@ impl<'a> Sets<'a> {
 
     fn build_next(&mut self, emit: &mut dyn FnMut(&[u8]) -> bool) -> bool {
         let t = self.next;
-        let held = self.pending.pop_front().unwrap_or_default();
+        let mut old = self.pending.pop_front().unwrap_or_default();
         self.next += 1;
-        let mut cands: Vec<Cand<'_>> = held
+        let mut cands: Vec<Cand<'_>> = old
+            .held
             .iter()
-            .map(|h| Cand { key: &h.bytes[..h.key_len], value: &h.bytes[h.key_len..], meta: h.meta, hash: h.hash, frac: h.frac, from_log: None, read: h.read })
+            .map(|h| {
+                let (key, value) = old.bytes[h.at..h.at + h.len].split_at(h.key_len);
+                Cand { key, value, meta: h.meta, hash: h.hash, frac: h.frac, from_log: None, read: h.read }
+            })
             .collect();
         let first_log = self.log_at;
         while self.log_at < self.log.len() && set_of(self.log[self.log_at].frac, self.sets) as u32 == t {
@@ -203,6 +222,10 @@ impl<'a> Sets<'a> {
         // The block is sealed where it lands (its check needs its place).
         let used = b.used();
         self.block[used..].fill(0);
+        drop(cands);
+        old.bytes.clear();
+        old.held.clear();
+        self.spare.push(old);
         emit(&self.block[..self.set_bytes])
     }
 }

@@ -25,12 +25,13 @@
 //!   is a range of h32 (`geometry.rs`), and a partition's log fills and
 //!   empties at once (its merge), so homes monotone in h32 made a stretch
 //!   of the table ~100% full while others idled (probe runs of thousands
-//!   of slots at 70% full, on every store). A merge's scan reads the
-//!   whole table.
+//!   of slots at 70% full, on every store). A merge's snapshot reads the
+//!   whole table; its commit looks up the entries it saw and those of
+//!   the keys changed meanwhile (`Part::changed`).
 
 use std::path::Path;
 
-use crate::seg::flash::probe::{Fill, Keep, ProbeTable, Slot};
+use crate::seg::flash::probe::{Fill, ProbeTable, Slot};
 
 const FILE_MAGIC: &[u8; 8] = b"STRSMIX2";
 /// Bytes of one slot.
@@ -124,10 +125,7 @@ impl SmallIndex {
         let table = ProbeTable::persistent(path, FILE_MAGIC, FILL, |s| keep(*s as u32, unpack(*s)))?;
         let mut tombs = 0;
         let mut index = SmallIndex { table, tombs: 0 };
-        index.table.scan(|s| {
-            tombs += usize::from(unpack(*s) == Entry::Tomb);
-            Keep::Keep
-        });
+        index.table.scan(|s| tombs += usize::from(unpack(*s) == Entry::Tomb));
         index.tombs = tombs;
         Ok(index)
     }
@@ -140,6 +138,12 @@ impl SmallIndex {
     pub fn find(&self, hash: u64) -> Option<(usize, Entry)> {
         let i = self.table.find(mix(hash as u32), |s| matches(*s, hash))?;
         Some((i, unpack(self.table.get(i))))
+    }
+
+    /// The entry with packed hash bits `bits` (`Seen::h32` | `Seen::filter`
+    /// << 32, what a scan gave), and its slot.
+    pub fn find_bits(&self, bits: u64) -> Option<(usize, Entry)> {
+        self.find(bits & 0xffff_ffff | (bits >> 32 & 0x1ff) << 40)
     }
 
     /// Rewrite slot `i` (the entry of `hash`).
@@ -196,21 +200,20 @@ impl SmallIndex {
     }
 
     /// Every entry of the h32 range `lo..=hi` (a partition), each given to
-    /// `visit`, which keeps or removes it (a walk of the whole table).
-    pub fn scan(&mut self, lo: u32, hi: u32, mut visit: impl FnMut(&Seen) -> Keep) {
-        let mut tombs = self.tombs;
+    /// `visit` (a walk of the whole table).
+    pub fn scan(&self, lo: u32, hi: u32, mut visit: impl FnMut(&Seen)) {
         self.table.scan(|s| {
-            if !(lo..=hi).contains(&(*s as u32)) {
-                return Keep::Keep;
+            if (lo..=hi).contains(&(*s as u32)) {
+                visit(&Seen { h32: *s as u32, filter: ((s >> 32) & 0x1ff) as u16, entry: unpack(*s) });
             }
-            let seen = Seen { h32: *s as u32, filter: ((s >> 32) & 0x1ff) as u16, entry: unpack(*s) };
-            let keep = visit(&seen);
-            if matches!(keep, Keep::Remove) && seen.entry == Entry::Tomb {
-                tombs -= 1;
-            }
-            keep
         });
-        self.tombs = tombs;
+    }
+
+    /// Remove the entry of packed hash bits `bits` (a scan's `Seen`).
+    #[cfg(test)]
+    fn remove_bits(&mut self, bits: u64) {
+        let (i, _) = self.find_bits(bits).expect("a scanned entry");
+        self.remove(i);
     }
 }
 
@@ -237,7 +240,9 @@ mod tests {
             // One partition's log empties (its merge); all the others grow.
             let part = round % parts;
             let (lo, hi) = ((part << 32) / parts, (((part + 1) << 32) / parts - 1));
-            idx.scan(lo as u32, hi as u32, |_| Keep::Remove);
+            let mut gone = Vec::new();
+            idx.scan(lo as u32, hi as u32, |s| gone.push(u64::from(s.h32) | u64::from(s.filter) << 32));
+            gone.into_iter().for_each(|bits| idx.remove_bits(bits));
             for _ in 0..4000 {
                 x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 let hash = x >> 7;
@@ -291,7 +296,13 @@ mod tests {
             assert_eq!(idx.find(*hash).map(|f| f.1), Some(*e));
         }
         // A scan turns every tombstone of the lower half into nothing.
-        idx.scan(0, u32::MAX / 2, |s| if s.entry == Entry::Tomb { Keep::Remove } else { Keep::Keep });
+        let mut gone = Vec::new();
+        idx.scan(0, u32::MAX / 2, |s| {
+            if s.entry == Entry::Tomb {
+                gone.push(u64::from(s.h32) | u64::from(s.filter) << 32);
+            }
+        });
+        gone.into_iter().for_each(|bits| idx.remove_bits(bits));
         model.retain(|h, e| !(*h as u32 <= u32::MAX / 2 && *e == Entry::Tomb));
         assert_eq!((idx.len(), idx.tombs), (model.len(), model.values().filter(|e| **e == Entry::Tomb).count()));
     }

@@ -15,9 +15,11 @@
 //!                            75% fill within the partition's share
 //!  4 write (no lock)         the sets, then the filters, by the rewrite
 //!                            stream (tier/stream.rs): on the device before 5
-//!  5 commit (shard lock)     index: log entries of the consumed blocks go;
-//!                            a tombstone goes if the new sets hold no
-//!                            record of its key; the directory's next slot;
+//!  5 commit (shard lock)     index (the snapshot's entries and those of
+//!                            keys changed since, looked up): log entries
+//!                            of the consumed blocks go; a tombstone goes
+//!                            if the new sets hold no record of its key;
+//!                            the directory's next slot;
 //!                            the old extent and the consumed blocks let go
 //! ```
 //!
@@ -27,7 +29,7 @@
 //! hold, leaves a tombstone (`write::shadow`), so a record the new extent
 //! took from before the change stays shadowed.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::Ordering;
 
@@ -36,7 +38,6 @@ use super::build::{packed_bits, start, Built, Cand, Sets};
 use super::dir::{BlockAt, Commit, Piece, MAX_PIECES};
 use super::geometry::{LOG_BLOCK, TARGET_FILL_PERCENT};
 use super::index::Entry;
-use crate::seg::flash::probe::Keep;
 use super::write::seal_open;
 use super::{budget, slot_of, Small};
 use crate::flash_read::FlashBuf;
@@ -176,6 +177,7 @@ impl SegStore {
         let mut guard = self.shards[shard].lock();
         if let Some(ss) = guard.flash_small.as_deref_mut() {
             ss.parts[part].merging = false;
+            ss.parts[part].changed = Vec::new();
         }
         Merged::Failed
     }
@@ -198,18 +200,22 @@ impl SegStore {
         let sealed = whole && seal_open(small, tier, ss, part);
         let p = &mut ss.parts[part];
         p.merging = true;
+        p.changed.clear();
         let placed = if p.open && !sealed { p.tail.wrapping_sub(1) } else { p.tail };
         let cut = p.head.wrapping_add(placed.wrapping_sub(p.head).min(most));
         let ring = ss.dir.ring(part);
-        let blocks = (0..cut.wrapping_sub(p.head))
+        let blocks: Vec<(u16, BlockAt)> = (0..cut.wrapping_sub(p.head))
             .filter_map(|k| {
                 let slot = slot_of(p.head.wrapping_add(k));
                 BlockAt::unpack(ring[slot]).map(|at| (slot as u16, at))
             })
             .collect();
         let (commit, hits, head) = (p.commit, p.summaries.clone(), p.head);
-        let mut live = HashMap::new();
-        let mut shadowed = HashSet::new();
+        // Sized for full blocks of ~90-byte records (growing them cost more
+        // than filling them).
+        let expected = p.ring_len() as usize * (LOG_BLOCK / 90);
+        let mut live = HashMap::with_capacity_and_hasher(expected, Default::default());
+        let mut shadowed = HashSet::with_capacity_and_hasher(expected, Default::default());
         let (lo, hi) = small.geo.range(part);
         ss.index.scan(lo, hi, |seen| {
             let bits = u64::from(seen.h32) | u64::from(seen.filter) << 32;
@@ -217,7 +223,6 @@ impl SegStore {
             if let Entry::Log { slot, index, freq } = seen.entry {
                 live.insert((slot, index), (bits, freq > 0));
             }
-            Keep::Keep
         });
         Some(Snapshot { commit, hits, head, cut, blocks, live, shadowed })
     }
@@ -258,27 +263,31 @@ impl SegStore {
             let k = (u32::from(slot) + super::index::RING_SLOTS as u32 - slot_of(snap.head) as u32) % super::index::RING_SLOTS as u32;
             k < snap.cut.wrapping_sub(snap.head)
         };
-        let (lo, hi) = small.geo.range(part);
         let mut shadowed = 0;
         // A spilled record goes back to the log below unless its key changed
         // during the merge: its tombstone (or newer entry) must stay to say so.
         let mut spilled: Vec<u64> = built.spilled.iter().map(|r| packed_bits(r.hash)).collect();
         spilled.sort_unstable();
-        ss.index.scan(lo, hi, |seen| {
-            let bits = u64::from(seen.h32) | u64::from(seen.filter) << 32;
+        // The partition's entries: those of the snapshot, and of the keys
+        // changed since (any other is a log entry of a key the old extent
+        // and the log did not hold, made since: it stays, shadowing nothing).
+        let mut changed = std::mem::take(&mut ss.parts[part].changed);
+        changed.retain(|bits| !snap.shadowed.contains(bits));
+        changed.sort_unstable();
+        changed.dedup();
+        for &bits in snap.shadowed.iter().chain(&changed) {
+            let Some((i, entry)) = ss.index.find_bits(bits) else { continue };
             let in_sets = built.kept.binary_search(&bits).is_ok() || spilled.binary_search(&bits).is_ok();
-            let keep = match seen.entry {
+            let keep = match entry {
                 Entry::Log { slot, .. } if consumed(slot) => false,
                 Entry::Tomb => in_sets,
                 Entry::Log { .. } => true,
             };
             shadowed += u32::from(keep && in_sets);
-            if keep {
-                Keep::Keep
-            } else {
-                Keep::Remove
+            if !keep {
+                ss.index.remove(i);
             }
-        });
+        }
         let commit = Commit {
             seq: snap.commit.seq + 1,
             sets,

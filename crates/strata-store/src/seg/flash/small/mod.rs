@@ -99,6 +99,10 @@ pub(crate) struct Part {
     /// (at least the copies shadowed: what `stats` takes off `commit.items`);
     /// counted again exactly at each commit.
     pub shadowed: u32,
+    /// While a merge runs: the packed hash bits (`build::packed_bits`) of
+    /// the keys changed meanwhile, so its commit visits their entries
+    /// besides those of its snapshot, not the whole index.
+    pub changed: Vec<u64>,
 }
 
 impl Part {
@@ -403,6 +407,19 @@ impl crate::seg::SegStore {
     pub(crate) fn small_ram_bytes(&self) -> u64 {
         let Some(small) = self.g.small.as_ref() else { return 0 };
         let held: usize = self.shards.iter().map(|s| s.lock().flash_small.as_deref().map_or(0, SmallShard::bytes)).sum();
+        // Every log entry names a block of its partition's ring: a merge's
+        // commit takes out those of the blocks it consumed.
+        for shard in self.shards.iter() {
+            let guard = shard.lock();
+            let Some(ss) = guard.flash_small.as_deref() else { continue };
+            ss.index.scan(0, u32::MAX, |seen| {
+                if let Entry::Log { slot, .. } = seen.entry {
+                    let p = &ss.parts[small.geo.place(u64::from(seen.h32)).part];
+                    let k = (u32::from(slot) + RING_SLOTS as u32 - slot_of(p.head) as u32) % RING_SLOTS as u32;
+                    assert!(k < p.ring_len(), "a log entry ({seen:?}) names ring slot {slot}, outside {}..{}", p.head, p.tail);
+                }
+            });
+        }
         let charged = small.bytes.load(relaxed());
         assert_eq!(charged, held as u64, "small store bytes charged to -m");
         charged

@@ -140,7 +140,10 @@ pub(crate) fn shadow(g: &Globals, shard: &mut Shard, hash: u64) {
     // the commit; and an old set's record only if the filter says so. So a
     // key with no entry needs a tombstone only if the filter says so, and
     // one with an entry keeps it (as a tombstone) while a merge runs.
-    let part = &ss.parts[place.part];
+    let part = &mut ss.parts[place.part];
+    if part.merging {
+        part.changed.push(super::build::packed_bits(hash));
+    }
     let maybe = maybe_in_set(part, place.frac, hash);
     let in_sets = filter_says(part, place.frac, hash);
     match ss.index.find(hash) {
