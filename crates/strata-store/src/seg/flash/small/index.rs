@@ -166,11 +166,16 @@ impl SmallIndex {
     pub fn put(&mut self, hash: u64, e: Entry) {
         match self.find(hash) {
             Some((i, _)) => self.set(i, hash, e),
-            None => {
-                self.tombs += usize::from(e == Entry::Tomb);
-                self.table.insert(pack(hash, e));
-            }
+            None => self.insert(hash, e),
         }
+    }
+
+    /// Put `e` for `hash`, which has no entry (`find` said so, and nothing
+    /// changed the table since); the caller made room.
+    pub fn insert(&mut self, hash: u64, e: Entry) {
+        debug_assert!(self.find(hash).is_none());
+        self.tombs += usize::from(e == Entry::Tomb);
+        self.table.insert(pack(hash, e));
     }
 
 

@@ -8,7 +8,8 @@
 //!                            records (slot, record) and every key with an
 //!                            entry (its set copy, if any, is not current)
 //!  2 read (no lock)          the log blocks (in parallel), then the old
-//!                            sets front to back, a chunk at a time
+//!                            sets front to back, a chunk read ahead
+//!                            (`extent_read.rs`)
 //!  3 build (no lock)         build.rs: log records whose entry still names
 //!                            them, old records of keys without an entry;
 //!                            expired and flushed ones dropped; N sets for a
@@ -35,6 +36,7 @@ use std::sync::atomic::Ordering;
 
 use super::block::{self, Builder, Kind, View};
 use super::build::{packed_bits, start, Built, Cand, Sets};
+use super::extent_read::ExtentReader;
 use super::dir::{BlockAt, Commit, Piece, MAX_PIECES};
 use super::geometry::{LOG_BLOCK, TARGET_FILL_PERCENT};
 use super::index::Entry;
@@ -111,13 +113,12 @@ impl SegStore {
         // Buffers no longer than the extents, so what is held is what is used.
         let chunk_bytes = CHUNK_BYTES.min(sets as usize * geo.set_bytes);
         let reader_bytes = CHUNK_BYTES.min(snap.commit.sets as usize * geo.set_bytes).max(geo.set_bytes);
-        let held = logs.len() + cands.capacity() * std::mem::size_of::<Cand<'_>>() + chunk_bytes + reader_bytes;
+        let held = logs.len() + cands.capacity() * std::mem::size_of::<Cand<'_>>() + chunk_bytes + 3 * reader_bytes;
         small.merge_bytes.store(held as u64, relaxed());
         let mut builder = Sets::new(sets, geo.set_bytes, geo.shape, geo.max_set_records(), geo.threshold, sets < cap, cands);
         let mut written: Vec<Written> = Vec::new();
         let mut chunk = FlashBuf::unpooled(chunk_bytes);
         let mut fill = 0;
-        let mut ok = true;
         {
             let mut flush = |chunk: &mut FlashBuf, fill: &mut usize, written: &mut Vec<Written>| -> bool {
                 let done = *fill == 0
@@ -136,26 +137,28 @@ impl SegStore {
                 fill += set.len();
                 fill + set.len() <= chunk_bytes || flush(&mut chunk, &mut fill, &mut written)
             };
-            // The old sets, front to back.
-            let mut reader = ExtentReader::new(&snap.commit, geo.set_bytes, reader_bytes);
-            for t in 0..snap.commit.sets {
-                if let Some(view) = reader.next_set(tier) {
-                    for rec in view.records() {
-                        let hash = hash_key(rec.key);
-                        if snap.shadowed.contains(&packed_bits(hash)) || self.expired(&rec.meta, now) {
-                            continue;
+            // The old sets, front to back, read a chunk ahead.
+            let old_done = std::thread::scope(|scope| {
+                let mut reader = ExtentReader::start(scope, tier, &snap.commit, geo.set_bytes, reader_bytes);
+                for t in 0..snap.commit.sets {
+                    if let Some(view) = reader.next_set() {
+                        for rec in view.records() {
+                            let hash = hash_key(rec.key);
+                            if snap.shadowed.contains(&packed_bits(hash)) || self.expired(&rec.meta, now) {
+                                continue;
+                            }
+                            let read = snap.hits.was_hit(t as usize, rec.index);
+                            builder.old(rec.key, rec.value, rec.meta, hash, geo.place(hash).frac, read);
                         }
-                        let read = snap.hits.was_hit(t as usize, rec.index);
-                        builder.old(rec.key, rec.value, rec.meta, hash, geo.place(hash).frac, read);
+                    }
+                    if !builder.done_below(start(u64::from(t) + 1, snap.commit.sets), &mut emit) {
+                        return false;
                     }
                 }
-                if !builder.done_below(start(u64::from(t) + 1, snap.commit.sets), &mut emit) {
-                    ok = false;
-                    break;
-                }
-            }
-            let built = if ok { builder.finish(&mut emit) } else { None };
-            ok = built.is_some() && flush(&mut chunk, &mut fill, &mut written);
+                true
+            });
+            let built = if old_done { builder.finish(&mut emit) } else { None };
+            let ok = built.is_some() && flush(&mut chunk, &mut fill, &mut written);
             let built = built.filter(|_| ok);
             let bloom = built.as_ref().and_then(|b| write_filters(tier, stream, b, &mut written));
             if let (Some(built), Some(bloom_check)) = (built, bloom) {
@@ -417,61 +420,4 @@ fn read_blocks(tier: &Tier, blocks: &[(u16, BlockAt)]) -> (FlashBuf, Vec<bool>) 
         }
     });
     (buf, ok)
-}
-
-/// Reads an extent's sets front to back, a chunk of a piece at a time.
-struct ExtentReader {
-    commit: Commit,
-    set_bytes: usize,
-    buf: FlashBuf,
-    /// `buf` holds sets `first..first + count`.
-    first: u32,
-    count: u32,
-    next: u32,
-    /// Page seed and first block of each set in `buf`.
-    places: Vec<(u64, u32)>,
-}
-
-impl ExtentReader {
-    fn new(commit: &Commit, set_bytes: usize, buf_bytes: usize) -> ExtentReader {
-        ExtentReader { commit: *commit, set_bytes, buf: FlashBuf::unpooled(buf_bytes), first: 0, count: 0, next: 0, places: Vec::new() }
-    }
-
-    /// The next set, checked; None if it cannot be read or fails its check.
-    fn next_set(&mut self, tier: &Tier) -> Option<View<'_>> {
-        let t = self.next;
-        self.next += 1;
-        if t >= self.first + self.count {
-            self.fill(tier, t);
-        }
-        if t < self.first || t >= self.first + self.count {
-            return None;
-        }
-        let i = (t - self.first) as usize;
-        let (seed, first_block) = self.places[i];
-        let bytes = &self.buf[i * self.set_bytes..(i + 1) * self.set_bytes];
-        View::open(bytes, block::seed(seed, first_block), Kind::Set)
-    }
-
-    /// Read from set `t` on, as many sets as lie contiguous in its piece
-    /// and fit the buffer.
-    fn fill(&mut self, tier: &Tier, t: u32) {
-        let units = (self.set_bytes / LOG_BLOCK) as u32;
-        self.first = t;
-        self.count = 0;
-        self.places.clear();
-        let Some((page, block)) = self.commit.unit_at(t * units) else { return };
-        let piece = self.commit.pieces.iter().find(|p| p.page == page && p.units > 0 && (p.first_block..p.first_block + p.units).contains(&block));
-        let Some(piece) = piece else { return };
-        let left_in_piece = (piece.first_block + piece.units - block) / units;
-        let n = left_in_piece.min((self.buf.len() / self.set_bytes) as u32).min(self.commit.sets - t);
-        let spot = &tier.spots[page as usize];
-        let len = n as usize * self.set_bytes;
-        if tier.version(page) != piece.version || tier.files[spot.file].read_exact_at(&mut self.buf[..len], spot.base + u64::from(block) * BLOCK).is_err() {
-            return;
-        }
-        let seed = record::seed(tier.secret, page, piece.version);
-        self.places = (0..n).map(|k| (seed, block + k * units)).collect();
-        self.count = n;
-    }
 }

@@ -53,6 +53,7 @@ mod block;
 mod budget;
 mod build;
 mod dir;
+mod extent_read;
 mod geometry;
 mod index;
 mod merge;

@@ -65,7 +65,11 @@ pub(super) fn admit_as(g: &Globals, ss: &mut SmallShard, hash: u64, key: &[u8], 
     if key.len() + value.len() > small.geo.item_max {
         return Err(Refused::NotHere);
     }
-    let fresh = ss.index.find(hash).is_none();
+    // Its entry, if any, found once: a lookup of this index misses the
+    // caches (hundreds of MB at scale), and every item leaving RAM comes
+    // here.
+    let found = ss.index.find(hash).map(|(i, _)| i);
+    let fresh = found.is_none();
     if fresh && !budget::index_room(g, tier, &mut ss.index, false) {
         small.c.fallbacks.fetch_add(1, relaxed());
         return Err(Refused::NoRoom);
@@ -99,7 +103,12 @@ pub(super) fn admit_as(g: &Globals, ss: &mut SmallShard, hash: u64, key: &[u8], 
     }
     let part = &ss.parts[place.part];
     let slot = slot_of(part.tail.wrapping_sub(1)) as u16;
-    ss.index.put(hash, Entry::Log { slot, index: index as u8, freq: 0 });
+    let entry = Entry::Log { slot, index: index as u8, freq: 0 };
+    match found {
+        // Where the find left it: only a fresh key may grow the table.
+        Some(i) => ss.index.set(i, hash, entry),
+        None => ss.index.insert(hash, entry),
+    }
     if part.ring_len() as usize > RING_SLOTS * 3 / 4 {
         small.ring();
     }
@@ -144,8 +153,8 @@ pub(crate) fn shadow(g: &Globals, shard: &mut Shard, hash: u64) {
     if part.merging {
         part.changed.push(super::build::packed_bits(hash));
     }
-    let maybe = maybe_in_set(part, place.frac, hash);
     let in_sets = filter_says(part, place.frac, hash);
+    let maybe = part.merging || in_sets;
     match ss.index.find(hash) {
         Some((i, Entry::Log { .. })) => {
             if maybe {
