@@ -222,6 +222,12 @@ impl SmallIndex {
     }
 }
 
+/// Where the entry of packed hash bits `bits` lies in a table, as an order
+/// (its home slot is monotone in it, whatever the table's size).
+pub fn table_order(bits: u64) -> u32 {
+    mix(bits as u32)
+}
+
 /// The hash bits an index entry keeps of `hash` (`Seen::h32`, `Seen::filter`):
 /// what a partition's rewrite compares a set's records with.
 pub fn key_bits(hash: u64) -> (u32, u16) {

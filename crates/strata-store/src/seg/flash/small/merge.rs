@@ -39,7 +39,7 @@ use super::build::{packed_bits, start, Built, Cand, Sets};
 use super::extent_read::ExtentReader;
 use super::dir::{BlockAt, Commit, Piece, MAX_PIECES};
 use super::geometry::{LOG_BLOCK, TARGET_FILL_PERCENT};
-use super::index::Entry;
+use super::index::{table_order, Entry};
 use super::write::seal_open;
 use super::{budget, slot_of, Small};
 use crate::flash_read::FlashBuf;
@@ -217,16 +217,22 @@ impl SegStore {
         // Sized for full blocks of ~90-byte records (growing them cost more
         // than filling them).
         let expected = p.ring_len() as usize * (LOG_BLOCK / 90);
-        let mut live = HashMap::with_capacity_and_hasher(expected, Default::default());
-        let mut shadowed = HashSet::with_capacity_and_hasher(expected, Default::default());
+        // Under the lock only the walk: the workers wait for it (and for
+        // this thread whenever it is preempted holding it), so the maps
+        // are built after.
+        let mut entries = Vec::with_capacity(expected);
         let (lo, hi) = small.geo.range(part);
-        ss.index.scan(lo, hi, |seen| {
+        ss.index.scan(lo, hi, |seen| entries.push(*seen));
+        drop(guard);
+        let mut live = HashMap::with_capacity_and_hasher(expected, Default::default());
+        let mut shadowed = HashSet::with_capacity_and_hasher(entries.len(), Default::default());
+        for seen in &entries {
             let bits = u64::from(seen.h32) | u64::from(seen.filter) << 32;
             shadowed.insert(bits);
             if let Entry::Log { slot, index, freq } = seen.entry {
                 live.insert((slot, index), (bits, freq > 0));
             }
-        });
+        }
         Some(Snapshot { commit, hits, head, cut, blocks, live, shadowed })
     }
 
@@ -260,6 +266,16 @@ impl SegStore {
         pieces: [Piece; MAX_PIECES],
         built: Built,
     ) {
+        // A spilled record goes back to the log below unless its key changed
+        // during the merge: its tombstone (or newer entry) must stay to say so.
+        let mut spilled: Vec<u64> = built.spilled.iter().map(|r| packed_bits(r.hash)).collect();
+        spilled.sort_unstable();
+        let in_sets = |bits: &u64| built.kept.binary_search(bits).is_ok() || spilled.binary_search(bits).is_ok();
+        // Before the lock: the snapshot's entries, whether the new sets hold
+        // their keys, in the table's order (the lookups below then walk it
+        // front to back: the workers wait while this thread holds the lock).
+        let mut visits: Vec<(u64, bool)> = snap.shadowed.iter().map(|&bits| (bits, in_sets(&bits))).collect();
+        visits.sort_unstable_by_key(|&(bits, _)| table_order(bits));
         let mut guard = self.shards[shard].lock();
         let Some(ss) = guard.flash_small.as_deref_mut() else { return };
         let consumed = |slot: u16| {
@@ -267,10 +283,6 @@ impl SegStore {
             k < snap.cut.wrapping_sub(snap.head)
         };
         let mut shadowed = 0;
-        // A spilled record goes back to the log below unless its key changed
-        // during the merge: its tombstone (or newer entry) must stay to say so.
-        let mut spilled: Vec<u64> = built.spilled.iter().map(|r| packed_bits(r.hash)).collect();
-        spilled.sort_unstable();
         // The partition's entries: those of the snapshot, and of the keys
         // changed since (any other is a log entry of a key the old extent
         // and the log did not hold, made since: it stays, shadowing nothing).
@@ -278,9 +290,8 @@ impl SegStore {
         changed.retain(|bits| !snap.shadowed.contains(bits));
         changed.sort_unstable();
         changed.dedup();
-        for &bits in snap.shadowed.iter().chain(&changed) {
+        for (bits, in_sets) in visits.into_iter().chain(changed.iter().map(|&bits| (bits, in_sets(&bits)))) {
             let Some((i, entry)) = ss.index.find_bits(bits) else { continue };
-            let in_sets = built.kept.binary_search(&bits).is_ok() || spilled.binary_search(&bits).is_ok();
             let keep = match entry {
                 Entry::Log { slot, .. } if consumed(slot) => false,
                 Entry::Tomb => in_sets,
