@@ -114,6 +114,13 @@ pub struct Seen {
     pub entry: Entry,
 }
 
+impl Seen {
+    /// The packed hash bits (`build::packed_bits` of the key's hash).
+    pub fn bits(&self) -> u64 {
+        u64::from(self.h32) | u64::from(self.filter) << 32
+    }
+}
+
 impl SmallIndex {
     pub fn new() -> SmallIndex {
         SmallIndex { table: ProbeTable::new(FILE_MAGIC, FILL), tombs: 0 }
@@ -252,7 +259,7 @@ mod tests {
             let part = round % parts;
             let (lo, hi) = ((part << 32) / parts, (((part + 1) << 32) / parts - 1));
             let mut gone = Vec::new();
-            idx.scan(lo as u32, hi as u32, |s| gone.push(u64::from(s.h32) | u64::from(s.filter) << 32));
+            idx.scan(lo as u32, hi as u32, |s| gone.push(s.bits()));
             gone.into_iter().for_each(|bits| idx.remove_bits(bits));
             for _ in 0..4000 {
                 x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -310,7 +317,7 @@ mod tests {
         let mut gone = Vec::new();
         idx.scan(0, u32::MAX / 2, |s| {
             if s.entry == Entry::Tomb {
-                gone.push(u64::from(s.h32) | u64::from(s.filter) << 32);
+                gone.push(s.bits());
             }
         });
         gone.into_iter().for_each(|bits| idx.remove_bits(bits));

@@ -41,7 +41,7 @@ use super::dir::{BlockAt, Commit, Piece, MAX_PIECES};
 use super::geometry::{LOG_BLOCK, TARGET_FILL_PERCENT};
 use super::index::{table_order, Entry};
 use super::write::seal_open;
-use super::{budget, slot_of, Small};
+use super::{budget, ring_offset, slot_of, Small};
 use crate::flash_read::FlashBuf;
 use crate::seg::flash::record;
 use crate::seg::flash::tier::{Stream, Tier, Written, BLOCK};
@@ -227,7 +227,7 @@ impl SegStore {
         let mut live = HashMap::with_capacity_and_hasher(expected, Default::default());
         let mut shadowed = HashSet::with_capacity_and_hasher(entries.len(), Default::default());
         for seen in &entries {
-            let bits = u64::from(seen.h32) | u64::from(seen.filter) << 32;
+            let bits = seen.bits();
             shadowed.insert(bits);
             if let Entry::Log { slot, index, freq } = seen.entry {
                 live.insert((slot, index), (bits, freq > 0));
@@ -278,10 +278,7 @@ impl SegStore {
         visits.sort_unstable_by_key(|&(bits, _)| table_order(bits));
         let mut guard = self.shards[shard].lock();
         let Some(ss) = guard.flash_small.as_deref_mut() else { return };
-        let consumed = |slot: u16| {
-            let k = (u32::from(slot) + super::index::RING_SLOTS as u32 - slot_of(snap.head) as u32) % super::index::RING_SLOTS as u32;
-            k < snap.cut.wrapping_sub(snap.head)
-        };
+        let consumed = |slot: u16| ring_offset(snap.head, slot) < snap.cut.wrapping_sub(snap.head);
         let mut shadowed = 0;
         // The partition's entries: those of the snapshot, and of the keys
         // changed since (any other is a log entry of a key the old extent

@@ -182,6 +182,12 @@ pub fn slot_of(pos: u32) -> usize {
     pos as usize % RING_SLOTS
 }
 
+/// How far ring slot `slot` lies past the ring's head at position `head`
+/// (below the ring's length: the slot holds one of its blocks).
+pub fn ring_offset(head: u32, slot: u16) -> u32 {
+    (u32::from(slot) + RING_SLOTS as u32 - slot_of(head) as u32) % RING_SLOTS as u32
+}
+
 /// A ring slot whose block is gone (found damaged at a restart).
 const RING_DEAD: u64 = 1 << 62;
 
@@ -213,7 +219,7 @@ impl SmallShard {
                         Entry::Tomb => true,
                         Entry::Log { slot, .. } => {
                             let part = &parts[geo.place(u64::from(h32)).part];
-                            let k = (u32::from(slot) + RING_SLOTS as u32 - slot_of(part.head) as u32) % RING_SLOTS as u32;
+                            let k = ring_offset(part.head, slot);
                             k < part.ring_len() && dir.ring(geo.place(u64::from(h32)).part)[usize::from(slot)] != RING_DEAD
                         }
                     }
@@ -416,7 +422,7 @@ impl crate::seg::SegStore {
             ss.index.scan(0, u32::MAX, |seen| {
                 if let Entry::Log { slot, .. } = seen.entry {
                     let p = &ss.parts[small.geo.place(u64::from(seen.h32)).part];
-                    let k = (u32::from(slot) + RING_SLOTS as u32 - slot_of(p.head) as u32) % RING_SLOTS as u32;
+                    let k = ring_offset(p.head, slot);
                     assert!(k < p.ring_len(), "a log entry ({seen:?}) names ring slot {slot}, outside {}..{}", p.head, p.tail);
                 }
             });
