@@ -10,7 +10,8 @@
 //!  conn.flash = [FlashWait { read, key_index, Unsubmitted }, ..]   request NOT consumed
 //!        │  (with it, up to READ_AHEAD reads in all: a multi-get's later keys
 //!        │  on flash, and those of the plain reads buffered behind it,
-//!        │  flash_peek.rs; all go to the device at once)
+//!        │  flash_peek.rs; all go to the device at once), the ahead ones
+//!        │  within a global bound of bytes (read_ahead_budget.rs)
 //!        │  Progress::FlashWait: replies before it are written, input is
 //!        │  still read (bounded), no later request runs
 //!        ▼
@@ -46,6 +47,8 @@ use std::sync::{Arc, Mutex};
 
 use strata_store::{FlashBuf, FlashRead};
 
+use crate::read_ahead_budget::AheadCharge;
+
 /// Where a parked connection's read is.
 pub enum ReadState {
     /// Not yet handed to the ring or the I/O threads.
@@ -61,7 +64,8 @@ pub enum ReadState {
 
 /// The reads a parked request queues at once, its own and those of the
 /// requests buffered behind it (16 of 4-8 KiB: at most 128 KiB a parked
-/// connection).
+/// connection). The reads queued ahead also take their bytes from one
+/// bound for all connections (`read_ahead_budget.rs`).
 pub const READ_AHEAD: usize = 16;
 
 /// A connection parked on a flash read.
@@ -73,11 +77,14 @@ pub struct FlashWait {
     /// connection's reads: a completion finds its wait by it.
     pub key_index: usize,
     pub state: ReadState,
+    /// A read queued ahead: its bytes, held from the global bound
+    /// (`read_ahead_budget.rs`) until this wait is dropped.
+    pub charge: Option<AheadCharge>,
 }
 
 impl FlashWait {
     pub fn new(read: FlashRead, key_index: usize) -> FlashWait {
-        FlashWait { read, key_index, state: ReadState::Unsubmitted }
+        FlashWait { read, key_index, state: ReadState::Unsubmitted, charge: None }
     }
 
     pub fn is_done(&self) -> bool {

@@ -22,6 +22,7 @@ pub mod memory;
 pub mod new_conn;
 pub mod ops;
 pub mod port_file;
+pub mod read_ahead_budget;
 pub mod read_buf;
 pub mod server;
 pub mod service;

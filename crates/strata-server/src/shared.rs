@@ -40,6 +40,9 @@ pub struct Shared {
     /// The epoll engine's flash I/O threads, started by the first epoll
     /// worker that needs them (`flash_io.rs`).
     pub flash_pool: std::sync::OnceLock<crate::flash_io::Pool>,
+    /// The bytes flash read-ahead may hold, all workers
+    /// (`read_ahead_budget.rs`).
+    pub read_ahead: Arc<crate::read_ahead_budget::ReadAheadBudget>,
     /// `-Z`: certificates, rustls configs and TLS counters (`tls/`).
     pub tls: Option<crate::tls::TlsState>,
 
@@ -86,6 +89,9 @@ impl Shared {
             ops: crate::ops::OpsState::new(&settings),
             flash_on,
             flash_pool: std::sync::OnceLock::new(),
+            read_ahead: crate::read_ahead_budget::ReadAheadBudget::new(
+                settings.ext.read_ahead_max_bytes.unwrap_or_else(|| crate::read_ahead_budget::default_max(settings.memory_limit_bytes)),
+            ),
             tls: None,
 
             journal: crate::journal::Journal::for_server(&settings, engine.as_ref()),

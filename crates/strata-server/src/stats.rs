@@ -75,6 +75,7 @@ counters!(
     bytes_written,
     conn_yields,
     extstore_reads_ahead,
+    extstore_reads_ahead_refused,
     total_connections,
     rejected_connections,
     steered_connections,

@@ -32,6 +32,13 @@
 //!  ext_set_threshold  set_threshold       1                new items a set must get in a rewrite to take them
 //! ```
 //!
+//! And the server's bound on flash read-ahead (`strata-server`'s
+//! `read_ahead_budget.rs`), fixed at start:
+//!
+//! ```text
+//!  ext_read_ahead_max read_ahead_max_bytes None -> -m/64, at least 1 MiB   bytes; 0: no read-ahead
+//! ```
+//!
 //! The nine tunables can change at run time (memcached's `extstore <name>
 //! <value>` command), so they live in [`ExtTunables`], a set of atomics the
 //! server and the engine share through an `Arc`: the command writes them,
@@ -284,6 +291,9 @@ pub struct ExtConfig {
     /// `ext_set_threshold`: a rewrite moves new items into a set only if
     /// at least this many go there (items read since written go anyway).
     pub set_threshold: u32,
+    /// `ext_read_ahead_max`: bytes the server's flash read-ahead may hold
+    /// across all connections (None: its default, from `-m`; 0: none).
+    pub read_ahead_max_bytes: Option<u64>,
 }
 
 impl Default for ExtConfig {
@@ -300,6 +310,7 @@ impl Default for ExtConfig {
             set_size_bytes: DEFAULT_SET_SIZE_BYTES,
             set_bloom_bits: DEFAULT_SET_BLOOM_BITS,
             set_threshold: 1,
+            read_ahead_max_bytes: None,
         }
     }
 }

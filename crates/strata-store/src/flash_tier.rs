@@ -10,6 +10,7 @@
 //!  tier.flash_check(K)         a request's key, in RAM or not (flash_read.rs)
 //!  tier.finish_flash_read(..)  the bytes read back, checked under the shard lock
 //!  tier.abandon_flash_read(..) a read whose connection closed
+//!  tier.withdraw_flash_read(..) a read-ahead the server had no room for
 //!  tier.flash_write_idle(..)   the ext_item_age thread, once a second
 //!  tier.ext_stats()            stats, stats extstore
 //! ```
@@ -55,6 +56,11 @@ pub trait FlashTier: Send + Sync {
 
     /// A handed-out read will not be finished (its connection closed).
     fn abandon_flash_read(&self, read: &FlashRead);
+
+    /// A handed-out read is not sent after all (a read-ahead the server
+    /// had no room for): it leaves `extstore_io_queue`, counted nowhere
+    /// else, as if [`FlashTier::flash_check`] had not handed it out.
+    fn withdraw_flash_read(&self, read: &FlashRead);
 
     /// `ext_item_age`: one pass of writing items idle longer than that to
     /// flash, with no memory pressure (memcached's storage write thread).

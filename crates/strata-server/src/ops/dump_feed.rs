@@ -41,7 +41,21 @@
 //! `finished`): the printer goes back to the normal policy itself once the
 //! walk has ended; the worker puts it back when it sees the client's
 //! socket reset (the printer must wake to find its send failed, and the
-//! connection waits for that) and when it cancels the dump. The printer lets go of the crawler
+//! connection waits for that) and when it cancels the dump.
+//!
+//! And the printer never sleeps under `SCHED_IDLE`: before each wait (for
+//! room in the socket, for the walker's next stage, for the socket to be
+//! handed over) it goes back to the normal policy itself, and after it
+//! lowers itself again, so the CPU work stays idle work and a cancel finds
+//! the printer asleep at normal weight, to be woken only. A printer raised
+//! by the canceller while it slept at idle weight (its virtual runtime
+//! advanced 341 times as fast as a normal thread's while it ran) was seen
+//! on a loaded machine runnable, under `SCHED_OTHER`, and not run for over
+//! 10 s on its way out (`dumps::dump_threads_idle_and_cancel`, issue 46);
+//! now every change of the printer's policy made while it may be asleep is
+//! its own, made while it runs.
+//!
+//! The printer lets go of the crawler
 //! ([`super::crawler::Busy`]) when the walk ends, before its last chunk
 //! (with `END`/`EN`) is sent, so a client that reads the end of a dump can
 //! start the next one at once. `lru_crawler sleep` pauses the walker per
@@ -49,7 +63,7 @@
 
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex, TryLockError};
 use std::time::Duration;
 
@@ -97,6 +111,9 @@ struct Inner {
     /// The printer's thread id while it may be under `SCHED_IDLE`; 0
     /// before it has one and once it is back to normal or gone.
     printer_tid: AtomicI32,
+    /// Someone needs the printer to finish now ([`Inner::hurry`]): it
+    /// stays under the normal policy.
+    hurried: AtomicBool,
 }
 
 impl Inner {
@@ -115,23 +132,41 @@ impl Inner {
     }
 
     /// The rest of [`Inner::printer_to_idle`] once the tid is published.
-    /// A canceller that ran in between took the tid and raised this thread
-    /// before it lowered itself, so on seeing the cancel the printer raises
-    /// itself whoever holds the tid (a second raise does no harm).
+    /// A canceller (or [`Inner::hurry`]) that ran in between took the tid
+    /// and raised this thread before it lowered itself, so on seeing that
+    /// the printer raises itself whoever holds the tid (a second raise
+    /// does no harm).
     fn lower_printer(&self) {
         // A dump that cannot lower its priority still runs.
         let _ = crate::sys::priority::idle_current_thread();
-        if self.cancelled.load(Ordering::SeqCst) {
+        if self.hurried.load(Ordering::SeqCst) {
             self.printer_tid.store(0, Ordering::SeqCst);
             let _ = crate::sys::priority::normal_thread(0);
         }
     }
 
-    /// The printer puts itself back under the normal policy.
-    fn printer_to_normal(&self) {
-        if self.printer_tid.swap(0, Ordering::SeqCst) != 0 {
+    /// The printer puts itself back under the normal policy: true if it
+    /// was under `SCHED_IDLE` (no one had raised it).
+    fn printer_to_normal(&self) -> bool {
+        let was_idle = self.printer_tid.swap(0, Ordering::SeqCst) != 0;
+        if was_idle {
             let _ = crate::sys::priority::normal_thread(0);
         }
+        was_idle
+    }
+
+    /// The printer blocks in `wait` under the normal policy, and goes
+    /// back under `SCHED_IDLE` after it if it was there before. So it
+    /// never sleeps at idle weight, and a cancel or a hung-up client
+    /// ([`Inner::hurry`]) finds it asleep at normal weight: they only wake
+    /// it, they need not raise a sleeping thread (see the module docs).
+    fn waiting<T>(&self, wait: impl FnOnce() -> T) -> T {
+        let was_idle = self.printer_to_normal();
+        let out = wait();
+        if was_idle {
+            self.printer_to_idle();
+        }
+        out
     }
 
     /// Cancel the dump (the worker, its connection gone), and put the
@@ -149,6 +184,7 @@ impl Inner {
     /// Put the printer back under the normal policy from another thread:
     /// what it does next is what the worker waits for.
     fn hurry(&self) {
+        self.hurried.store(true, Ordering::SeqCst);
         let tid = self.printer_tid.swap(0, Ordering::SeqCst);
         if tid != 0 {
             let _ = crate::sys::priority::normal_thread(tid);
@@ -287,7 +323,7 @@ fn print(shared: &Shared, inner: &Inner, mut printer: Printer, busy: Option<Busy
     let mut socket = None;
     let mut filling = Vec::with_capacity(CHUNK_BYTES + (4 << 10));
     // A closed channel: the walker stopped (cancelled or shutting down).
-    while let Ok(mut staged) = fulls.recv() {
+    while let Some(mut staged) = next_stage(inner, &fulls) {
         staged.print(&mut printer, &mut filling);
         let done = staged.done;
         if done {
@@ -302,10 +338,10 @@ fn print(shared: &Shared, inner: &Inner, mut printer: Printer, busy: Option<Busy
         }
         if done || filling.len() >= CHUNK_BYTES {
             if socket.is_none() {
-                socket = handed_socket(inner, shared);
+                socket = inner.waiting(|| handed_socket(inner, shared));
             }
             let Some(writer) = &socket else { return };
-            if writer.write_all(&filling, WAIT_AT_MOST, || inner.stopping(shared)).is_err() {
+            if send(inner, writer, &filling, || inner.stopping(shared)).is_err() {
                 return inner.end(Fed::Failed);
             }
             filling.clear();
@@ -314,6 +350,29 @@ fn print(shared: &Shared, inner: &Inner, mut printer: Printer, busy: Option<Busy
             return inner.end(Fed::Finished);
         }
     }
+}
+
+/// The walker's next full stage, waited for under the normal policy;
+/// None once the walker is gone.
+fn next_stage(inner: &Inner, fulls: &Receiver<Staged>) -> Option<Staged> {
+    match fulls.try_recv() {
+        Ok(staged) => Some(staged),
+        Err(TryRecvError::Disconnected) => None,
+        Err(TryRecvError::Empty) => inner.waiting(|| fulls.recv().ok()),
+    }
+}
+
+/// Send `chunk` to the client; while the socket is full the printer
+/// waits for room under the normal policy ([`Inner::waiting`]).
+fn send(inner: &Inner, writer: &SocketWriter, chunk: &[u8], stop: impl Fn() -> bool) -> std::io::Result<()> {
+    let mut was_idle = false;
+    writer.write_all(chunk, WAIT_AT_MOST, stop, |blocked| {
+        if blocked {
+            was_idle = inner.printer_to_normal();
+        } else if was_idle {
+            inner.printer_to_idle();
+        }
+    })
 }
 
 /// The client's socket once the worker hands it over; `None` if the dump
@@ -385,6 +444,78 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn a_hurry_between_publishing_and_lowering_leaves_the_printer_normal() {
+        std::thread::spawn(|| {
+            let inner = Inner::default();
+            inner.printer_tid.store(crate::sys::priority::current_tid(), Ordering::SeqCst);
+            inner.hurry();
+            inner.lower_printer();
+            assert_eq!(policy(), libc::SCHED_OTHER, "a hurried printer left under SCHED_IDLE");
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn the_printer_waits_under_the_normal_policy_and_works_under_idle() {
+        std::thread::spawn(|| {
+            let inner = Inner::default();
+            inner.printer_to_idle();
+            assert_eq!(inner.waiting(policy), libc::SCHED_OTHER);
+            assert_eq!(policy(), libc::SCHED_IDLE, "lowered again after the wait");
+            // Raised by someone else before: it stays raised after a wait.
+            inner.hurry();
+            assert_eq!(inner.waiting(policy), libc::SCHED_OTHER);
+            assert_eq!(policy(), libc::SCHED_OTHER);
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// `/proc` state and policy of thread `tid` of this process.
+    fn state_and_policy(tid: i32) -> (char, i32) {
+        let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap();
+        let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+        (fields[0].chars().next().unwrap(), fields[38].parse().unwrap())
+    }
+
+    #[test]
+    fn a_printer_blocked_on_a_full_socket_sleeps_under_the_normal_policy() {
+        use std::os::fd::AsRawFd;
+        let (ours, mut theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let writer = super::SocketWriter::dup(ours.as_raw_fd()).unwrap();
+        let inner = std::sync::Arc::new(Inner::default());
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let printer = {
+            let inner = inner.clone();
+            std::thread::spawn(move || {
+                inner.printer_to_idle();
+                tid_tx.send(crate::sys::priority::current_tid()).unwrap();
+                let sent = super::send(&inner, &writer, &vec![b'x'; 8 << 20], || inner.cancelled.load(Ordering::SeqCst));
+                (sent.is_err(), policy())
+            })
+        };
+        let tid = tid_rx.recv().unwrap();
+        // The reader reads nothing: the printer fills the socket and
+        // sleeps in poll (state S); then, asleep, it must not be idle.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut seen = state_and_policy(tid);
+        while seen.0 != 'S' && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            seen = state_and_policy(tid);
+        }
+        assert_eq!(seen, ('S', libc::SCHED_OTHER), "a printer asleep on a full socket (state, policy)");
+        // Room again: it goes back to idle work, then blocks again.
+        let mut buf = vec![0u8; 1 << 20];
+        let _ = std::io::Read::read(&mut theirs, &mut buf);
+        inner.cancel();
+        let (failed, after) = printer.join().unwrap();
+        assert!(failed, "a cancelled send gives up");
+        assert_eq!(after, libc::SCHED_OTHER);
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //!       ├─ journal ─────────────  the invalidation journal's written slots
 //!       ├─ uring_rings, uring_recv_buffers, read_pool   per worker
 //!       ├─ conn_buffers, conn_slots     per connection
+//!       ├─ flash_read_ahead ────  buffers of flash reads queued ahead, all workers
 //!       ├─ mrc, latency, hotkeys        the observability structures
 //!       ├─ binary, libraries ───  resident pages of the executable and .so files
 //!       ├─ malloc_free ─────────  free chunks the allocator keeps
@@ -20,7 +21,7 @@
 //! `bytes()` (`journal/`, `ops/mrc.rs`, `ops/latency.rs`, `ops/hotkeys.rs`),
 //! gauges the workers set when a structure changes size ([`WorkerMemory`],
 //! [`crate::shared::ConnInfo::note_buffers`], at the end of a connection's
-//! turn), `/proc/self/status` (`VmRSS`), `/proc/self/smaps` (the binary's,
+//! turn), the read-ahead budget (`read_ahead_budget.rs`), `/proc/self/status` (`VmRSS`), `/proc/self/smaps` (the binary's,
 //! the libraries' and io_uring's queues' pages) and the allocator
 //! (`sys/malloc.rs`). `unaccounted` is what no line
 //! names: thread stacks, heap blocks of structures not listed (settings,
@@ -147,6 +148,7 @@ pub fn breakdown(shared: &Shared) -> Vec<(&'static str, i64)> {
     let conn_buffers = conns.iter().filter(|(_, c)| c.kind == ConnKind::Client).map(|(_, c)| c.buffer_bytes()).sum();
     parts.push(("conn_buffers_bytes", conn_buffers));
     parts.push(("conn_slots_bytes", worker(|m| &m.conn_slots)));
+    parts.push(("flash_read_ahead_bytes", shared.read_ahead.held()));
     parts.push(("mrc_bytes", super::mrc::bytes(shared)));
     parts.push(("latency_bytes", shared.worker_stats.iter().map(|w| w.requests.latency_bytes() as u64).sum()));
     parts.push(("hotkeys_bytes", shared.worker_stats.iter().map(|w| w.requests.hotkeys.bytes() as u64).sum()));

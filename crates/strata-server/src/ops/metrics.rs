@@ -434,6 +434,7 @@ const STRATA_GENERAL: &[Simple] = &[
     c("strata_extstore_reads_shared_total", "extstore_reads_shared", "Flash items answered from another key's read of the same request."),
     c("strata_connections_steered_total", "steered_connections", "Connections handed to the worker pinned to the CPU their packets arrive on."),
     c("strata_extstore_reads_ahead_total", "extstore_reads_ahead", "Flash reads of a multi-get's later keys queued with the read it parked on."),
+    c("strata_extstore_reads_ahead_refused_total", "extstore_reads_ahead_refused", "Flash reads not queued ahead because read-ahead held its bound of bytes (ext_read_ahead_max)."),
     c("strata_extstore_bytes_padded_total", "extstore_bytes_padded", "Zero bytes written so that a flash record straddles no 4 KiB block (at most 1 KiB each)."),
     c("strata_extstore_bytes_admitted_total", "extstore_bytes_admitted", "Key and value bytes of the items that went to flash."),
     g("strata_extstore_admit_write_amplification", "extstore_admit_write_amp", "Flash bytes written per byte of the items that went there."),

@@ -271,6 +271,7 @@ fn general(ctx: &Ctx<'_>, t: &mut Stats) {
     if let Some(x) = &ext {
         crate::ops::extstore::own_lines(x, &mut |name, value| stat(t, name, value));
         stat(t, "extstore_reads_ahead", s.extstore_reads_ahead);
+        stat(t, "extstore_reads_ahead_refused", s.extstore_reads_ahead_refused);
         if shared.settings.ext.small_item_max > 0 {
             crate::ops::extstore::small_lines(x, &mut |name, value| stat(t, name, value));
         }
@@ -382,4 +383,5 @@ fn settings(ctx: &Ctx<'_>, t: &mut Stats) {
     stat(t, "metrics_listen", st.metrics_listen.map_or_else(|| "NULL".to_string(), |a| a.to_string()));
     crate::journal::warm::setting_lines(&st.warm, &mut |name, value| stat(t, name, value));
     crate::ops::extstore::small_settings_lines(ctx, &mut |name, value| stat(t, name, value));
+    stat(t, "ext_read_ahead_max", ctx.shared.read_ahead.max());
 }

@@ -12,7 +12,11 @@
 //!   ([`Service::take_later`]); those no request used are abandoned when
 //!   the connection's run of requests ends.
 //!
-//! Up to [`READ_AHEAD`] reads in all (the parked one included). A key in
+//! Up to [`READ_AHEAD`] reads in all (the parked one included), and the
+//! reads queued ahead take their buffers' bytes from one bound for all
+//! connections (`read_ahead_budget.rs`): a read the bound cannot hold is
+//! not queued (`extstore_reads_ahead_refused`), and neither are the ones
+//! after it; their keys are read when their requests run. A key in
 //! RAM gets none; one whose blocks a queued read already covers is marked
 //! [`ReadState::Covered`] and answered from those bytes. Nothing is
 //! answered or counted here: each key is read as usual when its request
@@ -87,7 +91,8 @@ impl Service<'_> {
 
     /// Queue `key`'s flash read as wait `id` of the parked request, unless
     /// it is in RAM or not on flash; false when no more reads may be
-    /// queued (or the key is too long: the request ends there).
+    /// queued (this connection's [`READ_AHEAD`] or the global bound of
+    /// bytes is reached, or the key is too long: the request ends there).
     fn queue_ahead(&self, key: &[u8], id: usize) -> bool {
         let Some(tier) = self.flash.tier else { return false };
         if self.flash.park.borrow().len() >= READ_AHEAD || key.len() > strata_proto::KEY_MAX_LENGTH {
@@ -105,6 +110,15 @@ impl Service<'_> {
         if covered {
             wait.state = ReadState::Covered;
         } else {
+            // Its buffer's bytes, held until the wait is dropped; none
+            // left: the read is withdrawn (the tier counts it handed
+            // out) and the key is read when its request runs.
+            let Some(charge) = self.shared.read_ahead.charge(wait.read.len_bytes as u64) else {
+                tier.withdraw_flash_read(&wait.read);
+                crate::stats::WorkerStats::incr(&self.stats.extstore_reads_ahead_refused);
+                return false;
+            };
+            wait.charge = Some(charge);
             crate::stats::WorkerStats::incr(&self.stats.extstore_reads_ahead);
         }
         park.push(wait);

@@ -31,7 +31,9 @@ impl SocketWriter {
     /// Send all of `buf`. While the socket is full, wait for room at most
     /// `wait` at a time and give up (`ErrorKind::Interrupted`) as soon as
     /// `stop()` says so; a closed or failed socket is its error.
-    pub fn write_all(&self, mut buf: &[u8], wait: Duration, stop: impl Fn() -> bool) -> io::Result<()> {
+    /// `waiting(true)` is called before each wait for room and
+    /// `waiting(false)` once there is room.
+    pub fn write_all(&self, mut buf: &[u8], wait: Duration, stop: impl Fn() -> bool, mut waiting: impl FnMut(bool)) -> io::Result<()> {
         let fd = self.0.as_raw_fd();
         let wait_ms = i32::try_from(wait.as_millis()).unwrap_or(i32::MAX);
         while !buf.is_empty() {
@@ -49,6 +51,7 @@ impl SocketWriter {
                 io::ErrorKind::WouldBlock => {}
                 _ => return Err(err),
             }
+            waiting(true);
             loop {
                 if stop() {
                     return Err(io::ErrorKind::Interrupted.into());
@@ -57,6 +60,7 @@ impl SocketWriter {
                 // SAFETY: one valid pollfd, alive for the call.
                 let ready = unsafe { libc::poll(&mut pfd, 1, wait_ms) };
                 if ready > 0 {
+                    waiting(false);
                     break;
                 }
                 if ready < 0 {
@@ -100,7 +104,7 @@ mod tests {
             theirs.read_to_end(&mut got).unwrap();
             got
         });
-        writer.write_all(&data, Duration::from_millis(10), || false).unwrap();
+        writer.write_all(&data, Duration::from_millis(10), || false, |_| {}).unwrap();
         drop(writer);
         assert_eq!(reader.join().unwrap(), data);
     }
@@ -110,7 +114,7 @@ mod tests {
         let (ours, _theirs) = UnixStream::pair().unwrap();
         ours.set_nonblocking(true).unwrap();
         let writer = SocketWriter::dup(ours.as_raw_fd()).unwrap();
-        let err = writer.write_all(&vec![0u8; 16 << 20], Duration::from_millis(1), || true).unwrap_err();
+        let err = writer.write_all(&vec![0u8; 16 << 20], Duration::from_millis(1), || true, |_| {}).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::Interrupted);
     }
 
@@ -119,6 +123,6 @@ mod tests {
         let (ours, theirs) = UnixStream::pair().unwrap();
         drop(theirs);
         let writer = SocketWriter::dup(ours.as_raw_fd()).unwrap();
-        assert!(writer.write_all(b"x", Duration::from_millis(1), || false).is_err());
+        assert!(writer.write_all(b"x", Duration::from_millis(1), || false, |_| {}).is_err());
     }
 }

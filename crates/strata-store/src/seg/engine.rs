@@ -498,6 +498,10 @@ impl FlashTier for SegStore {
         SegStore::abandon_flash_read(self, read)
     }
 
+    fn withdraw_flash_read(&self, read: &FlashRead) {
+        SegStore::withdraw_flash_read(self, read)
+    }
+
     fn flash_write_idle(&self, now: RelTime, state: &mut FlashIdle) -> u64 {
         SegStore::flash_write_idle(self, now, state)
     }

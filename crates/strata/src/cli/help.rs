@@ -53,6 +53,8 @@ const EXTENDED: &str = "\
    - ext_set_size:        bytes of a small store's set: 4096, 8192 or 16384 (default: 4096)
    - ext_set_bloom_bits:  Bloom filter bits per set (default: 320)
    - ext_set_threshold:   new items a set must get in a rewrite to take them (default: 1)
+   - ext_read_ahead_max:  bytes flash reads queued ahead of their requests may hold,
+                          all connections (default: 1/64 of -m, at least 1 MiB; 0: off)
    - ext_io_depth, ext_compact_under, ext_drop_under, ext_max_frag,
      ext_max_sleep, ext_drop_unread: accepted and shown (see docs/COMPATIBILITY.md)
    memcached's other options are accepted and checked as memcached checks them

@@ -547,7 +547,7 @@ const SETTINGS_145: &str = "maxbytes maxconns tcpport udpport inter verbosity ol
     num_napi_ids memory_file client_flags_size \
     io_engine pin_threads udp_max_reply large_pages watch_enabled metrics_listen \
     journal_size restart_max_downtime restart_peers restart_margin restart_peer_timeout restart_catchup \
-    ext_small_item_max ext_log_share ext_set_size ext_set_bloom_bits ext_set_threshold";
+    ext_small_item_max ext_log_share ext_set_size ext_set_bloom_bits ext_set_threshold ext_read_ahead_max";
 
 /// memcached 1.6.45's general `stats` with t/stats.t's command line (`-I 1024
 /// -o slab_chunk_max=1,no_lru_crawler,no_lru_maintainer`), less `libevent`.

@@ -302,7 +302,7 @@ fn extstore_stats_and_command_as_memcached() {
             .collect()
     };
     // Strata's small store's lines are its own.
-    let small = |n: &str| n.starts_with("extstore_small_") || matches!(n, "ext_small_item_max" | "ext_log_share" | "ext_set_size" | "ext_set_bloom_bits" | "ext_set_threshold");
+    let small = |n: &str| n.starts_with("extstore_small_") || matches!(n, "ext_small_item_max" | "ext_log_share" | "ext_set_size" | "ext_set_bloom_bits" | "ext_set_threshold" | "ext_read_ahead_max");
     let ext_field = |n: &str| (n.starts_with("ext_") || n.contains("extstore")) && !small(n);
     assert_eq!(names(&mut ours, "settings", &ext_field), names(&mut theirs, "settings", &ext_field));
     // Strata's own lines, and the three 1.6.45 added after 1.6.18.
@@ -320,6 +320,7 @@ fn extstore_stats_and_command_as_memcached() {
                     | "extstore_bytes_admitted"
                     | "extstore_admit_write_amp"
                     | "extstore_reads_ahead"
+                    | "extstore_reads_ahead_refused"
                     | "extstore_memory_pressure"
                     | "extstore_compact_resc_cold"
                     | "extstore_compact_resc_old"

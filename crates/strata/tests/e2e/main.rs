@@ -22,6 +22,7 @@ mod flash_mc_suite;
 mod flash_overwrite;
 mod flash_restart;
 mod flash_read_ahead;
+mod flash_read_ahead_bound;
 mod flash_shared_read;
 mod flash_small;
 mod handover;

@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::Server;
 
 /// Every line of the reply, in its order.
-const PARTS: [&str; 20] = [
+const PARTS: [&str; 21] = [
     "rss_bytes",
     "segments_bytes",
     "flash_index_bytes",
@@ -27,6 +27,7 @@ const PARTS: [&str; 20] = [
     "read_pool_bytes",
     "conn_buffers_bytes",
     "conn_slots_bytes",
+    "flash_read_ahead_bytes",
     "mrc_bytes",
     "latency_bytes",
     "hotkeys_bytes",

@@ -320,6 +320,13 @@ impl SegStore {
         }
     }
 
+    /// A handed-out read not sent after all: out of the queue, not aborted.
+    pub fn withdraw_flash_read(&self, _read: &FlashRead) {
+        if let Some(tier) = &self.g.flash {
+            let _ = tier.c.io_queue.fetch_update(relaxed(), relaxed(), |n| Some(n.saturating_sub(1)));
+        }
+    }
+
     /// The tier's counters ([`FlashTier::ext_stats`](crate::FlashTier::ext_stats));
     /// None without a tier.
     pub fn ext_stats(&self) -> Option<ExtStats> {
