@@ -342,7 +342,17 @@ fn readers_never_see_an_old_value_under_writes_and_merges() {
                 let mut reads = 0;
                 let mut x = 7u64;
                 let start = std::time::Instant::now();
-                while start.elapsed() < std::time::Duration::from_secs(3) {
+                let merges = || s.ext_stats().expect("stats").small.merges;
+                let first = merges();
+                // 3 s, and on a slow machine (AddressSanitizer, a busy CI
+                // host) until merges have run under the reads, within a minute.
+                let enough = |turn: u64| {
+                    let took = start.elapsed();
+                    took.as_secs() >= 60 || (took.as_secs() >= 3 && turn % 1024 == 0 && merges() != first)
+                };
+                let mut turn = 0u64;
+                while !enough(turn) {
+                    turn += 1;
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
