@@ -15,7 +15,6 @@
 //! over the cap are replaced by an error and counted in `udp_replies_refused`.
 
 use std::cell::RefCell;
-use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
@@ -69,16 +68,11 @@ impl UdpPorts {
             for i in 0..count {
                 // Truncated (over 64 KiB) and non-IP datagrams are dropped.
                 let Some((request, peer)) = requests.get(i) else { continue };
-                let Some(header) = UdpHeader::parse(request) else { continue };
-                if header.total != 1 || header.seq != 0 {
-                    continue; // memcached serves single-datagram requests only
-                }
-                WorkerStats::add(&stats.bytes_read, request.len() as u64);
-                out.clear();
                 marks.borrow_mut().clear();
                 let exec = Service::with_marks(shared, stats, marks);
-                serve(&exec, &request[HEADER_LEN..], out, fd);
-                queue_replies(replies, peer, header.request_id, out, &marks.borrow(), datagram);
+                let Some(request_id) = answer(&exec, request, out, fd) else { continue };
+                WorkerStats::add(&stats.bytes_read, request.len() as u64);
+                each_datagram(request_id, out, &marks.borrow(), datagram, &mut |d| replies.push(d, peer));
                 if replies.queued_bytes() > MAX_QUEUED_REPLIES {
                     WorkerStats::add(&stats.bytes_written, replies.flush(fd));
                 }
@@ -91,6 +85,21 @@ impl UdpPorts {
             }
         }
     }
+}
+
+/// Answer one request datagram (from socket `fd`): its replies into `out`,
+/// each reply object's end marked in the service's marks (which the caller
+/// empties first). `None` (nothing
+/// run) for a datagram too short for its header or one claiming to be part
+/// of a multi-datagram request, which memcached does not serve either.
+pub(crate) fn answer(exec: &Service<'_>, datagram: &[u8], out: &mut Vec<u8>, fd: std::os::fd::RawFd) -> Option<u16> {
+    let header = UdpHeader::parse(datagram)?;
+    if header.total != 1 || header.seq != 0 {
+        return None;
+    }
+    out.clear();
+    serve(exec, &datagram[HEADER_LEN..], out, fd);
+    Some(header.request_id)
 }
 
 /// Run the commands of one datagram (from socket `fd`), marking where each
@@ -148,12 +157,13 @@ fn refuse(exec: &Service<'_>, protocol: Protocol, request: &[u8], start: usize, 
     }
 }
 
-/// Queue each reply object as its own datagram series, to `peer` only.
-fn queue_replies(replies: &mut SendBatch, peer: SocketAddr, request_id: u16, out: &[u8], marks: &[usize], scratch: &mut Vec<u8>) {
+/// Each reply object as its own datagram series (header and payload, at
+/// most 1400 bytes each), passed to `emit`.
+pub(crate) fn each_datagram(request_id: u16, out: &[u8], marks: &[usize], scratch: &mut Vec<u8>, emit: &mut dyn FnMut(&[u8])) {
     let mut start = 0;
     for &end in marks.iter().chain(std::iter::once(&out.len())) {
         if end > start {
-            split_reply(request_id, &out[start..end], scratch, &mut |datagram| replies.push(datagram, peer));
+            split_reply(request_id, &out[start..end], scratch, emit);
         }
         start = start.max(end);
     }

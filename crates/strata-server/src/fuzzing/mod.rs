@@ -6,8 +6,10 @@
 //! that ever crashed a target.
 
 mod binary;
+mod udp;
 
 pub use binary::binary;
+pub use udp::udp;
 
 use std::sync::Arc;
 
@@ -104,6 +106,10 @@ mod tests {
         replay("binary", super::binary);
     }
 
+    #[test]
+    fn corpus_udp() {
+        replay("udp", super::udp);
+    }
 
 
 }
