@@ -362,6 +362,11 @@ impl Conn {
         self.swallow > 0
     }
 
+    /// Bytes of a refused data block still to discard.
+    pub(crate) fn swallowing(&self) -> usize {
+        self.swallow
+    }
+
     pub fn pending_output(&self) -> usize {
         self.out.len() - self.wpos
     }

@@ -6,9 +6,11 @@
 //! that ever crashed a target.
 
 mod binary;
+mod sasl;
 mod udp;
 
 pub use binary::binary;
+pub use sasl::sasl;
 pub use udp::udp;
 
 use std::sync::Arc;
@@ -111,5 +113,9 @@ mod tests {
         replay("udp", super::udp);
     }
 
+    #[test]
+    fn corpus_sasl() {
+        replay("sasl", super::sasl);
+    }
 
 }
