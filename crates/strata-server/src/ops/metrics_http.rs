@@ -34,7 +34,7 @@ pub const MAX_HEAD_BYTES: usize = 8 << 10;
 const READ_DEADLINE: Duration = Duration::from_secs(2);
 const WRITE_DEADLINE: Duration = Duration::from_secs(2);
 const MAX_HEADERS: usize = 32;
-const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Bind the metrics address (`-o metrics_listen`), before anything starts.
 pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
@@ -101,29 +101,63 @@ fn answer(shared: &Arc<Shared>, mut stream: TcpStream) -> io::Result<()> {
 /// Read until the head parses, is refused, or the deadline passes.
 fn read_head(stream: &mut TcpStream) -> io::Result<Route> {
     let deadline = Instant::now() + READ_DEADLINE;
-    let mut buf = vec![0u8; MAX_HEAD_BYTES];
-    let mut len = 0;
+    let mut head = Head::default();
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Ok(Route::Refuse(408, "request timeout\n"));
         }
         stream.set_read_timeout(Some(left))?;
-        match stream.read(&mut buf[len..]) {
+        match stream.read(head.spare()) {
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => len += n,
+            Ok(n) => {
+                if let Some(route) = head.received(n) {
+                    return Ok(route);
+                }
+            }
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
                 return Ok(Route::Refuse(408, "request timeout\n"))
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         }
-        if let Some(route) = route(&buf[..len]) {
-            return Ok(route);
+    }
+}
+
+/// A request head as its bytes arrive: never more than [`MAX_HEAD_BYTES`]
+/// buffered, whatever the client sends.
+pub struct Head {
+    buf: Box<[u8]>,
+    len: usize,
+}
+
+impl Default for Head {
+    fn default() -> Head {
+        Head { buf: vec![0u8; MAX_HEAD_BYTES].into_boxed_slice(), len: 0 }
+    }
+}
+
+impl Head {
+    /// Where the next bytes go; never empty before [`Head::received`] has
+    /// returned a route.
+    pub fn spare(&mut self) -> &mut [u8] {
+        &mut self.buf[self.len..]
+    }
+
+    /// `n` more bytes were written to [`Head::spare`]: the route once the
+    /// head is complete or refused (431 once the buffer is full), `None`
+    /// while more is needed.
+    pub fn received(&mut self, n: usize) -> Option<Route> {
+        self.len = (self.len + n).min(self.buf.len());
+        if let Some(route) = route(&self.buf[..self.len]) {
+            return Some(route);
         }
-        if len == buf.len() {
-            return Ok(Route::Refuse(431, "request head too large\n"));
-        }
+        (self.len == self.buf.len()).then_some(Route::Refuse(431, "request head too large\n"))
+    }
+
+    /// The bytes received so far.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
     }
 }
 
@@ -179,13 +213,17 @@ fn write_by(stream: &mut TcpStream, mut bytes: &[u8], deadline: Instant) -> io::
     Ok(())
 }
 
-fn respond(stream: &mut TcpStream, code: u16, content_type: &str, body: &[u8], head_only: bool) -> io::Result<()> {
+/// The status line and headers of a reply with a body of `body_len` bytes.
+pub fn response_head(code: u16, content_type: &str, body_len: usize) -> String {
     let allow = if code == 405 { "Allow: GET, HEAD\r\n" } else { "" };
-    let head = format!(
-        "HTTP/1.1 {code} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n{allow}Connection: close\r\n\r\n",
-        reason(code),
-        body.len()
-    );
+    format!(
+        "HTTP/1.1 {code} {}\r\nContent-Type: {content_type}\r\nContent-Length: {body_len}\r\n{allow}Connection: close\r\n\r\n",
+        reason(code)
+    )
+}
+
+fn respond(stream: &mut TcpStream, code: u16, content_type: &str, body: &[u8], head_only: bool) -> io::Result<()> {
+    let head = response_head(code, content_type, body.len());
     let deadline = Instant::now() + WRITE_DEADLINE;
     write_by(stream, head.as_bytes(), deadline)?;
     if !head_only {
