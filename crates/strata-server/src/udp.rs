@@ -127,6 +127,11 @@ fn serve(exec: &Service<'_>, payload: &[u8], out: &mut Vec<u8>, fd: std::os::fd:
             let reply = out.get(start..).filter(|_| exec.shared.ops.verbose.tracing());
             crate::ops::verbose::end_text(Some(fd), rest, reply, done);
         }
+        // A get with a key over 250 bytes drops every reply not yet sent,
+        // those of the datagram's earlier commands too (memcached's
+        // conn_release_items): this command's replies may start before
+        // `start`.
+        let start = start.min(out.len());
         match step {
             Step::Need(_) | Step::Stop(_) => return,
             Step::Done { advance, swallow, stop } => {
@@ -166,5 +171,36 @@ pub(crate) fn each_datagram(request_id: u16, out: &[u8], marks: &[usize], scratc
             split_reply(request_id, &out[start..end], scratch, emit);
         }
         start = start.max(end);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+
+    /// Bug found by the `udp` fuzz target: a get with a too-long key after
+    /// other commands in the same datagram truncated the output below where
+    /// its own replies began, and the reply size `out.len() - start`
+    /// underflowed (a panic with overflow checks; without, the replies were
+    /// replaced by "SERVER_ERROR reply too large for UDP").
+    #[test]
+    fn a_too_long_get_key_after_other_replies_is_not_an_oversized_reply() {
+        let shared = crate::fuzzing::server(crate::Settings::default(), None, None);
+        let stats = shared.worker_stats[0].clone();
+        let marks = RefCell::new(Vec::new());
+        let svc = Service::with_marks(&shared, &stats, &marks);
+        let mut datagram = vec![0, 7, 0, 0, 0, 1, 0, 0];
+        // Six STOREDs (48 bytes) are dropped, and the error (40 bytes)
+        // ends before where the get's replies began.
+        let sets = "set a 0 0 1\r\n1\r\n".repeat(6);
+        datagram.extend_from_slice(format!("{sets}get a {}\r\nget a\r\n", "k".repeat(251)).as_bytes());
+        let mut out = Vec::new();
+        assert_eq!(answer(&svc, &datagram, &mut out, -1), Some(7));
+        let out = String::from_utf8(out).unwrap();
+        assert_eq!(out, "CLIENT_ERROR bad command line format\r\n\r\nVALUE a 0 1\r\n1\r\nEND\r\n");
+        assert_eq!(stats.udp_replies_refused.load(std::sync::atomic::Ordering::Relaxed), 0);
+        assert!(marks.borrow().iter().all(|&m| m <= out.len()));
     }
 }

@@ -27,7 +27,7 @@ use crate::Settings;
 
 /// A fresh in-process server per input (so a crash replays from its input
 /// alone): one worker, a 16 MiB map store, `-I 1m`.
-fn server(settings: Settings, text_auth: Option<Credentials>, sasl_auth: Option<Credentials>) -> Arc<Shared> {
+pub(crate) fn server(settings: Settings, text_auth: Option<Credentials>, sasl_auth: Option<Credentials>) -> Arc<Shared> {
     let settings = Settings { threads: 1, memory_limit_bytes: 16 << 20, ..settings };
     // The size class table takes most of an input's time to build: once.
     static BASE: std::sync::OnceLock<EngineConfig> = std::sync::OnceLock::new();
