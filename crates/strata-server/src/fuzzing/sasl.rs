@@ -105,7 +105,9 @@ fn binary_login(front: &[u8]) -> Option<bool> {
 /// the table and `\r\n`.
 fn text_login(front: &[u8]) -> Option<bool> {
     let end = front.windows(2).position(|w| w == b"\r\n").or_else(|| front.iter().position(|&b| b == b'\n'))?;
-    let line = &front[..end];
+    // The line ends at its first NUL, as memcached's C strings do
+    // (strata_proto::text).
+    let line = front[..end].split(|&b| b == 0).next().unwrap_or_default();
     let words: Vec<&[u8]> = line.split(|&b| b == b' ').filter(|w| !w.is_empty()).collect();
     let (Some(&b"set"), Some(n)) = (words.first().map(|w| &w[..]).as_ref(), words.get(4)) else { return Some(false) };
     let Some(n) = std::str::from_utf8(n).ok().and_then(|n| n.parse::<usize>().ok()) else { return Some(false) };
