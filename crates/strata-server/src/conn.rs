@@ -74,7 +74,10 @@ pub(crate) fn text_step(buf: &[u8], svc: &Service<'_>, out: &mut Vec<u8>, unauth
             // memcached closes on an overlong line after transmitting what
             // it had flushed (at get, mn, or a large data block) and drops
             // the rest.
-            out.truncate(svc.unsent_from().min(out.len()));
+            let sent = svc.unsent_from().min(out.len());
+            out.truncate(sent);
+            // UDP's reply marks (none over TCP) must not point past it.
+            svc.truncate_marks(sent);
             return Step::Stop(Progress::CloseAfterWrite);
         }
         Frame::Line { line, consumed } => (line, consumed),

@@ -203,4 +203,25 @@ mod tests {
         assert_eq!(stats.udp_replies_refused.load(std::sync::atomic::Ordering::Relaxed), 0);
         assert!(marks.borrow().iter().all(|&m| m <= out.len()));
     }
+
+    /// Bug found by the `udp` fuzz target: a line over 2048 bytes without
+    /// its newline (memcached closes on it, dropping unsent replies)
+    /// emptied the output but left the marks of the datagram's earlier
+    /// replies, and cutting the replies into datagrams sliced past the
+    /// output's end: a panic of the worker on one datagram (with -U).
+    #[test]
+    fn an_overlong_line_after_other_replies_leaves_no_mark_past_the_output() {
+        let shared = crate::fuzzing::server(crate::Settings::default(), None, None);
+        let stats = shared.worker_stats[0].clone();
+        let marks = RefCell::new(Vec::new());
+        let svc = Service::with_marks(&shared, &stats, &marks);
+        let mut datagram = vec![0, 9, 0, 0, 0, 1, 0, 0];
+        datagram.extend_from_slice(format!("set a 0 0 1\r\n1\r\nset b 0 0 1\r\n2\r\n{}", "x".repeat(2049)).as_bytes());
+        let mut out = Vec::new();
+        assert_eq!(answer(&svc, &datagram, &mut out, -1), Some(9));
+        assert!(marks.borrow().iter().all(|&m| m <= out.len()), "marks {:?} past {} bytes", marks.borrow(), out.len());
+        let mut datagrams = 0;
+        each_datagram(9, &out, &marks.borrow(), &mut Vec::new(), &mut |_| datagrams += 1);
+        assert_eq!((out.len(), datagrams), (0, 0));
+    }
 }
