@@ -104,14 +104,15 @@ fn binary_login(front: &[u8]) -> Option<bool> {
 /// <exptime> <n>[ noreply]\r\n` followed by `n` bytes `user password` of
 /// the table and `\r\n`.
 fn text_login(front: &[u8]) -> Option<bool> {
-    let end = front.windows(2).position(|w| w == b"\r\n").or_else(|| front.iter().position(|&b| b == b'\n'))?;
+    let end = front.iter().position(|&b| b == b'\n')?;
     // The line ends at its first NUL, as memcached's C strings do
     // (strata_proto::text).
-    let line = front[..end].split(|&b| b == 0).next().unwrap_or_default();
+    let line = front[..end].strip_suffix(b"\r").unwrap_or(&front[..end]);
+    let line = line.split(|&b| b == 0).next().unwrap_or_default();
     let words: Vec<&[u8]> = line.split(|&b| b == b' ').filter(|w| !w.is_empty()).collect();
     let (Some(&b"set"), Some(n)) = (words.first().map(|w| &w[..]).as_ref(), words.get(4)) else { return Some(false) };
     let Some(n) = std::str::from_utf8(n).ok().and_then(|n| n.parse::<usize>().ok()) else { return Some(false) };
-    let start = end + if front.get(end) == Some(&b'\r') { 2 } else { 1 };
+    let start = end + 1;
     let token = front.get(start..start.checked_add(n)?)?;
     let space = token.iter().position(|&b| b == b' ');
     Some(space.is_some_and(|s| in_table(&token[..s], &token[s + 1..])))
