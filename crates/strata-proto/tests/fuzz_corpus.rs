@@ -1,11 +1,11 @@
-//! Replays the fuzz corpus (`fuzz/corpus/text`) through the fuzz target's
+//! Replays the fuzz corpus (`../../fuzz/corpus/text`) through the fuzz target's
 //! body on stable Rust, plus random and mutated inputs from proptest, so the
 //! parser's no-panic guarantee is checked on every `scripts/test` run.
 
 use proptest::prelude::*;
 
 fn corpus() -> Vec<Vec<u8>> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/text");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/text");
     let mut files: Vec<_> = std::fs::read_dir(&dir).expect("corpus dir").map(|e| e.unwrap().path()).collect();
     files.sort();
     files.iter().map(|p| std::fs::read(p).unwrap()).collect()

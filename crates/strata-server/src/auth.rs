@@ -33,6 +33,12 @@ impl Credentials {
         Ok(users)
     }
 
+    /// A table from a file's bytes, as if read from `path` (named in errors).
+    pub fn from_bytes(path: &Path, data: &[u8]) -> io::Result<Credentials> {
+        let table = parse_table(path, data)?;
+        Ok(Credentials { path: path.to_path_buf(), table: RwLock::new(table) })
+    }
+
     pub fn check(&self, user: &[u8], password: &[u8]) -> bool {
         let table = self.table.read().unwrap_or_else(|e| e.into_inner());
         match table.get(user) {
@@ -55,7 +61,10 @@ fn read_table(path: &Path) -> io::Result<HashMap<Vec<u8>, Vec<u8>>> {
     if meta.len() > MAX_FILE_BYTES {
         return Err(io::Error::new(io::ErrorKind::InvalidData, "credentials file larger than 1 MiB"));
     }
-    let data = std::fs::read(path)?;
+    parse_table(path, &std::fs::read(path)?)
+}
+
+fn parse_table(path: &Path, data: &[u8]) -> io::Result<HashMap<Vec<u8>, Vec<u8>>> {
     let mut table = HashMap::new();
     for (number, line) in data.split(|&b| b == b'\n').enumerate() {
         let line = line.strip_suffix(b"\r").unwrap_or(line);

@@ -74,7 +74,10 @@ pub(crate) fn text_step(buf: &[u8], svc: &Service<'_>, out: &mut Vec<u8>, unauth
             // memcached closes on an overlong line after transmitting what
             // it had flushed (at get, mn, or a large data block) and drops
             // the rest.
-            out.truncate(svc.unsent_from().min(out.len()));
+            let sent = svc.unsent_from().min(out.len());
+            out.truncate(sent);
+            // UDP's reply marks (none over TCP) must not point past it.
+            svc.truncate_marks(sent);
             return Step::Stop(Progress::CloseAfterWrite);
         }
         Frame::Line { line, consumed } => (line, consumed),
@@ -360,6 +363,11 @@ impl Conn {
     /// A refused data block is still being discarded (`handover/`).
     pub fn is_swallowing(&self) -> bool {
         self.swallow > 0
+    }
+
+    /// Bytes of a refused data block still to discard.
+    pub(crate) fn swallowing(&self) -> usize {
+        self.swallow
     }
 
     pub fn pending_output(&self) -> usize {

@@ -9,6 +9,8 @@ pub mod auth;
 pub mod conn;
 pub mod ctx;
 pub mod front;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod flash_age;
 pub mod flash_merge;
 pub mod flash_io;

@@ -15,7 +15,6 @@
 //! over the cap are replaced by an error and counted in `udp_replies_refused`.
 
 use std::cell::RefCell;
-use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
@@ -69,16 +68,11 @@ impl UdpPorts {
             for i in 0..count {
                 // Truncated (over 64 KiB) and non-IP datagrams are dropped.
                 let Some((request, peer)) = requests.get(i) else { continue };
-                let Some(header) = UdpHeader::parse(request) else { continue };
-                if header.total != 1 || header.seq != 0 {
-                    continue; // memcached serves single-datagram requests only
-                }
-                WorkerStats::add(&stats.bytes_read, request.len() as u64);
-                out.clear();
                 marks.borrow_mut().clear();
                 let exec = Service::with_marks(shared, stats, marks);
-                serve(&exec, &request[HEADER_LEN..], out, fd);
-                queue_replies(replies, peer, header.request_id, out, &marks.borrow(), datagram);
+                let Some(request_id) = answer(&exec, request, out, fd) else { continue };
+                WorkerStats::add(&stats.bytes_read, request.len() as u64);
+                each_datagram(request_id, out, &marks.borrow(), datagram, &mut |d| replies.push(d, peer));
                 if replies.queued_bytes() > MAX_QUEUED_REPLIES {
                     WorkerStats::add(&stats.bytes_written, replies.flush(fd));
                 }
@@ -91,6 +85,21 @@ impl UdpPorts {
             }
         }
     }
+}
+
+/// Answer one request datagram (from socket `fd`): its replies into `out`,
+/// each reply object's end marked in the service's marks (which the caller
+/// empties first). `None` (nothing
+/// run) for a datagram too short for its header or one claiming to be part
+/// of a multi-datagram request, which memcached does not serve either.
+pub(crate) fn answer(exec: &Service<'_>, datagram: &[u8], out: &mut Vec<u8>, fd: std::os::fd::RawFd) -> Option<u16> {
+    let header = UdpHeader::parse(datagram)?;
+    if header.total != 1 || header.seq != 0 {
+        return None;
+    }
+    out.clear();
+    serve(exec, &datagram[HEADER_LEN..], out, fd);
+    Some(header.request_id)
 }
 
 /// Run the commands of one datagram (from socket `fd`), marking where each
@@ -118,6 +127,11 @@ fn serve(exec: &Service<'_>, payload: &[u8], out: &mut Vec<u8>, fd: std::os::fd:
             let reply = out.get(start..).filter(|_| exec.shared.ops.verbose.tracing());
             crate::ops::verbose::end_text(Some(fd), rest, reply, done);
         }
+        // A get with a key over 250 bytes drops every reply not yet sent,
+        // those of the datagram's earlier commands too (memcached's
+        // conn_release_items): this command's replies may start before
+        // `start`.
+        let start = start.min(out.len());
         match step {
             Step::Need(_) | Step::Stop(_) => return,
             Step::Done { advance, swallow, stop } => {
@@ -148,13 +162,66 @@ fn refuse(exec: &Service<'_>, protocol: Protocol, request: &[u8], start: usize, 
     }
 }
 
-/// Queue each reply object as its own datagram series, to `peer` only.
-fn queue_replies(replies: &mut SendBatch, peer: SocketAddr, request_id: u16, out: &[u8], marks: &[usize], scratch: &mut Vec<u8>) {
+/// Each reply object as its own datagram series (header and payload, at
+/// most 1400 bytes each), passed to `emit`.
+pub(crate) fn each_datagram(request_id: u16, out: &[u8], marks: &[usize], scratch: &mut Vec<u8>, emit: &mut dyn FnMut(&[u8])) {
     let mut start = 0;
     for &end in marks.iter().chain(std::iter::once(&out.len())) {
         if end > start {
-            split_reply(request_id, &out[start..end], scratch, &mut |datagram| replies.push(datagram, peer));
+            split_reply(request_id, &out[start..end], scratch, emit);
         }
         start = start.max(end);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+
+    /// Bug found by the `udp` fuzz target: a get with a too-long key after
+    /// other commands in the same datagram truncated the output below where
+    /// its own replies began, and the reply size `out.len() - start`
+    /// underflowed (a panic with overflow checks; without, the replies were
+    /// replaced by "SERVER_ERROR reply too large for UDP").
+    #[test]
+    fn a_too_long_get_key_after_other_replies_is_not_an_oversized_reply() {
+        let shared = crate::fuzzing::server(crate::Settings::default(), None, None);
+        let stats = shared.worker_stats[0].clone();
+        let marks = RefCell::new(Vec::new());
+        let svc = Service::with_marks(&shared, &stats, &marks);
+        let mut datagram = vec![0, 7, 0, 0, 0, 1, 0, 0];
+        // Six STOREDs (48 bytes) are dropped, and the error (40 bytes)
+        // ends before where the get's replies began.
+        let sets = "set a 0 0 1\r\n1\r\n".repeat(6);
+        datagram.extend_from_slice(format!("{sets}get a {}\r\nget a\r\n", "k".repeat(251)).as_bytes());
+        let mut out = Vec::new();
+        assert_eq!(answer(&svc, &datagram, &mut out, -1), Some(7));
+        let out = String::from_utf8(out).unwrap();
+        assert_eq!(out, "CLIENT_ERROR bad command line format\r\n\r\nVALUE a 0 1\r\n1\r\nEND\r\n");
+        assert_eq!(stats.udp_replies_refused.load(std::sync::atomic::Ordering::Relaxed), 0);
+        assert!(marks.borrow().iter().all(|&m| m <= out.len()));
+    }
+
+    /// Bug found by the `udp` fuzz target: a line over 2048 bytes without
+    /// its newline (memcached closes on it, dropping unsent replies)
+    /// emptied the output but left the marks of the datagram's earlier
+    /// replies, and cutting the replies into datagrams sliced past the
+    /// output's end: a panic of the worker on one datagram (with -U).
+    #[test]
+    fn an_overlong_line_after_other_replies_leaves_no_mark_past_the_output() {
+        let shared = crate::fuzzing::server(crate::Settings::default(), None, None);
+        let stats = shared.worker_stats[0].clone();
+        let marks = RefCell::new(Vec::new());
+        let svc = Service::with_marks(&shared, &stats, &marks);
+        let mut datagram = vec![0, 9, 0, 0, 0, 1, 0, 0];
+        datagram.extend_from_slice(format!("set a 0 0 1\r\n1\r\nset b 0 0 1\r\n2\r\n{}", "x".repeat(2049)).as_bytes());
+        let mut out = Vec::new();
+        assert_eq!(answer(&svc, &datagram, &mut out, -1), Some(9));
+        assert!(marks.borrow().iter().all(|&m| m <= out.len()), "marks {:?} past {} bytes", marks.borrow(), out.len());
+        let mut datagrams = 0;
+        each_datagram(9, &out, &marks.borrow(), &mut Vec::new(), &mut |_| datagrams += 1);
+        assert_eq!((out.len(), datagrams), (0, 0));
     }
 }

@@ -1,6 +1,6 @@
 //! `strata`: a memcached-compatible cache server. Takes memcached's flags.
 
-mod cli;
+use strata::cli;
 mod process;
 
 use std::process::ExitCode;

@@ -97,12 +97,14 @@ fn parse_path(arg: &str) -> Result<ExtPath, String> {
         return Err("must supply size to ext_path, ie: ext_path=/f/e:64m (M|G|T|P supported)\n".into());
     };
     let unsupported = || "must supply size to ext_path, ie: ext_path=/f/e:64m (m|g|t|p supported)\n".to_string();
-    let (digits, unit) = size.split_at(size.len() - 1);
-    let shift = match unit.to_ascii_lowercase().as_str() {
-        "m" => 20,
-        "g" => 30,
-        "t" => 40,
-        "p" => 50,
+    // The unit is the last character, which need not be one byte.
+    let unit = size.chars().next_back().unwrap_or_default();
+    let digits = &size[..size.len() - unit.len_utf8()];
+    let shift = match unit.to_ascii_lowercase() {
+        'm' => 20,
+        'g' => 30,
+        't' => 40,
+        'p' => 50,
         _ => return Err(unsupported()),
     };
     let count = number::<u64>(digits).ok_or_else(unsupported)?;
@@ -231,6 +233,18 @@ fn room_on_device(path: &Path, current_bytes: u64, size_bytes: u64) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Bug found by the `config` fuzz target: a size ending in a
+    /// character of more than one byte (`-o ext_path=/f:64é`) split the
+    /// string inside that character, a panic at start instead of
+    /// memcached's message.
+    #[test]
+    fn a_size_ending_in_a_multibyte_character_is_refused_not_a_panic() {
+        for bad in ["/d/f:64\u{e9}", "/d/f:\u{fffd}", "/d/f:6\u{1f600}m\u{1f600}"] {
+            assert!(parse_path(bad).unwrap_err().contains("(m|g|t|p supported)"), "{bad}");
+        }
+        assert_eq!(parse_path("/d/\u{e9}:1m").unwrap().size_bytes, 1 << 20);
+    }
 
     #[test]
     fn paths_as_memcached_reads_them() {

@@ -12,6 +12,8 @@
 //! it cannot resolve. Never a panic.
 
 mod conf;
+#[doc(hidden)]
+pub mod fuzzing;
 mod ext;
 mod extended;
 mod flags;
@@ -90,6 +92,7 @@ pub struct Draft {
     /// does; used only with it).
     pub ssl_enabled: bool,
     pub tls: strata_server::tls::TlsSettings,
+    pub files: Files,
 }
 
 impl Default for Draft {
@@ -114,6 +117,7 @@ impl Default for Draft {
             core_dumps: false,
             ssl_enabled: false,
             tls: Default::default(),
+            files: Files::Real,
         }
     }
 }
@@ -126,26 +130,48 @@ pub(crate) fn number<T: FromStr>(text: &str) -> Option<T> {
 
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, CliError> {
     let args: Vec<String> = args.into_iter().skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
-    let found = getopt::parse(&flags::specs(), &args)?;
-    let mut draft = Draft::default();
-    for (letter, value) in found {
-        match flags::apply(&mut draft, letter, value)? {
-            flags::Act::Continue => {}
-            flags::Act::Help => {
-                print!("{}", help::text());
-                return Ok(Parsed::Exit(ExitCode::SUCCESS));
-            }
-            flags::Act::License => {
-                print!("strata {}\n\n{}", env!("CARGO_PKG_VERSION"), license::TEXT);
-                return Ok(Parsed::Exit(ExitCode::SUCCESS));
-            }
-            flags::Act::Version => {
-                println!("strata {} (memcached 1.6.45 compatible)", env!("CARGO_PKG_VERSION"));
-                return Ok(Parsed::Exit(ExitCode::SUCCESS));
-            }
+    let (draft, act) = read_flags(&args, Files::Real)?;
+    match act {
+        flags::Act::Continue => {}
+        flags::Act::Help => {
+            print!("{}", help::text());
+            return Ok(Parsed::Exit(ExitCode::SUCCESS));
+        }
+        flags::Act::License => {
+            print!("strata {}\n\n{}", env!("CARGO_PKG_VERSION"), license::TEXT);
+            return Ok(Parsed::Exit(ExitCode::SUCCESS));
+        }
+        flags::Act::Version => {
+            println!("strata {} (memcached 1.6.45 compatible)", env!("CARGO_PKG_VERSION"));
+            return Ok(Parsed::Exit(ExitCode::SUCCESS));
         }
     }
     validate::finish(draft).map(Parsed::Run)
+}
+
+/// Where `--config` and `-o ext_path` lead: to files, or (the fuzz
+/// target's) to nothing outside the process.
+#[derive(Default)]
+pub enum Files {
+    #[default]
+    Real,
+    /// `--config` reads `config` whatever its path; `ext_path` files are
+    /// neither created nor opened (their geometry is still checked).
+    InMemory { config: String },
+}
+
+/// Every flag of `args` (without the program name) applied to a fresh
+/// [`Draft`], up to the first that ends the reading (`-h`, `-i`, `-V`).
+fn read_flags(args: &[String], files: Files) -> Result<(Draft, flags::Act), CliError> {
+    let found = getopt::parse(&flags::specs(), args)?;
+    let mut draft = Draft { files, ..Draft::default() };
+    for (letter, value) in found {
+        match flags::apply(&mut draft, letter, value)? {
+            flags::Act::Continue => {}
+            act => return Ok((draft, act)),
+        }
+    }
+    Ok((draft, flags::Act::Continue))
 }
 
 #[cfg(test)]

@@ -131,7 +131,9 @@ pub fn finish(mut d: Draft) -> Result<Options, CliError> {
     // memcached's storage_init, after the other checks: the geometry, then
     // the files.
     super::ext::check_geometry(&d.settings.ext)?;
-    super::ext::check_files(&d.settings.ext)?;
+    if let super::Files::Real = d.files {
+        super::ext::check_files(&d.settings.ext)?;
+    }
     Ok(Options {
         settings: d.settings,
         user: d.user,

@@ -1,0 +1,130 @@
+//! The bodies of the libFuzzer targets that reach this crate (`fuzz/`,
+//! `scripts/fuzz`): each takes the fuzzer's bytes, runs them through the
+//! code a server runs on untrusted input, and panics only when an
+//! invariant of that code breaks. The same bodies replay the committed
+//! corpora on stable (`tests` below), so `cargo test` checks every input
+//! that ever crashed a target.
+
+mod binary;
+mod http;
+mod sasl;
+mod udp;
+
+pub use binary::binary;
+pub use http::http;
+pub use sasl::sasl;
+pub use udp::udp;
+
+use std::sync::Arc;
+
+use strata_store::{Clock, EngineConfig, MapStore};
+
+use crate::auth::Credentials;
+use crate::conn::{Conn, Progress};
+use crate::service::Service;
+use crate::shared::Shared;
+use crate::Settings;
+
+/// A fresh in-process server per input (so a crash replays from its input
+/// alone): one worker, a 16 MiB map store, `-I 1m`.
+pub(crate) fn server(settings: Settings, text_auth: Option<Credentials>, sasl_auth: Option<Credentials>) -> Arc<Shared> {
+    let settings = Settings { threads: 1, memory_limit_bytes: 16 << 20, ..settings };
+    // The size class table takes most of an input's time to build: once.
+    static BASE: std::sync::OnceLock<EngineConfig> = std::sync::OnceLock::new();
+    let base = BASE.get_or_init(EngineConfig::default).clone();
+    let config = EngineConfig { memory_limit_bytes: settings.memory_limit_bytes, item_size_max_bytes: settings.item_size_max, ..base };
+    let engine = Box::new(MapStore::new(config));
+    Arc::new(Shared::with_credentials(settings, engine, Clock::starting_at(1_700_000_000), text_auth, sasl_auth))
+}
+
+/// Chunk lengths for feeding a stream in pieces: from one seed byte, a
+/// repeating pattern of 1 to 64 bytes (0: all at once).
+fn chunks(seed: u8, len: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let mut at = 0;
+    let mut turn = 0usize;
+    std::iter::from_fn(move || {
+        if at >= len {
+            return None;
+        }
+        let size = if seed == 0 { len } else { 1 + (usize::from(seed).wrapping_mul(turn + 7) % 64) };
+        turn += 1;
+        let range = at..(at + size).min(len);
+        at = range.end;
+        Some(range)
+    })
+}
+
+/// Run what `conn` has buffered until it needs input or closes, moving its
+/// replies to `replies`. Returns whether the connection is closed.
+fn pump(conn: &mut Conn, svc: &Service<'_>, replies: &mut Vec<u8>) -> bool {
+    loop {
+        let progress = conn.process(svc, 16);
+        replies.extend_from_slice(&conn.out[conn.wpos..]);
+        let n = conn.out.len() - conn.wpos;
+        conn.consume_output(n);
+        match progress {
+            Progress::Yield | Progress::OutputFull => continue,
+            Progress::NeedInput => return false,
+            _ => return true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    /// Every file of `fuzz/corpus/<name>`, in name order.
+    pub(super) fn corpus(name: &str) -> Vec<(PathBuf, Vec<u8>)> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus").join(name);
+        let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).map(|e| e.unwrap().path()).collect();
+        files.sort();
+        files.into_iter().map(|p| (p.clone(), std::fs::read(&p).unwrap())).collect()
+    }
+
+    /// A target's generated seeds: written to its corpus with
+    /// `STRATA_WRITE_CORPUS=1`, else each must be there as generated.
+    pub(crate) fn write_seeds(name: &str, seeds: &[(&str, Vec<u8>)]) {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus").join(name);
+        for (seed, bytes) in seeds {
+            let path = dir.join(format!("seed-{seed}"));
+            if std::env::var_os("STRATA_WRITE_CORPUS").is_some() {
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(&path, bytes).unwrap();
+            } else {
+                assert_eq!(std::fs::read(&path).ok().as_ref(), Some(bytes), "{} differs from its generator", path.display());
+            }
+        }
+    }
+
+    /// Each committed input through its target's body, whole and cut short.
+    fn replay(name: &str, body: fn(&[u8])) {
+        let corpus = corpus(name);
+        assert!(corpus.len() >= 5, "fuzz/corpus/{name} holds {} inputs", corpus.len());
+        for (path, input) in &corpus {
+            eprintln!("{}", path.display());
+            body(input);
+            body(&input[..input.len() / 2]);
+        }
+    }
+
+    #[test]
+    fn corpus_binary() {
+        replay("binary", super::binary);
+    }
+
+    #[test]
+    fn corpus_udp() {
+        replay("udp", super::udp);
+    }
+
+    #[test]
+    fn corpus_sasl() {
+        replay("sasl", super::sasl);
+    }
+
+    #[test]
+    fn corpus_http() {
+        replay("http", super::http);
+    }
+}
