@@ -273,8 +273,8 @@ fn recover_part(tier: &Tier, geo: &Geometry, dir: &mut Dir, i: usize, part: &mut
             break;
         }
         if s & RING_OPEN != 0 {
-            // Only the last slot may be open; its block must parse.
-            let ok = block::Builder::resume(dir.open_block_mut(i), index::MAX_LOG_RECORDS).is_some();
+            // Only the last slot may be open; its block must parse and pass its check.
+            let ok = block::Builder::resume(dir.open_block_mut(i), index::MAX_LOG_RECORDS, block::open_seed(tier.secret, i)).is_some();
             dir.ring_mut(i)[at] = if ok { RING_OPEN } else { RING_DEAD };
             part.open = ok;
             len += 1;
