@@ -12,6 +12,8 @@ pub mod front;
 pub mod flash_age;
 pub mod flash_merge;
 pub mod flash_io;
+#[doc(hidden)]
+pub mod fuzzing;
 mod flash_peek;
 pub mod handover;
 pub mod journal;
