@@ -149,8 +149,8 @@ impl<S: Slot> ProbeTable<S> {
     /// earlier process left there that `keep` accepts (recovery). Built in
     /// `path.new` and renamed over `path`. A crash inside a backward shift
     /// can leave an entry twice (both copies identical): one is kept.
-    pub fn persistent(path: &Path, magic: &'static [u8; 8], fill: Fill, mut keep: impl FnMut(&S) -> bool) -> std::io::Result<ProbeTable<S>> {
-        let old: Vec<S> = read_file::<S>(path, magic).into_iter().filter(|s| keep(s)).collect();
+    pub fn persistent(path: &Path, magic: &'static [u8; 8], fill: Fill, mut keep: impl FnMut(&S) -> Option<S>) -> std::io::Result<ProbeTable<S>> {
+        let old: Vec<S> = read_file::<S>(path, magic).into_iter().filter_map(|s| keep(&s)).collect();
         let capacity = (old.len() * 100 / (fill.grow_at - 20) + 1).max(MIN_CAPACITY);
         let fresh = new_path(path);
         let mut table = ProbeTable { slots: Slots::mapped(&fresh, magic, capacity)?, len: 0, magic, sweep_at: 0, fill };

@@ -213,16 +213,23 @@ impl SmallShard {
             }
         }
         let index = match paths {
+            // A log entry whose block is gone becomes a tombstone: its
+            // record was newer than any copy in the key's set, which must
+            // not come back.
             Some((_, index_path)) => SmallIndex::persistent(index_path, |h32, e| {
-                recovered
-                    && match e {
-                        Entry::Tomb => true,
-                        Entry::Log { slot, .. } => {
-                            let part = &parts[geo.place(u64::from(h32)).part];
-                            let k = ring_offset(part.head, slot);
-                            k < part.ring_len() && dir.ring(geo.place(u64::from(h32)).part)[usize::from(slot)] != RING_DEAD
+                recovered.then_some(match e {
+                    Entry::Tomb => Entry::Tomb,
+                    Entry::Log { slot, .. } => {
+                        let part = &parts[geo.place(u64::from(h32)).part];
+                        let k = ring_offset(part.head, slot);
+                        let live = k < part.ring_len() && dir.ring(geo.place(u64::from(h32)).part)[usize::from(slot)] != RING_DEAD;
+                        if live {
+                            e
+                        } else {
+                            Entry::Tomb
                         }
                     }
+                })
             })?,
             None => SmallIndex::new(),
         };
