@@ -8,6 +8,8 @@
 //! share of items kept.
 //!
 //!     cargo run --release -p strata-store --example damage -- [IMAGES] [SEED]
+//!
+//! `DAMAGE_KINDS=2,3` runs those rows only; `DAMAGE_ONLY=KIND,IMAGE` one image.
 
 use std::time::Instant;
 
@@ -37,12 +39,28 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let images_per_kind: usize = args.next().map_or(1000, |a| a.parse().expect("IMAGES: a number"));
     let seed: u64 = args.next().map_or(46, |a| a.parse().expect("SEED: a number"));
+    // One image alone, its panic shown in full: DAMAGE_ONLY=KIND,IMAGE
+    // (KIND: the row, from 0).
+    if let Ok(only) = std::env::var("DAMAGE_ONLY") {
+        let (k, n) = only.split_once(',').expect("DAMAGE_ONLY=KIND,IMAGE");
+        let (k, n): (usize, usize) = (k.parse().expect("KIND"), n.parse().expect("IMAGE"));
+        let input = damage(seed, k, n);
+        println!("{input:?}");
+        println!("{:?}", run(FileKind::ALL[k], &input));
+        images::remove_scratch();
+        return;
+    }
     // Quiet: a panic is counted, its message shown once per kind.
     std::panic::set_hook(Box::new(|_| {}));
     println!("{images_per_kind} images per kind, seed {seed}");
     println!("| file kind | images | crashes | wrong values | stale values | cold starts | items kept: mean | min | ms/image |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    // Some rows only: DAMAGE_KINDS=2,3 (rows from 0).
+    let rows: Option<Vec<usize>> = std::env::var("DAMAGE_KINDS").ok().map(|v| v.split(',').map(|k| k.parse().expect("DAMAGE_KINDS")).collect());
     for (k, kind) in FileKind::ALL.into_iter().enumerate() {
+        if rows.as_ref().is_some_and(|r| !r.contains(&k)) {
+            continue;
+        }
         let (mut crashes, mut wrong, mut stale, mut cold, mut shares) = (0, 0, 0, 0, Vec::new());
         let mut first_failure = None;
         let started = Instant::now();

@@ -45,3 +45,21 @@ fn a_lost_log_block_never_brings_back_an_older_copy() {
     assert!(lost > 0, "the damage lost nothing: it tests nothing");
     assert_eq!(stale, 0, "older copies served after their log blocks were lost ({lost} items lost)");
 }
+
+/// Image 25 of the benchmark's index row (seed 46): an index file's entry
+/// damaged into one whose read (`blocks`) ends before its record's header
+/// starts. Recovery kept it and the read's finish sliced past the bytes
+/// read (a panic); now recovery drops it.
+#[test]
+fn an_index_entry_shorter_than_its_record_is_dropped() {
+    use strata_store::fuzzing::mutate::{At, Kind, Op};
+    use strata_store::fuzzing::{run, Damage, FileKind};
+    let ops = vec![
+        Op { file: 170, at: At::FromEnd(54367), kind: Kind::FlipBit(183) },
+        Op { file: 11, at: At::FromEnd(46084), kind: Kind::Fill(47265, 168) },
+        Op { file: 52, at: At::Raw(2191883887), kind: Kind::Truncate },
+        Op { file: 68, at: At::FromEnd(27868), kind: Kind::Fill(18571, 117) },
+    ];
+    let out = run(FileKind::Index, &Damage { crash: false, ops });
+    assert!(out.wrong.is_empty(), "{:?}", out.wrong);
+}
