@@ -29,6 +29,8 @@ pub mod ext_stats;
 mod flash_buf;
 pub mod flash_read;
 pub mod flash_tier;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod map;
 mod prefetch;
 pub mod seg;

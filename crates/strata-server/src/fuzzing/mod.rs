@@ -3,15 +3,20 @@
 //! code a server runs on untrusted input, and panics only when an
 //! invariant of that code breaks. The same bodies replay the committed
 //! corpora on stable (`tests` below), so `cargo test` checks every input
-//! that ever crashed a target.
+//! that ever crashed a target. Also the journal's damage harness, the
+//! body of `fuzz/fuzz_targets/journal.rs` (replayed by
+//! `tests/server/journal_damage.rs`) and the journal's row of the
+//! damaged-file benchmark (`examples/journal_damage.rs`).
 
 mod binary;
 mod http;
+pub mod journal;
 mod sasl;
 mod udp;
 
 pub use binary::binary;
 pub use http::http;
+pub use journal::fuzz_journal;
 pub use sasl::sasl;
 pub use udp::udp;
 

@@ -83,6 +83,13 @@ pub fn default_entries(memory_limit_bytes: u64) -> usize {
 /// Largest `-o journal_size` accepted (2 GiB of slots).
 pub const MAX_ENTRIES: usize = 1 << 28;
 
+/// Byte offsets of the journal file's marks and slots (`persist.rs`), for
+/// the damage harness (`crate::fuzzing::journal`).
+#[doc(hidden)]
+pub const FILE_MARKS_AT: usize = persist::MARKS_AT * 8;
+#[doc(hidden)]
+pub const FILE_SLOTS_AT: usize = persist::SLOTS_AT * 8;
+
 /// The 32 bits of a key's hash a journal keeps and a peer matches on.
 #[inline]
 pub fn tag(key: &[u8]) -> u32 {

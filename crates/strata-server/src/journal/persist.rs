@@ -197,7 +197,9 @@ fn resume(words: SharedWords, n: usize, now_unix: i64) -> (Ring, (i64, i64), u64
     }
     let created = w[W_CREATED].load(Ordering::Relaxed) as i64;
     let born = w[W_BORN].load(Ordering::Relaxed) == 1 && marks.front() == Some(&(created, 0));
-    let alive = w[W_ALIVE].load(Ordering::Relaxed) as i64;
+    // Clamped: a damaged word must not make the downtime (now - alive)
+    // overflow (a panic with debug assertions, garbage in `stats` without).
+    let alive = (w[W_ALIVE].load(Ordering::Relaxed) as i64).clamp(0, now_unix.max(0));
     let ring = Ring { words, mask, marks: Mutex::new(VecDeque::new()), lost_below, born_unix: born.then_some(created) };
     {
         let mut ours = ring.marks.lock().unwrap_or_else(|e| e.into_inner());
@@ -222,6 +224,28 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         let _ = std::fs::create_dir_all(&d);
         d
+    }
+
+    /// A last-alive word damaged to an extreme (`fuzz/` found i64::MIN):
+    /// the downtime stays within 0..=now instead of overflowing.
+    #[test]
+    fn a_damaged_last_alive_time_gives_a_downtime_that_fits() {
+        let d = dir("alive");
+        let path = d.join("m.journal");
+        for (alive, want) in [(i64::MIN as u64, 0), (u64::MAX, 0), (i64::MAX as u64, 1010), (5000, 1010)] {
+            let _ = std::fs::remove_file(&path);
+            let first = Journal::open(16, &path, false, 1000);
+            first.record(b"a");
+            drop(first);
+            {
+                use std::os::unix::fs::FileExt;
+                let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+                f.write_all_at(&alive.to_le_bytes(), (super::W_ALIVE * 8) as u64).unwrap();
+            }
+            let second = Journal::open(16, &path, true, 1010);
+            assert_eq!(second.down, Some((want, 1010)), "alive {alive:#x}");
+        }
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //!     cargo test --release -p strata-store --test store model::  one file
 
 mod classes;
+mod damage;
 mod flash;
 mod flash_age;
 mod flash_budget;

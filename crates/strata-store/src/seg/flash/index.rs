@@ -111,7 +111,7 @@ impl FlashIndex {
     /// A persistent index in the file at `path`, holding the entries an
     /// earlier process left there that `keep` accepts (recovery).
     pub fn persistent(path: &Path, mut keep: impl FnMut(&Entry) -> bool) -> std::io::Result<FlashIndex> {
-        let table = ProbeTable::persistent(path, FILE_MAGIC, DENSE, |s| keep(&unpack(*s)))?;
+        let table = ProbeTable::persistent(path, FILE_MAGIC, DENSE, |s| keep(&unpack(*s)).then_some(*s))?;
         Ok(FlashIndex { table, client_bytes: 0 })
     }
 

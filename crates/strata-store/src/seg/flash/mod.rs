@@ -117,7 +117,7 @@ impl SegStore {
             let index = match &dir {
                 Some(dir) => {
                     let recovering = tier.recovered;
-                    FlashIndex::persistent(&dir.join(format!("shard.{i}")), |e| recovering && tier.recover_entry(e.page, e.version4, e.offset))?
+                    FlashIndex::persistent(&dir.join(format!("shard.{i}")), |e| recovering && tier.recover_entry(e.page, e.version4, e.offset, e.blocks))?
                 }
                 None => FlashIndex::new(),
             };
@@ -260,7 +260,7 @@ impl SegStore {
             tier.c.miss.fetch_add(1, relaxed());
             return FlashFinish::Absent;
         }
-        let Some(data) = data.filter(|d| d.len() >= read.len_bytes) else {
+        let Some(data) = data.filter(|d| d.len() >= read.len_bytes && d.len() >= id.at as usize + record::HEADER) else {
             fi.remove(i);
             tier.forget(e.page, e.version4);
             tier.c.miss.fetch_add(1, relaxed());

@@ -105,10 +105,11 @@ fn read_file<S: Slot>(path: &Path, magic: &[u8; 8]) -> Vec<S> {
         return Vec::new();
     }
     let capacity = u64::from_le_bytes(map[8..16].try_into().expect("8 bytes")) as usize;
-    if FILE_HEAD + capacity.saturating_mul(size_of::<S>()) > map.len() {
+    // Checked: a damaged capacity near usize::MAX must not wrap past the test.
+    let Some(end) = capacity.checked_mul(size_of::<S>()).and_then(|b| b.checked_add(FILE_HEAD)).filter(|&end| end <= map.len()) else {
         return Vec::new();
-    }
-    let slots: &[S] = bytemuck::cast_slice(&map[FILE_HEAD..FILE_HEAD + capacity * size_of::<S>()]);
+    };
+    let slots: &[S] = bytemuck::cast_slice(&map[FILE_HEAD..end]);
     slots.iter().copied().filter(Slot::used).collect()
 }
 
@@ -148,8 +149,8 @@ impl<S: Slot> ProbeTable<S> {
     /// earlier process left there that `keep` accepts (recovery). Built in
     /// `path.new` and renamed over `path`. A crash inside a backward shift
     /// can leave an entry twice (both copies identical): one is kept.
-    pub fn persistent(path: &Path, magic: &'static [u8; 8], fill: Fill, mut keep: impl FnMut(&S) -> bool) -> std::io::Result<ProbeTable<S>> {
-        let old: Vec<S> = read_file::<S>(path, magic).into_iter().filter(|s| keep(s)).collect();
+    pub fn persistent(path: &Path, magic: &'static [u8; 8], fill: Fill, mut keep: impl FnMut(&S) -> Option<S>) -> std::io::Result<ProbeTable<S>> {
+        let old: Vec<S> = read_file::<S>(path, magic).into_iter().filter_map(|s| keep(&s)).collect();
         let capacity = (old.len() * 100 / (fill.grow_at - 20) + 1).max(MIN_CAPACITY);
         let fresh = new_path(path);
         let mut table = ProbeTable { slots: Slots::mapped(&fresh, magic, capacity)?, len: 0, magic, sweep_at: 0, fill };
@@ -367,6 +368,24 @@ mod tests {
         fn h32(&self) -> u32 {
             self[0]
         }
+    }
+
+    /// A table file whose capacity field is damaged to a huge number (so
+    /// capacity × slot size + header wraps) is read as empty, not a panic.
+    #[test]
+    fn a_file_with_a_huge_capacity_reads_as_empty() {
+        let dir = std::env::temp_dir().join(format!("strata-probe-capacity-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t");
+        for capacity in [u64::MAX, u64::MAX / 8 + 1, (u64::MAX - 63) / 8 + 1, 1 << 61] {
+            let mut bytes = vec![0u8; FILE_HEAD + 64 * 8];
+            bytes[..8].copy_from_slice(b"TESTTST1");
+            bytes[8..16].copy_from_slice(&capacity.to_le_bytes());
+            std::fs::write(&path, &bytes).unwrap();
+            assert!(read_file::<T>(&path, b"TESTTST1").is_empty(), "capacity {capacity:#x}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

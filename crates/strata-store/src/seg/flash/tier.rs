@@ -494,13 +494,14 @@ impl Inner {
 
     /// Recovery: an entry is kept if its page still has its version and
     /// its record was written before the stop (counted live).
-    pub fn recover_entry(&self, page: u32, version4: u8, offset: u64) -> bool {
+    pub fn recover_entry(&self, page: u32, version4: u8, offset: u64, blocks: u32) -> bool {
         let p = page as usize;
         if p >= self.spots.len() || self.is_stale(page, version4) {
             return false;
         }
         let written = u64::from(self.written_blocks[p].load(relaxed())) * BLOCK;
-        if offset + record::HEADER as u64 > written {
+        // The record's header must lie within the blocks its read reads.
+        if offset + record::HEADER as u64 > written || offset % BLOCK + record::HEADER as u64 > u64::from(blocks) * BLOCK {
             return false;
         }
         self.live_items[p].fetch_add(1, relaxed());

@@ -121,6 +121,11 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 
 /// The seed of the block at `block` of a page whose records' seed (the
 /// tier's secret, the page and its version) is `page_seed`.
+/// The seed of partition `part`'s open block's check (`Builder::check_open`).
+pub fn open_seed(secret: u64, part: usize) -> u64 {
+    secret ^ 0x4f50_454e_0000_0000 ^ (part as u64).wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
 pub fn seed(page_seed: u64, block: u32) -> u64 {
     page_seed ^ u64::from(block).wrapping_add(1).wrapping_mul(0xd6e8_feb8_6659_fd93)
 }
@@ -164,14 +169,16 @@ impl<'a> Builder<'a> {
         Builder { buf, used: HEADER, count: 0, max_records }
     }
 
-    /// Go on filling a block started earlier; None if its header is not
-    /// one (a damaged memory file: the caller starts afresh).
-    pub fn resume(buf: &'a mut [u8], max_records: usize) -> Option<Builder<'a>> {
+    /// Go on filling an open block an earlier process left in its
+    /// directory; None if its header is not one or its check (seeded with
+    /// `seed`: `open_seed`, see [`Builder::check_open`]) fails (a damaged
+    /// file: the caller drops the block).
+    pub fn resume(buf: &'a mut [u8], max_records: usize, seed: u64) -> Option<Builder<'a>> {
         if buf.len() < HEADER || u16_at(buf, 4) != MAGIC {
             return None;
         }
         let (count, used) = (usize::from(u16_at(buf, 6)), usize::from(u16_at(buf, 8)));
-        if used < HEADER || used > buf.len() {
+        if used < HEADER || used > buf.len() || xxh3_64_with_seed(&buf[4..used], seed) as u32 != u32_at(buf, 0) {
             return None;
         }
         // Every record must parse to exactly `used`.
@@ -254,6 +261,15 @@ impl<'a> Builder<'a> {
         self.buf[6..8].copy_from_slice(&(self.count as u16).to_le_bytes());
         self.buf[8..10].copy_from_slice(&(self.used as u16).to_le_bytes());
         Some(self.count - 1)
+    }
+
+    /// Write the check of an open block (a partition's, in its directory
+    /// file): bytes 4..used, seeded with `open_seed`, so a restart serves
+    /// no record of a block damaged in the file ([`Builder::resume`]). Its
+    /// place on the device replaces the seed when it is sealed.
+    pub fn check_open(&mut self, seed: u64) {
+        let check = xxh3_64_with_seed(&self.buf[4..self.used], seed) as u32;
+        self.buf[0..4].copy_from_slice(&check.to_le_bytes());
     }
 
     /// Zero the unused tail and write the check for a block placed where
@@ -437,20 +453,31 @@ mod tests {
 
     #[test]
     fn a_block_resumes_where_it_was_left_and_refuses_garbage() {
+        let seed = open_seed(0x1234, 3);
         let mut buf = vec![0u8; 4096];
         let mut b = Builder::new(&mut buf, Kind::Log, 255);
         for n in 0..10u64 {
             b.push(format!("k{n}").as_bytes(), b"v", &meta(n)).expect("fits");
+            b.check_open(seed);
         }
-        let mut b = Builder::resume(&mut buf, 255).expect("a block in progress");
+        assert!(Builder::resume(&mut buf.clone(), 255, open_seed(0x1234, 4)).is_none(), "another partition's seed");
+        let mut b = Builder::resume(&mut buf, 255, seed).expect("a block in progress");
         assert_eq!((b.count(), b.push(b"k10", b"v", &meta(10))), (10, Some(10)));
+        b.check_open(seed);
         let used = b.used();
         assert_eq!(View::unchecked(&buf).expect("view").records().count(), 11);
         let mut cut = buf.clone();
         cut[8..10].copy_from_slice(&((used - 1) as u16).to_le_bytes());
-        assert!(Builder::resume(&mut cut, 255).is_none(), "used cuts the last record");
+        Builder { buf: &mut cut, used: used - 1, count: 11, max_records: 255 }.check_open(seed);
+        assert!(Builder::resume(&mut cut, 255, seed).is_none(), "used cuts the last record");
         let mut zeros = vec![0u8; 4096];
-        assert!(Builder::resume(&mut zeros, 255).is_none());
+        assert!(Builder::resume(&mut zeros, 255, seed).is_none());
+        // A byte of a value changed in the file: the records still parse,
+        // the check does not hold (a restart served the damaged value).
+        let mut flipped = buf.clone();
+        flipped[used - 1] ^= 0x01;
+        assert!(View::unchecked(&flipped).expect("parses").records().count() == 11);
+        assert!(Builder::resume(&mut flipped, 255, seed).is_none(), "a damaged value");
     }
 
     #[test]

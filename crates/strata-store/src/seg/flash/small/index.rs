@@ -128,8 +128,12 @@ impl SmallIndex {
 
     /// A persistent index at `path`, with the entries an earlier process
     /// left there that `keep` accepts (given each entry's h32).
-    pub fn persistent(path: &Path, mut keep: impl FnMut(u32, Entry) -> bool) -> std::io::Result<SmallIndex> {
-        let table = ProbeTable::persistent(path, FILE_MAGIC, FILL, |s| keep(*s as u32, unpack(*s)))?;
+    pub fn persistent(path: &Path, mut keep: impl FnMut(u32, Entry) -> Option<Entry>) -> std::io::Result<SmallIndex> {
+        let table = ProbeTable::persistent(path, FILE_MAGIC, FILL, |s: &u64| {
+            let s = *s;
+            let hash = (s & 0xffff_ffff) | ((s >> 32) & 0x1ff) << 40;
+            keep(s as u32, unpack(s)).map(|e| if e == unpack(s) { s } else { pack(hash, e) })
+        })?;
         let mut tombs = 0;
         let mut index = SmallIndex { table, tombs: 0 };
         index.table.scan(|s| tombs += usize::from(unpack(*s) == Entry::Tomb));

@@ -213,16 +213,23 @@ impl SmallShard {
             }
         }
         let index = match paths {
+            // A log entry whose block is gone becomes a tombstone: its
+            // record was newer than any copy in the key's set, which must
+            // not come back.
             Some((_, index_path)) => SmallIndex::persistent(index_path, |h32, e| {
-                recovered
-                    && match e {
-                        Entry::Tomb => true,
-                        Entry::Log { slot, .. } => {
-                            let part = &parts[geo.place(u64::from(h32)).part];
-                            let k = ring_offset(part.head, slot);
-                            k < part.ring_len() && dir.ring(geo.place(u64::from(h32)).part)[usize::from(slot)] != RING_DEAD
+                recovered.then_some(match e {
+                    Entry::Tomb => Entry::Tomb,
+                    Entry::Log { slot, .. } => {
+                        let part = &parts[geo.place(u64::from(h32)).part];
+                        let k = ring_offset(part.head, slot);
+                        let live = k < part.ring_len() && dir.ring(geo.place(u64::from(h32)).part)[usize::from(slot)] != RING_DEAD;
+                        if live {
+                            e
+                        } else {
+                            Entry::Tomb
                         }
                     }
+                })
             })?,
             None => SmallIndex::new(),
         };
@@ -273,8 +280,8 @@ fn recover_part(tier: &Tier, geo: &Geometry, dir: &mut Dir, i: usize, part: &mut
             break;
         }
         if s & RING_OPEN != 0 {
-            // Only the last slot may be open; its block must parse.
-            let ok = block::Builder::resume(dir.open_block_mut(i), index::MAX_LOG_RECORDS).is_some();
+            // Only the last slot may be open; its block must parse and pass its check.
+            let ok = block::Builder::resume(dir.open_block_mut(i), index::MAX_LOG_RECORDS, block::open_seed(tier.secret, i)).is_some();
             dir.ring_mut(i)[at] = if ok { RING_OPEN } else { RING_DEAD };
             part.open = ok;
             len += 1;
