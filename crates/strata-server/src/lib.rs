@@ -13,6 +13,8 @@ pub mod flash_age;
 pub mod flash_merge;
 pub mod flash_io;
 mod flash_peek;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod handover;
 pub mod journal;
 pub mod lifecycle;
