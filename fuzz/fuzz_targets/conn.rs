@@ -4,6 +4,6 @@
 //! (`strata_server::fuzzing::conn`).
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+libfuzzer_sys::fuzz_target!(init: strata_server::fuzzing::conn::init(), |data: &[u8]| {
     strata_server::fuzzing::conn::fuzz_conn(data);
 });

@@ -7,13 +7,14 @@
 //! over a fuzz input's budget, so inputs share it. What carries over from
 //! one input to the next is the store's contents (values and CAS of
 //! `k*`/`f*`, which flash keys are still on flash) and its counters; no
-//! connection, flash read or buffer does (every input's connections are
+//! connection, flash read or buffer does, nor `verbosity` (reset before
+//! each input; every input's connections are
 //! closed and their reads finished or abandoned, checked by
 //! `extstore_io_queue` going back to where it was). The flash-mode oracle
 //! checks nothing that depends on that state (no panic, bounded buffers,
 //! every parked request resumes, reads balanced), so it stays sound; a
 //! crash that needs earlier inputs' state shows with `-runs` over the
-//! corpus rather than alone. Before each input, when fewer than half of
+//! corpus rather than alone. Before each input, when fewer than a quarter of
 //! the flash keys are still on flash (a script overwrote or deleted
 //! them), the keys are set again and pushed back out ([`FlashStore::prime`]).
 
@@ -52,7 +53,9 @@ static STORE: Mutex<Option<FlashStore>> = Mutex::new(None);
 pub fn store() -> MutexGuard<'static, Option<FlashStore>> {
     let mut guard = STORE.lock().unwrap_or_else(|e| e.into_inner());
     let store = guard.get_or_insert_with(FlashStore::new);
-    if store.on_flash() < usize::from(FLASH_KEYS) / 2 {
+    // An earlier input's `verbosity 1` would trace every later one.
+    store.shared.ops.verbose.set(0);
+    if store.on_flash() < usize::from(FLASH_KEYS) / 4 {
         store.prime();
     }
     guard
