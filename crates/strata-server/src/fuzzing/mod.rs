@@ -4,14 +4,20 @@
 //! invariant of that code breaks. The same bodies replay the committed
 //! corpora on stable (`tests` below), so `cargo test` checks every input
 //! that ever crashed a target. Also the journal's damage harness, the
-//! body of `fuzz/fuzz_targets/journal.rs` (replayed by
-//! `tests/server/journal_damage.rs`) and the journal's row of the
-//! damaged-file benchmark (`examples/journal_damage.rs`).
+//! body of `fuzz/fuzz_targets/journal.rs` (its corpus replayed by its
+//! own tests) and the journal's row of the
+//! damaged-file benchmark (`examples/journal_damage.rs`). And `conn`
+//! ([`conn::fuzz_conn`]): scripts of requests over a few connections
+//! through `Conn::process`, split anywhere, flash reads finished in any
+//! order; input format in [`script`].
 
 mod binary;
+pub mod conn;
+mod flash_store;
 mod http;
 pub mod journal;
 mod sasl;
+pub mod script;
 mod udp;
 
 pub use binary::binary;

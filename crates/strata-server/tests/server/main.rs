@@ -8,6 +8,7 @@
 
 mod common;
 mod dumps;
+mod fuzz_conn;
 mod hotkeys;
 mod index_stats;
 mod latency;
