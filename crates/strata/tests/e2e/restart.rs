@@ -31,6 +31,10 @@ impl MemFile {
 impl Drop for MemFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+        // The invalidation journal kept beside it (left in /dev/shm before).
+        let mut journal = self.0.clone().into_os_string();
+        journal.push(".journal");
+        let _ = std::fs::remove_file(journal);
     }
 }
 
