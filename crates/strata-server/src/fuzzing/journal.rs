@@ -160,12 +160,10 @@ mod tests {
     /// The fuzz corpus (`fuzz/corpus/journal`) replayed on stable.
     #[test]
     fn corpus_replays() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/journal");
-        let mut files: Vec<_> = std::fs::read_dir(&dir).expect("corpus dir").map(|e| e.expect("entry").path()).collect();
-        files.sort();
-        assert!(!files.is_empty(), "empty corpus");
-        for file in files {
-            super::fuzz_journal(&std::fs::read(&file).expect("read input"));
+        let corpus = crate::fuzzing::tests::corpus("journal");
+        assert!(!corpus.is_empty(), "empty corpus");
+        for (_, input) in &corpus {
+            super::fuzz_journal(input);
         }
         strata_store::fuzzing::images::remove_scratch();
     }
