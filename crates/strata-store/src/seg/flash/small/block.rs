@@ -119,13 +119,23 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
-/// The seed of the block at `block` of a page whose records' seed (the
-/// tier's secret, the page and its version) is `page_seed`.
-/// The seed of partition `part`'s open block's check (`Builder::check_open`).
+/// The seed of partition `part`'s open block's check (`Builder::push_open`).
 pub fn open_seed(secret: u64, part: usize) -> u64 {
     secret ^ 0x4f50_454e_0000_0000 ^ (part as u64).wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
+/// The open block's chain (`Builder::push_open`) after the record `rec`.
+fn link(chain: u32, rec: &[u8], seed: u64) -> u32 {
+    xxh3_64_with_seed(rec, seed ^ u64::from(chain)) as u32
+}
+
+/// The open block's header's part of its check (`Builder::push_open`).
+fn head_check(buf: &[u8], seed: u64) -> u32 {
+    (xxh3_64_with_seed(&buf[4..HEADER], seed) >> 32) as u32
+}
+
+/// The seed of the block at `block` of a page whose records' seed (the
+/// tier's secret, the page and its version) is `page_seed`.
 pub fn seed(page_seed: u64, block: u32) -> u64 {
     page_seed ^ u64::from(block).wrapping_add(1).wrapping_mul(0xd6e8_feb8_6659_fd93)
 }
@@ -171,19 +181,24 @@ impl<'a> Builder<'a> {
 
     /// Go on filling an open block an earlier process left in its
     /// directory; None if its header is not one or its check (seeded with
-    /// `seed`: `open_seed`, see [`Builder::check_open`]) fails (a damaged
+    /// `seed`: `open_seed`, see [`Builder::push_open`]) fails (a damaged
     /// file: the caller drops the block).
     pub fn resume(buf: &'a mut [u8], max_records: usize, seed: u64) -> Option<Builder<'a>> {
         if buf.len() < HEADER || u16_at(buf, 4) != MAGIC {
             return None;
         }
         let (count, used) = (usize::from(u16_at(buf, 6)), usize::from(u16_at(buf, 8)));
-        if used < HEADER || used > buf.len() || xxh3_64_with_seed(&buf[4..used], seed) as u32 != u32_at(buf, 0) {
+        if used < HEADER || used > buf.len() {
             return None;
         }
-        // Every record must parse to exactly `used`.
+        // Every record must parse to exactly `used`, and the chain over
+        // them must give the check (`push_open`).
         let view = View::unchecked(buf)?;
         if view.records().count() != count || view.records().last().map_or(HEADER, |r| r.end) != used {
+            return None;
+        }
+        let chain = view.records().fold(0, |chain, r| link(chain, &buf[r.end - r.len..r.end], seed));
+        if count > 0 && chain ^ head_check(buf, seed) != u32_at(buf, 0) {
             return None;
         }
         Some(Builder { buf, used, count, max_records })
@@ -263,13 +278,19 @@ impl<'a> Builder<'a> {
         Some(self.count - 1)
     }
 
-    /// Write the check of an open block (a partition's, in its directory
-    /// file): bytes 4..used, seeded with `open_seed`, so a restart serves
-    /// no record of a block damaged in the file ([`Builder::resume`]). Its
-    /// place on the device replaces the seed when it is sealed.
-    pub fn check_open(&mut self, seed: u64) {
-        let check = xxh3_64_with_seed(&self.buf[4..self.used], seed) as u32;
+    /// `push` to an open block (a partition's, in its directory file) and
+    /// keep its check, seeded with `open_seed`, so a restart serves no
+    /// record of a block damaged in the file ([`Builder::resume`]). The
+    /// check is a chain over the records, each linked to the one before,
+    /// with the header's hash mixed in: a push hashes its own record and the
+    /// header, not the whole block. `seal` replaces it with the block's
+    /// place on the device.
+    pub fn push_open(&mut self, key: &[u8], value: &[u8], m: &Meta, seed: u64) -> Option<usize> {
+        let (from, chain) = (self.used, if self.count == 0 { 0 } else { u32_at(self.buf, 0) ^ head_check(self.buf, seed) });
+        let index = self.push(key, value, m)?;
+        let check = link(chain, &self.buf[from..self.used], seed) ^ head_check(self.buf, seed);
         self.buf[0..4].copy_from_slice(&check.to_le_bytes());
+        Some(index)
     }
 
     /// Zero the unused tail and write the check for a block placed where
@@ -457,18 +478,15 @@ mod tests {
         let mut buf = vec![0u8; 4096];
         let mut b = Builder::new(&mut buf, Kind::Log, 255);
         for n in 0..10u64 {
-            b.push(format!("k{n}").as_bytes(), b"v", &meta(n)).expect("fits");
-            b.check_open(seed);
+            b.push_open(format!("k{n}").as_bytes(), b"v", &meta(n), seed).expect("fits");
         }
         assert!(Builder::resume(&mut buf.clone(), 255, open_seed(0x1234, 4)).is_none(), "another partition's seed");
         let mut b = Builder::resume(&mut buf, 255, seed).expect("a block in progress");
-        assert_eq!((b.count(), b.push(b"k10", b"v", &meta(10))), (10, Some(10)));
-        b.check_open(seed);
+        assert_eq!((b.count(), b.push_open(b"k10", b"v", &meta(10), seed)), (10, Some(10)));
         let used = b.used();
         assert_eq!(View::unchecked(&buf).expect("view").records().count(), 11);
         let mut cut = buf.clone();
         cut[8..10].copy_from_slice(&((used - 1) as u16).to_le_bytes());
-        Builder { buf: &mut cut, used: used - 1, count: 11, max_records: 255 }.check_open(seed);
         assert!(Builder::resume(&mut cut, 255, seed).is_none(), "used cuts the last record");
         let mut zeros = vec![0u8; 4096];
         assert!(Builder::resume(&mut zeros, 255, seed).is_none());
@@ -478,6 +496,23 @@ mod tests {
         flipped[used - 1] ^= 0x01;
         assert!(View::unchecked(&flipped).expect("parses").records().count() == 11);
         assert!(Builder::resume(&mut flipped, 255, seed).is_none(), "a damaged value");
+        let mut base = buf.clone();
+        base[13] ^= 0x01;
+        assert!(Builder::resume(&mut base, 255, seed).is_none(), "a damaged base CAS");
+        let mut swapped = vec![0u8; 4096];
+        let mut b = Builder::new(&mut swapped, Kind::Log, 255);
+        for n in [1u64, 0, 2] {
+            b.push_open(format!("k{n}").as_bytes(), b"v", &meta(0), seed).expect("fits");
+        }
+        let mut b = Builder::new(&mut buf, Kind::Log, 255);
+        for n in [0u64, 1, 2] {
+            b.push_open(format!("k{n}").as_bytes(), b"v", &meta(0), seed).expect("fits");
+        }
+        let (at, len) = (HEADER, swapped.len());
+        let mut moved = buf.clone();
+        moved[at..len].copy_from_slice(&swapped[at..len]);
+        assert!(Builder::resume(&mut buf, 255, seed).is_some());
+        assert!(Builder::resume(&mut moved, 255, seed).is_none(), "records in another order");
     }
 
     #[test]

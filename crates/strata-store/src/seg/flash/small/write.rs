@@ -89,8 +89,7 @@ pub(super) fn admit_as(g: &Globals, ss: &mut SmallShard, hash: u64, key: &[u8], 
             Builder::new(ss.dir.open_block_mut(place.part), Kind::Log, MAX_LOG_RECORDS);
         }
         let mut b = Builder::resume_fast(ss.dir.open_block_mut(place.part), MAX_LOG_RECORDS);
-        if let Some(i) = b.push(key, value, meta) {
-            b.check_open(block::open_seed(tier.secret, place.part));
+        if let Some(i) = b.push_open(key, value, meta, block::open_seed(tier.secret, place.part)) {
             break i;
         }
         if b.count() == 0 || !seal_open(small, tier, ss, place.part) {
