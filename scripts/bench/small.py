@@ -26,9 +26,10 @@ restarts; --no-memory-file drops it and the restart phases). Phases
            under `<FILE>.flash` beside the memory file, listed with their dirty bytes) is shown
            beside it.
   reads    fio (4 KiB random reads, O_DIRECT, io_uring, queue depth 16) over
-           the flash file's written part; page cache dropped; --duration of
-           uniform gets of loaded keys from --conns connections: gets/s,
-           p50/p99, device reads per hit from the extstore_small_set_reads +
+           the flash file's written part, before and after the gets (the gets
+           held to the mean of the two: this VM's device drifts); page cache
+           dropped; --duration of uniform gets of loaded keys from --conns
+           connections: gets/s, p50/p99, device reads per hit from the extstore_small_set_reads +
            extstore_small_log_reads deltas (and the device's own reads);
            then --misses gets of keys never set (strata-bench --key-offset):
            reads per miss, the extstore_small_false_positives delta.
@@ -363,10 +364,16 @@ def reads(node, args, disk):
     node.renice(args.measure_nice)
     # The file's allocated bytes (as scale.py): what was written, from its start.
     written = os.stat(args.flash_file).st_blocks * 512 & ~((1 << 20) - 1)
-    cache = drop_caches()
-    f0 = disk.sample()
-    fio_iops, fio_p50, fio_p99 = fio(args.flash_file, written, args.fio_seconds, 16)
-    fio_dev = Device.between(f0, disk.sample())
+
+    def fio_run():
+        drop_caches()
+        f0 = disk.sample()
+        out = fio(args.flash_file, written, args.fio_seconds, 16)
+        return out, Device.between(f0, disk.sample())
+
+    # fio before and after the gets (this VM's device drifts by tens of
+    # percent over minutes): the gets are held to the mean of the two.
+    (fio1, fio_dev) = fio_run()
     cache = drop_caches()
     load_at = loadavg()
     s0, c0, g0 = node.stats(), disk.counters(), disk.sample()
@@ -374,11 +381,15 @@ def reads(node, args, disk):
                                 args.seed + 1])
     s1, c1, g1 = node.stats(), disk.counters(), disk.sample()
     gets_dev = Device.between(g0, g1)
+    (fio2, _) = fio_run()
+    fio_iops, fio_p50, fio_p99 = ((a + b) / 2 for a, b in zip(fio1, fio2))
     hits = r["hits"]
     small_reads = delta(s0, s1, "extstore_small_set_reads", "extstore_small_log_reads")
     flash_hits = delta(s0, s1, "get_extstore")
-    t.add("fio, 4 KiB random reads, queue depth 16", f"{fio_iops:,.0f} IOPS, p50 {fio_p50:,.0f} µs, p99 "
-          f"{fio_p99:,.0f} µs over the flash file's first {written / 2**20:,.0f} MiB (written)")
+    for when, (iops, p50, p99) in (("before", fio1), ("after", fio2)):
+        t.add(f"fio {when} the gets, 4 KiB random reads, queue depth 16", f"{iops:,.0f} IOPS, p50 {p50:,.0f} µs, "
+              f"p99 {p99:,.0f} µs over the flash file's first {written / 2**20:,.0f} MiB (written)")
+    t.add("fio: the mean of the two", f"{fio_iops:,.0f} IOPS, p99 {fio_p99:,.0f} µs")
     t.add("gets", f"{args.duration} of uniform gets of loaded keys, {args.conns} connections, "
           f"{args.bench_threads} threads ({cache}; loadavg {load_at})")
     t.add("gets: hits", f"{pct(hits, r['keys_requested']):.2f}% of {fmt(r['keys_requested'])}")
@@ -395,7 +406,7 @@ def reads(node, args, disk):
     t.add("… per hit from flash (get_extstore)", f"{small_reads / max(1, flash_hits):.4f} ({fmt(flash_hits)} "
           f"answered from flash, {pct(flash_hits, hits):.1f}% of hits)")
     t.add("device reads per hit (its own counters)", f"{(c1['reads'] - c0['reads']) / max(1, hits):.4f}")
-    for who, (rate, lat, queue) in (("fio", fio_dev), ("gets", gets_dev)):
+    for who, (rate, lat, queue) in (("fio (before)", fio_dev), ("gets", gets_dev)):
         t.add(f"the device under {who}", f"{rate:,.0f} reads/s, {lat:,.0f} µs a read, {queue:.2f} in flight")
     for name in ("extstore_small_set_reads", "extstore_small_set_hits", "extstore_small_log_reads",
                  "extstore_small_log_hits", "extstore_small_false_positives", "get_extstore", "miss_from_extstore"):

@@ -75,7 +75,7 @@ fn watch_deletions_prints_memcached_145_lines_on_both_engines() {
             // Emptied: logged with the empty item's size.
             ("ms k 2 F7\r\nhi\r\n", "HD\r\n"),
             ("md k x\r\n", "HD\r\n"),
-            ("set big 0 0 3000\r\n".to_owned().leak(), "STORED\r\n"),
+            ("set big 0 0 3000\r\n", "STORED\r\n"),
         ] {
             let cmd = if cmd.starts_with("set big") { format!("{cmd}{}\r\n", "v".repeat(3000)) } else { cmd.to_string() };
             assert_eq!(ask(&mut c, &mut cr, &cmd), reply, "{engine:?} {cmd}");
