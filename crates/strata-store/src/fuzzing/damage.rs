@@ -229,6 +229,12 @@ fn check(kind: FileKind, data: &[u8]) {
     assert!(out.wrong.is_empty(), "{kind:?} {input:?}: wrong values: {:#?}", out.wrong);
 }
 
+/// Build the pristine images now (seconds under ASan), before libFuzzer
+/// times the first input (the targets' `init`).
+pub fn prepare() {
+    images();
+}
+
 /// Fuzz target 6: the memory file (`fuzz/fuzz_targets/memory_file.rs`).
 pub fn fuzz_memory_file(data: &[u8]) {
     check(FileKind::Memory, data);

@@ -11,4 +11,4 @@ pub mod damage;
 pub mod images;
 pub mod mutate;
 
-pub use damage::{fuzz_flash_files, fuzz_memory_file, run, Damage, FileKind, Outcome};
+pub use damage::{fuzz_flash_files, fuzz_memory_file, prepare, run, Damage, FileKind, Outcome};
