@@ -72,6 +72,12 @@ fn fill(c: &mut Client) {
     }
 }
 
+/// `lines` without a second line of one key, in their first order.
+fn once_each(lines: Vec<String>) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    lines.into_iter().filter(|l| seen.insert(l.split_whitespace().next().unwrap_or("").to_string())).collect()
+}
+
 #[test]
 fn dump_shapes_match_memcached() {
     let Some(mc) = Server::memcached(&[]) else {
@@ -85,7 +91,9 @@ fn dump_shapes_match_memcached() {
 
     // metadump: 1.6.18 has no OK line, no flags= and no trailing space.
     let mine = s.until("lru_crawler metadump all\r\n", "END\r\n");
-    let theirs = m.until("lru_crawler metadump all\r\n", "END\r\n");
+    // memcached's crawler can meet an item twice (bumped from one LRU to
+    // another while it walks them): its lines, once each.
+    let theirs = once_each(m.until("lru_crawler metadump all\r\n", "END\r\n"));
     assert_eq!(mine[0], "OK\r\n", "1.6.45 starts a dump with OK");
     let (mine, theirs) = (&mine[1..], &theirs[..]);
     assert_eq!(mine.len(), theirs.len(), "{mine:?} vs {theirs:?}");
@@ -115,7 +123,7 @@ fn dump_shapes_match_memcached() {
     // metadump of a class list and of the hash table: the same items.
     let by_class = s.until("lru_crawler metadump 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20\r\n", "END\r\n");
     assert_eq!(sorted(&by_class), sorted(&s.until("lru_crawler metadump hash\r\n", "END\r\n")));
-    let class1 = m.until("lru_crawler metadump 1\r\n", "END\r\n");
+    let class1 = once_each(m.until("lru_crawler metadump 1\r\n", "END\r\n"));
     assert_eq!(s.until("lru_crawler metadump 1\r\n", "END\r\n").len(), class1.len() + 1, "same items in class 1, plus OK");
 
     // mgdump (1.6.45 only): OK, mg lines, EN.
