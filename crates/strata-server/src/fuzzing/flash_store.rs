@@ -29,16 +29,12 @@ use crate::shared::Shared;
 
 const RAM_BYTES: u64 = 2 << 20;
 const FLASH_BYTES: u64 = 16 << 20;
-/// In few large items: every store costs a lookup in each flash index
-/// whatever its size, so 3 MiB in 1,000-byte values made a priming
-/// three quarters of the target's time.
 const FILLER_BYTES: usize = 3 << 20;
-const FILLER_VALUE_BYTES: usize = 16 << 10;
+const FILLER_VALUE_BYTES: usize = 1000;
 /// Small items fill the small store's log blocks, so that those holding
-/// the small flash keys reach the file: as few as fill them (values just
-/// under `ext_small_item_max` less the key).
+/// the small flash keys reach the file.
 const SMALL_FILLER_BYTES: usize = 512 << 10;
-const SMALL_FILLER_VALUE_BYTES: usize = 400;
+const SMALL_FILLER_VALUE_BYTES: usize = 100;
 /// Even flash keys' values: over `ext_small_item_max` (512), so their
 /// reads take the larger items' path; odd ones take the small store's.
 const LARGE_VALUE_BYTES: usize = 600;
