@@ -30,7 +30,7 @@ import time
 
 from common import BENCH, Reader, free_port, strata_bin
 from soak_chaos import Chaos
-from soak_ledger import Ledger
+from soak_ledger import Conn, Gone, Ledger
 
 PROTOCOLS = ("text", "meta", "binary")
 
@@ -118,7 +118,6 @@ class Probe(threading.Thread):
         self.ledger, self.times = ledger, []
 
     def run(self):
-        from soak_ledger import Conn, Gone
         while not self.ledger.done.is_set():
             self.ledger.up.wait()
             gen = self.ledger.generation
@@ -134,8 +133,7 @@ class Probe(threading.Thread):
                 c.close()
             except (OSError, Gone):
                 pass
-            while not self.ledger.done.is_set() and gen == self.ledger.generation:
-                time.sleep(0.05)
+            self.ledger.await_restart(gen)
 
 
 class Soak:

@@ -233,8 +233,7 @@ class Writer(threading.Thread):
     def park(self, gen):
         """Wait until the server is back (a new generation) or the end."""
         self.parked.set()
-        while not self.ledger.done.is_set() and gen == self.ledger.generation:
-            time.sleep(0.05)
+        self.ledger.await_restart(gen)
         self.parked.clear()
 
     def pace(self):
@@ -326,6 +325,12 @@ class Ledger:
             if len(self.examples) < 20:
                 self.examples.append(f"{kind}: {key!r} gave {got[:60]!r}, expected one of {ok_states}")
         return None
+
+    def await_restart(self, gen):
+        """Wait until the server of generation `gen` was replaced (`resume`)
+        or the soak ends."""
+        while not self.done.is_set() and gen == self.generation:
+            time.sleep(0.05)
 
     def pause(self):
         """The server is about to stop: the writers park when it goes."""
