@@ -6,7 +6,7 @@
 //! The stream goes in batches of 1-12 commands, each batch followed by `mn`,
 //! so both replies end at the same `MN`. What is not compared byte for byte
 //! (docs/COMPATIBILITY.md): `VERSION` text; meta `t` (TTL) and `me` `exp=`
-//! within one second (two clocks); meta `l` and `me` `la=` (memcached moves
+//! within two seconds (two clocks); meta `l` and `me` `la=` (memcached moves
 //! an item's access time only on some fetches); meta `h` and `me` `fetch=`
 //! (after an incr/decr memcached may or may not have replaced the item, and
 //! a replaced item counts as not fetched). CAS numbers ARE compared:
@@ -453,7 +453,7 @@ fn lines_match(a: &[u8], b: &[u8]) -> bool {
             return true;
         }
         if meta && i > 0 && x.first() == Some(&b't') && y.first() == Some(&b't') {
-            return matches!((number(&x[1..]), number(&y[1..])), (Some(p), Some(q)) if (p - q).abs() <= 1);
+            return matches!((number(&x[1..]), number(&y[1..])), (Some(p), Some(q)) if (p - q).abs() <= CLOCKS);
         }
         if debug && x.starts_with(b"la=") && y.starts_with(b"la=") {
             return true;
@@ -461,11 +461,17 @@ fn lines_match(a: &[u8], b: &[u8]) -> bool {
         // 1.6.45: `exp=` is the seconds remaining; 1.6.18 printed their
         // negation (and -1 for none in both).
         if debug && x.starts_with(b"exp=") && y.starts_with(b"exp=") {
-            return matches!((number(&x[4..]), number(&y[4..])), (Some(p), Some(q)) if (p + q).abs() <= 1 || p == q);
+            return matches!((number(&x[4..]), number(&y[4..])), (Some(p), Some(q)) if (p + q).abs() <= CLOCKS || p == q);
         }
         false
     })
 }
+
+/// How far the two servers' TTLs may differ, in seconds. Each server keeps
+/// its own clock, a count of seconds moved by a timer thread; on a loaded
+/// machine either timer can be late by over a second (seen: memcached's
+/// `me` at 998 s left against Strata's 1000 s, in a run beside a build).
+const CLOCKS: i64 = 2;
 
 /// 1.6.45 answers a get with an over-long key with its error line and a
 /// second CRLF; 1.6.18 with the line alone.
