@@ -154,14 +154,27 @@ pub fn open(dir: &Path, flash: bool) -> std::io::Result<SegStore> {
 }
 
 /// Copy every file under `from` to `to` (made anew).
+///
+/// A copy interrupted by a signal starts over: libFuzzer's SIGALRM (its
+/// `-timeout` check, a handler without `SA_RESTART`) can stop the kernel's
+/// copy with EINTR, which `std::fs::copy` returns.
 pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    loop {
+        match copy_tree_once(from, to) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            done => return done,
+        }
+    }
+}
+
+fn copy_tree_once(from: &Path, to: &Path) -> std::io::Result<()> {
     let _ = std::fs::remove_dir_all(to);
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;
         let target = to.join(entry.file_name());
         if entry.file_type()?.is_dir() {
-            copy_tree(&entry.path(), &target)?;
+            copy_tree_once(&entry.path(), &target)?;
         } else {
             std::fs::copy(entry.path(), target)?;
         }
