@@ -12,7 +12,7 @@ memcached's ("equal RSS": the largest -m whose RSS does not exceed it).
 
 A dumped stream replays in process, to the server's digit, in seconds:
 
-    cargo run --release -p strata-store --example hitreplay /tmp/eq/6m.keys 3000000 MEM_MB
+    cargo run --release -p strata-store --example lab -- hitreplay /tmp/eq/6m.keys 3000000 MEM_MB
 
 Streams (total requests; the first half is warm-up, not counted):
 

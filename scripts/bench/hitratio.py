@@ -24,7 +24,7 @@ in-process replay of the same stream (seconds, no sockets; the figure is the
 server's to the last digit):
 
     scripts/bench/hitratio.py --warmup 3000000 --scan 0.2 --dump /tmp/scan.keys
-    cargo run --release -p strata-store --example hitreplay /tmp/scan.keys 3000000
+    cargo run --release -p strata-store --example lab -- hitreplay /tmp/scan.keys 3000000
 
 It also prints the compulsory miss ratio: the share of counted requests that
 are the first request of their key, which no cache can hit.

@@ -1,5 +1,5 @@
 //! The journal's row of the damaged-file figure (issue 46; the store's
-//! files are `strata-store`'s `examples/damage.rs`): N mutated images of
+//! files are `strata-store`'s `examples/lab/damage.rs`): N mutated images of
 //! the invalidation journal (1 to 8 structure-aware operations each, on
 //! the image of a graceful stop or of a crash), each opened as a start
 //! opens it and asked for the changes since every 4th second of its life.

@@ -1,7 +1,7 @@
 //! Fuzzing and damage harnesses over the store's own files: the bodies of
 //! the libFuzzer targets in `fuzz/fuzz_targets/` (`memory_file`,
 //! `flash_files`), replayed on stable by `tests/store/damage.rs`, and the
-//! damaged-file benchmark (`examples/damage.rs`). Not for servers.
+//! damaged-file benchmark (`examples/lab/damage.rs`). Not for servers.
 //!
 //! - `mutate.rs`: damage described relative to a file's layout.
 //! - `images.rs`: pristine images and what was written to them.

@@ -40,7 +40,7 @@
 //! (`ghost_hits`).
 //!
 //! Measured with `scripts/bench/hitratio.py --warmup 3000000` (-m 64,
-//! replayed in process by `examples/hitreplay.rs`; every figure in
+//! replayed in process by `examples/lab/hitreplay.rs`; every figure in
 //! docs/bench/store.md): zipf 0.1157 -> 0.1166, zipf + 20% scan 0.3211 ->
 //! 0.3063. Tags of 8 bits let scan keys in by false matches (0.3129);
 //! 16-bit tags at the same bytes cover fewer evictions (0.3075); sending

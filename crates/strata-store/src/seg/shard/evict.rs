@@ -175,7 +175,7 @@ impl Shard {
     /// Prefetch the index line (and, from `Small`, the ghost bucket) of the
     /// victim's next item, so that its settling, a store later, finds them
     /// cached: walked a store at a time, one item's misses no longer overlap
-    /// the next one's as in a whole-segment walk (`examples/store_latency.rs`,
+    /// the next one's as in a whole-segment walk (`examples/lab/store_latency.rs`,
     /// docs/bench/store.md "Eviction paid store by store"; prefetching the
     /// victim's bytes ahead as well changed nothing measurable).
     fn prefetch_next(&self, d: &Drain) {

@@ -2,7 +2,7 @@
 //! over arrays of 1, 8 and 64 MiB, one thread and then two. The store's
 //! DRAM-sized benchmark cannot scale better than this.
 //!
-//!     cargo run --release -p strata-store --example memscale
+//!     cargo run --release -p strata-store --example lab -- memscale
 
 use std::time::Instant;
 
@@ -17,7 +17,7 @@ fn reads(buf: &[u64], n: usize, seed: u64) -> u64 {
     sum
 }
 
-fn main() {
+pub fn main(_args: Vec<String>) {
     const READS: usize = 5_000_000;
     for mib in [1usize, 8, 64] {
         let buf: Vec<u64> = (0..mib << 17).map(|i| i as u64).collect();

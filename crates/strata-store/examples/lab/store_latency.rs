@@ -3,7 +3,7 @@
 //! under the shard's lock) shows. Fills `-m` with small items, then times
 //! each of a run of stores of new keys, and prints percentiles in ns.
 //!
-//!     cargo run --release -p strata-store --example store_latency -- [MEGABYTES] [STORES]
+//!     cargo run --release -p strata-store --example lab -- store_latency [MEGABYTES] [STORES]
 //!
 //! Defaults: 1024 MB (256 KiB segments, 32 shards), 4,000,000 timed stores
 //! of 16-byte keys and 32-byte values.
@@ -12,8 +12,8 @@ use std::time::Instant;
 
 use strata_store::{Engine, EngineConfig, SegStore, StoreRequest};
 
-fn main() {
-    let mut args = std::env::args().skip(1);
+pub fn main(args: Vec<String>) {
+    let mut args = args.into_iter().skip(1);
     let megabytes: u64 = args.next().map_or(1024, |a| a.parse().expect("MEGABYTES"));
     let stores: usize = args.next().map_or(4_000_000, |a| a.parse().expect("STORES"));
     let store = SegStore::new(EngineConfig { memory_limit_bytes: megabytes << 20, ..EngineConfig::default() });

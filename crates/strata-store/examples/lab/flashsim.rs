@@ -7,7 +7,7 @@
 //! amplification. Then overwrite keys uniformly at random for `overwrites`
 //! stores and report write amplification under that steady load.
 //!
-//!     cargo run --release -p strata-store --example flashsim -- FILE [keys] [value_bytes] [memory_mb] [flash_mb] [overwrites]
+//!     cargo run --release -p strata-store --example lab -- flashsim FILE [keys] [value_bytes] [memory_mb] [flash_mb] [overwrites]
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -27,8 +27,7 @@ fn value(i: usize, len: usize, round: usize) -> Vec<u8> {
     (0..len).map(|j| b'a' + ((i * 31 + j + round) % 26) as u8).collect()
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().collect();
+pub fn main(args: Vec<String>) {
     let path = args.get(1).expect("flash file path").clone();
     let arg = |i: usize, d: u64| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(d);
     let (keys, len, mem_mb, flash_mb, overwrites) = (arg(2, 1_000_000) as usize, arg(3, 1024) as usize, arg(4, 64), arg(5, 2048), arg(6, 0) as usize);

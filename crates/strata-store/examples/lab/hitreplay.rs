@@ -5,7 +5,7 @@
 //! in seconds, without sockets.
 //!
 //!     scripts/bench/hitratio.py --warmup 3000000 --scan 0.2 --dump /tmp/scan.keys
-//!     cargo run --release -p strata-store --example hitreplay /tmp/scan.keys [warmup] [memory_mb] [batch]
+//!     cargo run --release -p strata-store --example lab -- hitreplay /tmp/scan.keys [warmup] [memory_mb] [batch]
 //!
 //! With `HITREPLAY_PROGRESS=1` in the environment it prints the queues'
 //! segment counts every 500,000 requests.
@@ -13,8 +13,7 @@ use std::io::BufRead;
 
 use strata_store::*;
 
-fn main() {
-    let args: Vec<String> = std::env::args().collect();
+pub fn main(args: Vec<String>) {
     let path = args.get(1).expect("usage: hitreplay FILE [warmup] [memory_mb] [batch]");
     let warmup: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(3_000_000);
     let mem: u64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(64) << 20;

@@ -3,10 +3,9 @@
 //! 1M keys with 200-byte values, optionally with a share of one-time scan
 //! keys. `distinct` is the floor: every first request of a key misses.
 //!
-//!     cargo run --release -p strata-store --example hitsim [requests] [memory_mb] [scan_share]
+//!     cargo run --release -p strata-store --example lab -- hitsim [requests] [memory_mb] [scan_share]
 use strata_store::*;
-fn main() {
-    let args: Vec<String> = std::env::args().collect();
+pub fn main(args: Vec<String>) {
     let requests: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(3_000_000);
     let keys: usize = 1_000_000;
     let mem: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(64) << 20;

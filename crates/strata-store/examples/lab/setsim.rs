@@ -16,8 +16,8 @@
 //! every `tick` requests (the server's once-a-second tick).
 //!
 //! ```text
-//!  cargo build --release -p strata-store --examples
-//!  target/release/examples/setsim DIR [name=value ...]
+//!  cargo build --release -p strata-store --example lab
+//!  target/release/examples/lab setsim DIR [name=value ...]
 //!    DIR          where the flash file goes (a file per run, deleted after)
 //!    keys=4000000 distinct keys K; requests=12000000 of which warmup=4000000 not counted
 //!    dist=zipf:0.9 | uniform           key popularity (zipf over ranks 1..K)
@@ -592,8 +592,8 @@ fn row(c: &Config, r: &Run) -> String {
     )
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+pub fn main(args: Vec<String>) {
+    let args: Vec<String> = args.into_iter().skip(1).collect();
     let dir = std::path::PathBuf::from(args.first().expect("usage: setsim DIR [name=value ...] [sweep=name:v1,v2 ...]"));
     let mut base = Config::default();
     let mut sweeps: Vec<(String, Vec<String>)> = Vec::new();

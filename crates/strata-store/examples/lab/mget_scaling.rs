@@ -21,7 +21,7 @@
 //! read's attempts repeated because a writer ran in the shard
 //! (`get_retries`) and the gets it handed to the shard lock (`get_locked`).
 //!
-//!     cargo run --release -p strata-store --example mget_scaling -- [--keys N] [--secs S] [--threads 1,2,8] [--writers N] [--no-prefetch]
+//!     cargo run --release -p strata-store --example lab -- mget_scaling [--keys N] [--secs S] [--threads 1,2,8] [--writers N] [--no-prefetch]
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
@@ -121,8 +121,7 @@ fn sets(store: &SegStore, keys: u64, seed: u64, stop: &AtomicBool) -> u64 {
     done
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().collect();
+pub fn main(args: Vec<String>) {
     let value = |name: &str, default: u64| {
         args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
     };

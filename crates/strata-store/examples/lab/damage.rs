@@ -7,7 +7,7 @@
 //! wrote for the key), stale values (an older version, allowed) and the
 //! share of items kept.
 //!
-//!     cargo run --release -p strata-store --example damage -- [IMAGES] [SEED]
+//!     cargo run --release -p strata-store --example lab -- damage [IMAGES] [SEED]
 //!
 //! `DAMAGE_KINDS=2,3` runs those rows only; `DAMAGE_ONLY=KIND,IMAGE` one image.
 
@@ -35,8 +35,8 @@ fn damage(seed: u64, kind: usize, n: usize) -> Damage {
     Damage { crash: splitmix(&mut x) & 1 == 1, ops }
 }
 
-fn main() {
-    let mut args = std::env::args().skip(1);
+pub fn main(args: Vec<String>) {
+    let mut args = args.into_iter().skip(1);
     let images_per_kind: usize = args.next().map_or(1000, |a| a.parse().expect("IMAGES: a number"));
     let seed: u64 = args.next().map_or(46, |a| a.parse().expect("SEED: a number"));
     // One image alone, its panic shown in full: DAMAGE_ONLY=KIND,IMAGE
