@@ -523,4 +523,9 @@ impl FlashTier for SegStore {
         // on a store without one, the tier it does not have is empty.
         SegStore::ext_stats(self).unwrap_or_default()
     }
+
+    fn flash_settle(&self) {
+        self.flash_seal_open();
+        self.flash_flush();
+    }
 }
