@@ -85,9 +85,8 @@ pub trait FlashTier: Send + Sync {
     /// The tier's counters (`stats`, `stats extstore`).
     fn ext_stats(&self) -> ExtStats;
 
-    /// Tests and fuzzing only, never a server: seal the small store's open
-    /// log blocks and write out the write buffer, so that every item on
-    /// flash is read from the file.
+    /// Tests and fuzzing only, never a server: `SegStore::flash_flush`,
+    /// every item on flash then read from the file.
     #[doc(hidden)]
-    fn flash_settle(&self);
+    fn flash_flush(&self);
 }

@@ -20,7 +20,7 @@
 //! the clock (memcached's storage writer with no memory pressure: every
 //! item in RAM goes to flash), the small store's open log blocks are
 //! sealed and the write buffer written out
-//! ([`FlashTier::flash_settle`](strata_store::FlashTier::flash_settle)),
+//! ([`FlashTier::flash_flush`](strata_store::FlashTier::flash_flush)),
 //! and the RAM keys are set again. That is a few dozen stores; pushing the
 //! keys out with 3.5 MiB of filler instead took 8,400 stores and 42-74% of
 //! the target's time, and could leave the last of them in the write
@@ -97,7 +97,7 @@ impl FlashStore {
         self.tunables.set(ExtTunable::ItemAge(0));
         tier.flash_write_idle(now + 1, &mut FlashIdle::default());
         self.tunables.set(ExtTunable::ItemAge(age));
-        tier.flash_settle();
+        tier.flash_flush();
         set_keys(engine, 0..RAM_KEYS, now);
     }
 

@@ -524,8 +524,7 @@ impl FlashTier for SegStore {
         SegStore::ext_stats(self).unwrap_or_default()
     }
 
-    fn flash_settle(&self) {
-        self.flash_seal_open();
-        self.flash_flush();
+    fn flash_flush(&self) {
+        SegStore::flash_flush(self)
     }
 }

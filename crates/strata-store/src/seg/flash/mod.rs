@@ -412,9 +412,12 @@ impl SegStore {
         self.shards.iter().map(|s| s.lock().flash.as_ref().map_or(0, |f| f.len())).sum()
     }
 
-    /// Test hook: write out the write buffer now, so reads go to the file.
+    /// Tests, fuzzing and lab tools, never a server: seal the small
+    /// store's open log blocks and write out the write buffer now, so that
+    /// every item on flash is read from the file.
     #[doc(hidden)]
     pub fn flash_flush(&self) {
+        self.flash_seal_open();
         self.flash_close();
     }
 }

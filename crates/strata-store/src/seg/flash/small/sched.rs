@@ -125,24 +125,20 @@ impl SegStore {
         }
     }
 
-    /// Seal every partition's open log block onto the log now (tests and
-    /// the fuzz harness: the small items in it are then read from the
-    /// file, where until the block filled they were served from RAM).
-    /// Returns the blocks sealed.
-    #[doc(hidden)]
-    pub fn flash_seal_open(&self) -> usize {
-        let (Some(small), Some(tier)) = (self.g.small.as_ref(), self.g.flash.as_ref()) else { return 0 };
-        let mut sealed = 0;
+    /// Seal every partition's open log block onto the log now
+    /// (`flash_flush`: the small items in it are then read from the file,
+    /// where until the block filled they were served from RAM).
+    pub(crate) fn flash_seal_open(&self) {
+        let (Some(small), Some(tier)) = (self.g.small.as_ref(), self.g.flash.as_ref()) else { return };
         for shard in self.shards.iter() {
             let mut shard = shard.lock();
             let Some(ss) = shard.flash_small.as_deref_mut() else { continue };
             for part in 0..ss.parts.len() {
-                if ss.parts[part].open && super::write::seal_open(small, tier, ss, part) {
-                    sealed += 1;
+                if ss.parts[part].open {
+                    super::write::seal_open(small, tier, ss, part);
                 }
             }
         }
-        sealed
     }
 
     /// Merge every partition with anything in its log, now (tests, and a
