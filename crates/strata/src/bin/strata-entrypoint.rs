@@ -10,14 +10,19 @@
 //! ```
 //!
 //! No argument at all also runs `strata`. Configuration is by flags only,
-//! as in the official image: no environment variable is read.
+//! as in the official image: no environment variable is read. Whether
+//! the words say where to listen is read as strata reads them
+//! ([`strata::cli::listen_given`]: its getopt, and a `--config` file's
+//! lines), so a value that only looks like `-l` (`-P -lock`) is not taken
+//! for it.
 //!
 //! One default differs from the binary's: Strata alone listens on
 //! 127.0.0.1 (docs/COMPATIBILITY.md), which inside a container no client
 //! outside it reaches. The official image's memcached listens on every
-//! interface (its default), so `strata` started here without `-l`, `-s`
-//! or `--config` gets `-l 0.0.0.0`: the container's network namespace is
-//! the boundary, and `-p 11211:11211` publishes it.
+//! interface (its default), so `strata` started here without `-l` or
+//! `-s`, given or in its `--config` file, gets `-l 0.0.0.0`: the
+//! container's network namespace is the boundary, and `-p 11211:11211`
+//! publishes it.
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
@@ -32,16 +37,14 @@ fn command_line(args: Vec<OsString>) -> Vec<OsString> {
         Some(first) if !first.as_bytes().starts_with(b"-") => args,
         _ => std::iter::once(OsString::from("strata")).chain(args).collect(),
     };
-    if words[0] == "strata" && !words[1..].iter().any(|w| says_where_to_listen(w.as_bytes())) {
-        words.splice(1..1, [OsString::from("-l"), OsString::from("0.0.0.0")]);
+    if words[0] == "strata" {
+        // strata reads its arguments as lossy UTF-8 too (cli::parse).
+        let args: Vec<String> = words[1..].iter().map(|w| w.to_string_lossy().into_owned()).collect();
+        if !strata::cli::listen_given(&args) {
+            words.splice(1..1, [OsString::from("-l"), OsString::from("0.0.0.0")]);
+        }
     }
     words
-}
-
-/// `-l ADDR`, `-lADDR`, `--listen[=ADDR]`, `-s FILE` (a unix socket, no
-/// TCP) and `--unix-socket`, or a `--config` file, which may say it.
-fn says_where_to_listen(word: &[u8]) -> bool {
-    [&b"-l"[..], b"--listen", b"-s", b"--unix-socket", b"--config"].iter().any(|flag| word.starts_with(flag))
 }
 
 fn main() -> ExitCode {
@@ -75,9 +78,17 @@ mod tests {
 
     #[test]
     fn where_to_listen_given_is_kept() {
-        for given in [&["-l", "10.0.0.5"][..], &["-l10.0.0.5"], &["--listen=[::]:11211"], &["-s", "/run/strata.sock"], &["--config", "/etc/strata.conf"]] {
+        for given in [&["-l", "10.0.0.5"][..], &["-l10.0.0.5"], &["--listen=[::]:11211"], &["-s", "/run/strata.sock"]] {
             let args = words(&[&["-m", "64"], given].concat());
             assert_eq!(command_line(args.clone()), [words(&["strata"]), args].concat(), "{given:?}");
         }
+    }
+
+    /// Read as strata reads them: a value is not a flag (the cases, and
+    /// `--config` files, are `strata::cli::listen_given`'s tests).
+    #[test]
+    fn a_value_that_looks_like_a_listen_flag_is_not_one() {
+        let args = words(&["-P", "-lock", "-u", "-strata"]);
+        assert_eq!(command_line(args.clone()), [words(&["strata", "-l", "0.0.0.0"]), args].concat());
     }
 }

@@ -80,7 +80,7 @@ pub fn entry(raw: &str) -> Result<Option<Entry>, CliError> {
 }
 
 /// Read the file at `path`, at most [`MAX_FILE_BYTES`].
-fn read(path: &str) -> Result<String, CliError> {
+pub(super) fn read(path: &str) -> Result<String, CliError> {
     let cannot = |e: std::io::Error| CliError::new(1, format!("{path}: cannot read the configuration file: {e}"));
     let file = std::fs::File::open(path).map_err(cannot)?;
     let mut bytes = Vec::new();

@@ -21,6 +21,7 @@ mod getopt;
 mod help;
 mod large_pages;
 mod license;
+mod listen_given;
 mod tls;
 
 mod memory_auto;
@@ -33,6 +34,8 @@ use std::process::ExitCode;
 use std::str::FromStr;
 
 use strata_server::Settings;
+
+pub use listen_given::listen_given;
 
 /// A refused command line: what to print and the exit code.
 #[derive(Debug)]
