@@ -54,16 +54,13 @@ import time
 from pymemcache.client.base import Client
 from pymemcache.client.hash import HashClient
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts/bench"))
+from common import free_port  # noqa: E402
+
 STRATA = None
 WORK = tempfile.mkdtemp(prefix="strata-scale-out-")
 KEYS = [f"key:{i}" for i in range(30_000)]
 RETRY_MS = int(os.environ.get("RETRY_MS", "200"))  # nutcracker's server_retry_timeout (RETRY_MS=2000: the setting)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_port(port, proc, what, timeout=10.0):
