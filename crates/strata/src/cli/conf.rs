@@ -94,10 +94,7 @@ pub(super) fn read(path: &str) -> Result<String, CliError> {
 /// `--config FILE`: apply the file's flags to the draft, line by line.
 /// `-V`, `-i` (and `--help`) in a file act as on the command line.
 pub fn apply(d: &mut Draft, path: &str) -> Result<Act, CliError> {
-    let text = match &d.files {
-        super::Files::Real => read(path)?,
-        super::Files::InMemory { config } => config.clone(),
-    };
+    let text = d.files.config_text(path)?;
     let at = |number: usize, e: CliError| CliError::new(e.code, format!("{path}:{number}: {}", e.message));
     let specs = flags::specs();
     for (index, raw) in text.lines().enumerate() {

@@ -6,8 +6,11 @@
 //! (what any `--config PATH` reads), the others are argv words. Checked:
 //! never a panic and never an exit (a refusal is a [`CliError`] with one of
 //! memcached's exit codes and a message); an accepted command line gives
-//! settings that keep the limits `validate` promises.
+//! settings that keep the limits `validate` promises, and
+//! [`super::listen_given`] (the container entrypoint's question) finds
+//! `-l` or `-s` exactly when the reading kept one.
 
+use super::listen_given::listen_given_in;
 use super::{flags, read_flags, validate, CliError, Files};
 
 /// Exit codes a refusal may carry: memcached's 1 and 64 (`EX_USAGE`), 71
@@ -32,6 +35,8 @@ fn run(args: &[String], config: String) -> Result<(), CliError> {
     if !matches!(act, flags::Act::Continue) {
         return Ok(());
     }
+    let listens = !draft.listen.is_empty() || draft.settings.unix_socket.is_some();
+    assert_eq!(listen_given_in(args, &draft.files), listens, "the entrypoint's reading of {args:?}");
     let opts = validate::finish(draft)?;
     let s = &opts.settings;
     assert!((1..=256).contains(&s.threads), "{} threads", s.threads);

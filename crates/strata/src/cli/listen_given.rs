@@ -12,23 +12,29 @@
 
 use super::conf::{self, Entry};
 use super::flags::{self, CONFIG};
-use super::getopt;
+use super::{getopt, Files};
 
 /// True if `args` (without the program name) give `-l` or `-s`, on the
 /// command line or in its `--config` file. A command line strata would
 /// refuse, or a file it cannot read, says nothing here: strata then
 /// refuses it with its own message.
 pub fn listen_given(args: &[String]) -> bool {
+    listen_given_in(args, &Files::Real)
+}
+
+/// [`listen_given`] with `--config` read through `files` (the fuzz target
+/// checks it against what the full reading keeps).
+pub(super) fn listen_given_in(args: &[String], files: &Files) -> bool {
     let Ok(found) = getopt::parse(&flags::specs(), args) else { return false };
     found.into_iter().any(|(letter, value)| match letter {
         'l' | 's' => true,
-        CONFIG => value.is_some_and(|path| file_gives_listen(&path)),
+        CONFIG => value.is_some_and(|path| file_gives_listen(&path, files)),
         _ => false,
     })
 }
 
-fn file_gives_listen(path: &str) -> bool {
-    let Ok(text) = conf::read(path) else { return false };
+fn file_gives_listen(path: &str, files: &Files) -> bool {
+    let Ok(text) = files.config_text(path) else { return false };
     let specs = flags::specs();
     text.lines().any(|line| match conf::entry(line) {
         Ok(Some(Entry::Flags(words))) => getopt::parse(&specs, &words).is_ok_and(|found| found.iter().any(|(letter, _)| matches!(letter, 'l' | 's'))),

@@ -163,6 +163,16 @@ pub enum Files {
     InMemory { config: String },
 }
 
+impl Files {
+    /// The text `--config path` reads.
+    fn config_text(&self, path: &str) -> Result<String, CliError> {
+        match self {
+            Files::Real => conf::read(path),
+            Files::InMemory { config } => Ok(config.clone()),
+        }
+    }
+}
+
 /// Every flag of `args` (without the program name) applied to a fresh
 /// [`Draft`], up to the first that ends the reading (`-h`, `-i`, `-V`).
 fn read_flags(args: &[String], files: Files) -> Result<(Draft, flags::Act), CliError> {
