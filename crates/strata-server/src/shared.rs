@@ -29,6 +29,10 @@ pub struct Shared {
     pub text_auth: Option<Credentials>,
     /// `-S` credentials.
     pub sasl_auth: Option<Credentials>,
+    /// The settings' size classes, built once: every per-class figure
+    /// (`stats slabs`, `stats items`, `me`'s `cls=`, `watch`, dumps, the
+    /// crawler) is reported by this one table.
+    pub classes: strata_store::SlabClasses,
     /// Crawler, dumps and per-prefix stats (`ops/`).
     pub ops: crate::ops::OpsState,
     /// `engine.flash().is_some()` (the engine has a flash tier, `-o
@@ -86,6 +90,7 @@ impl Shared {
         let flash_on = engine.flash().is_some();
         Shared {
             memory_limit_bytes: AtomicU64::new(settings.memory_limit_bytes),
+            classes: settings.slab_classes(),
             ops: crate::ops::OpsState::new(&settings),
             flash_on,
             flash_pool: std::sync::OnceLock::new(),

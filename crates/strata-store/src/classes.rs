@@ -99,9 +99,22 @@ impl SlabClasses {
             }
         }
         chunk_sizes.push(chunk_max);
-        let mut classes = SlabClasses { chunk_sizes, item_size_max_bytes: g.item_size_max_bytes, direct: Box::new([]) };
-        classes.direct = (0..=DIRECT_LOOKUP_BYTES / CHUNK_ALIGN_BYTES).map(|i| classes.search(i * CHUNK_ALIGN_BYTES)).collect();
-        classes
+        // The direct table in one walk: the sizes rise, so each one's class
+        // (the first chunk that holds it) is at or after the last one's.
+        let mut class = 0;
+        let direct = (0..=DIRECT_LOOKUP_BYTES / CHUNK_ALIGN_BYTES)
+            .map(|i| {
+                let size = i * CHUNK_ALIGN_BYTES;
+                if size == 0 || size > g.item_size_max_bytes {
+                    return 0;
+                }
+                while class + 1 < chunk_sizes.len() && (chunk_sizes[class] as usize) < size {
+                    class += 1;
+                }
+                (class + 1) as u8
+            })
+            .collect();
+        SlabClasses { chunk_sizes, item_size_max_bytes: g.item_size_max_bytes, direct }
     }
 
     /// [`SlabClasses::class_of`] by binary search.

@@ -388,7 +388,7 @@ pub(super) fn debug(svc: &Service<'_>, raw_key: &[u8], base64_key: bool, out: &m
     let now = svc.now();
     let cas_enabled = !svc.shared.settings.cas_disabled;
     let opts = GetOptions { no_bump: true, uncounted: true, no_token: true, ..GetOptions::default() };
-    let classes = svc.shared.settings.slab_classes();
+    let classes = &svc.shared.classes;
     let mark = out.len();
     // memcached's cmd_meta counts `me` only (service/hooks.rs, row 7).
     let read = svc.read(Origin::Meta, ReadAs::MetaDebug, key, 0, opts, &mut |item, _| {

@@ -162,7 +162,7 @@ pub fn crawl(ctx: &Ctx<'_>, classes: Classes) -> &'static str {
     let Some(busy) = crawler.begin(ctx.shared) else {
         return "BUSY currently processing crawler request";
     };
-    let sizes = ctx.shared.settings.slab_classes();
+    let sizes = ctx.shared.classes.clone();
     let spawned = std::thread::Builder::new()
         .name("strata-crawler".into())
         .spawn(move || run(busy, classes, sizes));
@@ -242,7 +242,7 @@ pub fn enable(ctx: &Ctx<'_>, on: bool) -> &'static str {
 /// `slabs reassign <src> <dst>`: memcached's checks, then the answer for
 /// a class with no page to give (segments are not slab pages).
 pub fn reassign(ctx: &Ctx<'_>, src: i32, dst: i32) -> &'static str {
-    let largest = ctx.shared.settings.slab_classes().len() as i32;
+    let largest = ctx.shared.classes.len() as i32;
     if src == dst {
         "SAME src and dst class are identical"
     } else if !(0..=largest).contains(&src) || !(0..=largest).contains(&dst) {

@@ -54,7 +54,7 @@ impl Printer {
         Printer {
             kind,
             classes,
-            sizes: ctx.shared.settings.slab_classes(),
+            sizes: ctx.shared.classes.clone(),
             origin_unix: ctx.shared.clock.process_started_unix(),
             cas_enabled: !ctx.shared.settings.cas_disabled,
             shown: 0,

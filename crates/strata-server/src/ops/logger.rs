@@ -72,8 +72,6 @@ pub struct Logger {
     collecting: Mutex<Vec<u8>>,
     watcher_skipped: AtomicU64,
     watcher_sent: AtomicU64,
-    /// The size-class table lines report `clsid=` from (built once).
-    pub classes: strata_store::SlabClasses,
 }
 
 /// What `stats` shows of the log path.
@@ -90,7 +88,6 @@ impl Logger {
     pub fn new(settings: &crate::settings::Settings) -> Logger {
         let workers = settings.threads.max(1);
         Logger {
-            classes: settings.slab_classes(),
             streams: Arc::new(AtomicU32::new(0)),
             gid: AtomicU64::new(0),
             workers: (0..=workers).map(|_| WorkerLog::default()).collect(),

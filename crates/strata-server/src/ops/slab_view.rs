@@ -82,7 +82,7 @@ fn pages(classes: &SlabClasses, id: usize, peak: u64) -> u64 {
 
 pub(crate) fn slabs(ctx: &Ctx<'_>, out: &mut Stats) {
     let stats = ctx.shared.engine.class_stats(ctx.shared.clock.now());
-    let classes = ctx.shared.settings.slab_classes();
+    let classes = &ctx.shared.classes;
     let mut active = 0;
     for (id, c) in stats.classes.iter().enumerate().skip(1).filter(|(_, c)| c.number_max > 0) {
         active += 1;

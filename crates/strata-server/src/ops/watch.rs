@@ -107,7 +107,7 @@ pub fn deleted(ctx: &Ctx<'_>, key: &[u8], item: (u32, usize), cmd: DeleteCmd) {
 fn class_of(ctx: &Ctx<'_>, key: &[u8], (flags, value_len): (u32, usize)) -> u64 {
     let cas = !ctx.shared.settings.cas_disabled;
     let size = strata_store::memcached_item_size(key.len(), flags, value_len, cas);
-    u64::from(ctx.shared.ops.log.classes.class_of(size))
+    u64::from(ctx.shared.classes.class_of(size))
 }
 
 /// The flags and value length of the item under `key`, read without
@@ -343,7 +343,7 @@ impl strata_store::EvictionLog for EvictionWatch {
         let Some(shared) = self.shared.upgrade() else { return };
         let cas = !shared.settings.cas_disabled;
         let size = strata_store::memcached_item_size(item.key.len(), item.flags, item.value_len, cas);
-        let class = u64::from(shared.ops.log.classes.class_of(size));
+        let class = u64::from(shared.classes.class_of(size));
         shared.ops.log.log_other(streams::EVICTIONS, |line| {
             line.extend_from_slice(b"type=eviction key=");
             uriencode(item.key, line);
