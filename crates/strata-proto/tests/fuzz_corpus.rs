@@ -1,14 +1,21 @@
-//! Replays the fuzz corpus (`../../fuzz/corpus/text`) through the fuzz target's
-//! body on stable Rust, plus random and mutated inputs from proptest, so the
-//! parser's no-panic guarantee is checked on every `scripts/test` run.
+//! Replays the fuzz corpus (`../../fuzz/corpus/text`) and the runs' finds
+//! (`../../fuzz/grown/text`) through the fuzz target's body on stable Rust,
+//! plus random and mutated inputs from proptest, so the parser's no-panic
+//! guarantee is checked on every `scripts/test` run.
 
 use proptest::prelude::*;
 
-fn corpus() -> Vec<Vec<u8>> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/text");
-    let mut files: Vec<_> = std::fs::read_dir(&dir).expect("corpus dir").map(|e| e.unwrap().path()).collect();
+/// `fuzz/corpus/text` (the seeds and bug inputs) or `fuzz/grown/text` (what
+/// the runs found beyond them).
+fn inputs(kept: &str) -> Vec<Vec<u8>> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz").join(kept).join("text");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).map(|e| e.unwrap().path()).collect();
     files.sort();
     files.iter().map(|p| std::fs::read(p).unwrap()).collect()
+}
+
+fn corpus() -> Vec<Vec<u8>> {
+    inputs("corpus")
 }
 
 #[test]
@@ -20,6 +27,13 @@ fn corpus_replays_without_panics() {
         for cut in 0..input.len() {
             strata_proto::fuzz_text(&input[..cut]);
         }
+    }
+}
+
+#[test]
+fn grown_replays_without_panics() {
+    for input in inputs("grown") {
+        strata_proto::fuzz_text(&input);
     }
 }
 

@@ -160,9 +160,10 @@ mod tests {
     /// The fuzz corpus (`fuzz/corpus/journal`) replayed on stable.
     #[test]
     fn corpus_replays() {
-        let corpus = crate::fuzzing::tests::corpus("journal");
-        assert!(!corpus.is_empty(), "empty corpus");
-        for (_, input) in &corpus {
+        use crate::fuzzing::tests::{inputs, Kept};
+        let seeds = inputs("journal", Kept::Seeds);
+        assert!(!seeds.is_empty(), "empty corpus");
+        for (_, input) in seeds.iter().chain(&inputs("journal", Kept::Grown)) {
             super::fuzz_journal(input);
         }
         strata_store::fuzzing::images::remove_scratch();

@@ -83,20 +83,12 @@ fn pump(conn: &mut Conn, svc: &Service<'_>, replies: &mut Vec<u8>) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::path::{Path, PathBuf};
-
-    /// Every file of `fuzz/corpus/<name>`, in name order.
-    pub(super) fn corpus(name: &str) -> Vec<(PathBuf, Vec<u8>)> {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus").join(name);
-        let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).map(|e| e.unwrap().path()).collect();
-        files.sort();
-        files.into_iter().map(|p| (p.clone(), std::fs::read(&p).unwrap())).collect()
-    }
+    pub(super) use strata_store::fuzzing::corpus::{inputs, Kept};
 
     /// A target's generated seeds: written to its corpus with
     /// `STRATA_WRITE_CORPUS=1`, else each must be there as generated.
     pub(crate) fn write_seeds(name: &str, seeds: &[(&str, Vec<u8>)]) {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus").join(name);
+        let dir = strata_store::fuzzing::corpus::dir(name, Kept::Seeds);
         for (seed, bytes) in seeds {
             let path = dir.join(format!("seed-{seed}"));
             if std::env::var_os("STRATA_WRITE_CORPUS").is_some() {
@@ -108,14 +100,19 @@ mod tests {
         }
     }
 
-    /// Each committed input through its target's body, whole and cut short.
+    /// Each committed input through its target's body: the seeds and bug
+    /// inputs whole and cut short, the runs' finds (`fuzz/grown`) whole.
     fn replay(name: &str, body: fn(&[u8])) {
-        let corpus = corpus(name);
-        assert!(corpus.len() >= 5, "fuzz/corpus/{name} holds {} inputs", corpus.len());
-        for (path, input) in &corpus {
+        let seeds = inputs(name, Kept::Seeds);
+        assert!(seeds.len() >= 5, "fuzz/corpus/{name} holds {} inputs", seeds.len());
+        for (path, input) in &seeds {
             eprintln!("{}", path.display());
             body(input);
             body(&input[..input.len() / 2]);
+        }
+        for (path, input) in inputs(name, Kept::Grown) {
+            let outcome = std::panic::catch_unwind(|| body(&input));
+            assert!(outcome.is_ok(), "{} fails", path.display());
         }
     }
 

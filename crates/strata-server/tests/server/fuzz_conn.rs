@@ -1,6 +1,6 @@
-//! The `conn` fuzz target on stable: its corpus (`fuzz/corpus/conn`)
-//! replayed through the target's body, and the seed scripts it was
-//! started from (real traffic: the wire tests' streams, every generated
+//! The `conn` fuzz target on stable: its corpus (`fuzz/corpus/conn`) and
+//! the runs' finds (`fuzz/grown/conn`) replayed through the target's
+//! body, and the seed scripts it was started from (real traffic: the wire tests' streams, every generated
 //! command kind, flash reads finished in reverse), which
 //! `cargo test --release --workspace --test server fuzz_conn::write_seeds -- --ignored`
 //! writes into the corpus.
@@ -9,19 +9,28 @@ use std::path::PathBuf;
 
 use strata_server::fuzzing::conn::{fuzz_conn, run};
 use strata_server::fuzzing::script::{binary_request, Options, Request, Script, Step, KINDS};
+use strata_store::fuzzing::corpus::{dir, inputs, Kept};
 
 fn corpus() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/conn")
+    dir("conn", Kept::Seeds)
 }
 
 #[test]
 fn corpus_replays() {
-    let mut files: Vec<_> = std::fs::read_dir(corpus()).expect("fuzz/corpus/conn").map(|e| e.unwrap().path()).collect();
-    files.sort();
-    assert!(files.len() >= seeds().len(), "{} corpus files", files.len());
-    for file in files {
-        let data = std::fs::read(&file).unwrap();
-        let outcome = std::panic::catch_unwind(|| fuzz_conn(&data));
+    let seeds = inputs("conn", Kept::Seeds);
+    assert!(seeds.len() >= self::seeds().len(), "{} corpus files", seeds.len());
+    replay(&seeds);
+}
+
+/// What the fuzz runs found beyond the seeds (`fuzz/grown/conn`).
+#[test]
+fn grown_replays() {
+    replay(&inputs("conn", Kept::Grown));
+}
+
+fn replay(inputs: &[(PathBuf, Vec<u8>)]) {
+    for (file, data) in inputs {
+        let outcome = std::panic::catch_unwind(|| fuzz_conn(data));
         assert!(outcome.is_ok(), "{} fails", file.display());
     }
 }

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use arbitrary::{Arbitrary, Unstructured};
 use strata_store::fuzzing::mutate::Op;
-use strata_store::fuzzing::{images, run, Damage, FileKind};
+use strata_store::fuzzing::{remove_images, run, Damage, FileKind};
 
 fn splitmix(x: &mut u64) -> u64 {
     *x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -47,7 +47,7 @@ pub fn main(args: Vec<String>) {
         let input = damage(seed, k, n);
         println!("{input:?}");
         println!("{:?}", run(FileKind::ALL[k], &input));
-        images::remove_scratch();
+        remove_images();
         return;
     }
     // Quiet: a panic is counted, its message shown once per kind.
@@ -98,5 +98,5 @@ pub fn main(args: Vec<String>) {
             eprintln!("{}: first failure: {f}", kind.name());
         }
     }
-    images::remove_scratch();
+    remove_images();
 }

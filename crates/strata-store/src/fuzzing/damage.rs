@@ -7,7 +7,7 @@
 //! or a deleted key's: allowed by the rule, reported beside it).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 use arbitrary::{Arbitrary, Unstructured};
 
@@ -143,31 +143,45 @@ impl Image {
 struct Images {
     memory: Image,
     flash: Image,
-    work: Mutex<PathBuf>,
+    work: PathBuf,
 }
 
-fn images() -> &'static Images {
-    static IMAGES: OnceLock<Images> = OnceLock::new();
-    IMAGES.get_or_init(|| {
-        images::remove_stale_scratch();
-        let scratch = images::scratch();
-        let work = scratch.join("work");
-        let image = |name: &str, flash: bool| {
-            let root = scratch.join(name);
-            let history = if flash { images::build_flash(&root) } else { images::build_memory(&root) };
-            let mut baseline = [Vec::new(), Vec::new()];
-            for (v, variant) in ["clean", "crash"].iter().enumerate() {
-                images::copy_tree(&root.join(variant), &work).expect("copy image");
-                let s = images::open(&work, flash).expect("open pristine image");
-                baseline[v] = (0..history.keys).map(|i| read(&s, i)).map(|got| got.map(|(_, flags)| flags)).collect();
-            }
-            let written = (0..history.keys)
-                .map(|i| history.versions[i].iter().map(|&v| (v, images::value(i, v, images::value_len(i, v, flash)))).collect())
-                .collect();
-            Image { root, history, baseline, written }
-        };
-        Images { memory: image("memory", false), flash: image("flash", true), work: Mutex::new(work) }
-    })
+/// The pristine images, built on first use; `None` again after
+/// [`remove_images`]. Held for a whole run, so runs take turns.
+static IMAGES: Mutex<Option<Images>> = Mutex::new(None);
+
+fn with_images<R>(f: impl FnOnce(&Images) -> R) -> R {
+    let mut held = IMAGES.lock().unwrap_or_else(|e| e.into_inner());
+    f(held.get_or_insert_with(build_images))
+}
+
+/// Remove this process's images and scratch directory, after the run in
+/// progress if there is one; a later run builds them again.
+pub fn remove_images() {
+    let mut held = IMAGES.lock().unwrap_or_else(|e| e.into_inner());
+    *held = None;
+    images::remove_scratch();
+}
+
+fn build_images() -> Images {
+    images::remove_stale_scratch();
+    let scratch = images::scratch();
+    let work = scratch.join("work");
+    let image = |name: &str, flash: bool| {
+        let root = scratch.join(name);
+        let history = if flash { images::build_flash(&root) } else { images::build_memory(&root) };
+        let mut baseline = [Vec::new(), Vec::new()];
+        for (v, variant) in ["clean", "crash"].iter().enumerate() {
+            images::copy_tree(&root.join(variant), &work).expect("copy image");
+            let s = images::open(&work, flash).expect("open pristine image");
+            baseline[v] = (0..history.keys).map(|i| read(&s, i)).map(|got| got.map(|(_, flags)| flags)).collect();
+        }
+        let written = (0..history.keys)
+            .map(|i| history.versions[i].iter().map(|&v| (v, images::value(i, v, images::value_len(i, v, flash)))).collect())
+            .collect();
+        Image { root, history, baseline, written }
+    };
+    Images { memory: image("memory", false), flash: image("flash", true), work }
 }
 
 /// Key `i` read as the server reads it: (value, flags) or a miss.
@@ -195,9 +209,12 @@ fn read(s: &SegStore, i: usize) -> Option<(Vec<u8>, u32)> {
 
 /// Damage an image of `kind` as `input` says, open it, read every key.
 pub fn run(kind: FileKind, input: &Damage) -> Outcome {
-    let all = images();
+    with_images(|all| run_on(all, kind, input))
+}
+
+fn run_on(all: &Images, kind: FileKind, input: &Damage) -> Outcome {
     let image = if kind.flash() { &all.flash } else { &all.memory };
-    let work = all.work.lock().unwrap_or_else(|e| e.into_inner());
+    let work = &all.work;
     let variant = usize::from(input.crash);
     images::copy_tree(&image.root.join(["clean", "crash"][variant]), &work).expect("copy image");
     let targets: Vec<PathBuf> = images::files(&work).into_iter().filter(|rel| kind.holds(rel)).collect();
@@ -259,7 +276,7 @@ fn reclaim_thread_records() {
 /// Build the pristine images now (seconds under ASan), before libFuzzer
 /// times the first input (the targets' `init`).
 pub fn prepare() {
-    images();
+    with_images(|_| ());
 }
 
 /// Fuzz target 6: the memory file (`fuzz/fuzz_targets/memory_file.rs`).

@@ -1,27 +1,36 @@
 //! Replays the damaged-file fuzz corpora (`fuzz/corpus/memory_file`,
 //! `fuzz/corpus/flash_files`) through the fuzz targets' bodies on stable:
 //! each input damages a pristine image, reopens it and checks every key
-//! (never a panic, never a value nobody wrote).
+//! (never a panic, never a value nobody wrote). The seeds and bug inputs
+//! (`fuzz/corpus`) and the runs' finds (`fuzz/grown`) both.
 
-use std::path::{Path, PathBuf};
-
-fn corpus(name: &str) -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus").join(name);
-    let mut files: Vec<_> = std::fs::read_dir(&dir).expect("corpus dir").map(|e| e.expect("entry").path()).collect();
-    files.sort();
-    assert!(!files.is_empty(), "{}: empty corpus", dir.display());
-    files
-}
+use strata_store::fuzzing::corpus::{inputs, Kept};
 
 #[test]
 fn damaged_files_corpora_replay() {
-    for file in corpus("memory_file") {
-        strata_store::fuzzing::fuzz_memory_file(&std::fs::read(&file).expect("read input"));
+    for target in ["memory_file", "flash_files"] {
+        let seeds = inputs(target, Kept::Seeds);
+        assert!(!seeds.is_empty(), "fuzz/corpus/{target}: empty");
+        replay(target, &seeds);
     }
-    for file in corpus("flash_files") {
-        strata_store::fuzzing::fuzz_flash_files(&std::fs::read(&file).expect("read input"));
+    strata_store::fuzzing::remove_images();
+}
+
+/// What the fuzz runs found beyond the seeds, each input once.
+#[test]
+fn damaged_files_grown_replay() {
+    for target in ["memory_file", "flash_files"] {
+        replay(target, &inputs(target, Kept::Grown));
     }
-    strata_store::fuzzing::images::remove_scratch();
+    strata_store::fuzzing::remove_images();
+}
+
+fn replay(target: &str, inputs: &[(std::path::PathBuf, Vec<u8>)]) {
+    let body = if target == "memory_file" { strata_store::fuzzing::fuzz_memory_file } else { strata_store::fuzzing::fuzz_flash_files };
+    for (path, input) in inputs {
+        let outcome = std::panic::catch_unwind(|| body(input));
+        assert!(outcome.is_ok(), "{} fails", path.display());
+    }
 }
 
 /// Each page of the flash file in turn made "not on the device" in the

@@ -49,6 +49,8 @@ fn run(args: &[String], config: String) -> Result<(), CliError> {
 mod tests {
     use std::path::Path;
 
+    use strata_store::fuzzing::corpus::{dir, inputs, Kept};
+
     /// The seeds of `fuzz/corpus/config`: the packaged strata.conf and
     /// Debian's memcached.conf, each with a command line (`STRATA_WRITE_CORPUS=1`
     /// rewrites the files).
@@ -78,7 +80,7 @@ mod tests {
 
     #[test]
     fn write_corpus() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/config");
+        let dir = dir("config", Kept::Seeds);
         for (name, bytes) in seeds() {
             let path = dir.join(format!("seed-{name}"));
             if std::env::var_os("STRATA_WRITE_CORPUS").is_some() {
@@ -90,18 +92,20 @@ mod tests {
         }
     }
 
-    /// Every committed input, whole and cut short.
+    /// Every committed input, whole and cut short, and the runs' finds
+    /// (`fuzz/grown/config`) whole.
     #[test]
     fn corpus_config() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/config");
-        let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-        files.sort();
-        assert!(files.len() >= 5, "{} inputs", files.len());
-        for path in files {
-            let input = std::fs::read(&path).unwrap();
+        let seeds = inputs("config", Kept::Seeds);
+        assert!(seeds.len() >= 5, "{} inputs", seeds.len());
+        for (path, input) in seeds {
             eprintln!("{}", path.display());
             super::config(&input);
             super::config(&input[..input.len() / 2]);
+        }
+        for (path, input) in inputs("config", Kept::Grown) {
+            let outcome = std::panic::catch_unwind(|| super::config(&input));
+            assert!(outcome.is_ok(), "{} fails", path.display());
         }
     }
 }
