@@ -55,6 +55,29 @@ fn a_lost_log_block_never_brings_back_an_older_copy() {
     assert_eq!(stale, 0, "older copies served after their log blocks were lost ({lost} items lost)");
 }
 
+/// A page's FIFO sequence in the page table set to its largest value
+/// (found by the flash_files target): recovery took the newest sequence
+/// plus one as the next, an overflow (a panic with overflow checks; in
+/// release the counter wrapped to 0, the "free" mark). Now a sequence no
+/// run reaches is damage: the page is lost, never a wrong value.
+#[test]
+fn a_page_sequence_no_run_reaches_loses_the_page() {
+    use strata_store::fuzzing::mutate::{At, Extreme, Kind, Op};
+    use strata_store::fuzzing::{run, Damage, FileKind};
+    let pages = (strata_store::fuzzing::images::FLASH_BYTES / strata_store::fuzzing::images::FLASH_PAGE) as u32;
+    let mut lost = 0;
+    for page in 0..pages {
+        for value in [Extreme::Max, Extreme::SignedMax] {
+            let op = Op { file: 0, at: At::Grain(1, page, 8), kind: Kind::Set(3, value) };
+            let out = run(FileKind::PageTable, &Damage { crash: false, ops: vec![op] });
+            assert!(out.wrong.is_empty(), "page {page}, {value:?}: {:?}", out.wrong);
+            assert_eq!(out.stale, 0, "page {page}, {value:?}");
+            lost += out.live - out.kept;
+        }
+    }
+    assert!(lost > 0, "pages with a sequence no run reaches were kept");
+}
+
 /// Image 25 of the benchmark's index row (seed 46): an index file's entry
 /// damaged into one whose read (`blocks`) ends before its record's header
 /// starts. Recovery kept it and the read's finish sliced past the bytes

@@ -60,6 +60,10 @@ pub const BLOCK: u64 = FLASH_ALIGN_BYTES as u64;
 const PAGE_MAGIC: &[u8; 8] = b"STRFLASH";
 /// No page is open.
 pub const NO_PAGE: u32 = u32::MAX;
+/// Above any FIFO sequence a run can reach (one per page opened, from 1):
+/// a larger one in the page table is damage, and counting on from it would
+/// overflow.
+const SEQ_LIMIT: u64 = 1 << 62;
 
 /// Where a page lives.
 pub struct PageSpot {
@@ -474,7 +478,12 @@ impl Inner {
         let mut used: Vec<(u64, u32)> = Vec::new();
         w.free.clear();
         for p in 0..self.spots.len() as u32 {
-            let (version, written, seq) = table.page(p);
+            let (version, written, seq) = match table.page(p) {
+                // Damage: the page is lost (a new version makes every entry
+                // and log block on it stale) and free.
+                (version, _, seq) if seq >= SEQ_LIMIT => (version.wrapping_add(1), 0, 0),
+                entry => entry,
+            };
             self.versions[p as usize].store(version, relaxed());
             self.written_blocks[p as usize].store(written, relaxed());
             self.page_seq[p as usize].store(seq, relaxed());
