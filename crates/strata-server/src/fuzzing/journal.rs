@@ -160,12 +160,11 @@ mod tests {
     /// The fuzz corpus (`fuzz/corpus/journal`) replayed on stable.
     #[test]
     fn corpus_replays() {
-        use crate::fuzzing::tests::{inputs, Kept};
+        use crate::fuzzing::tests::{inputs, replay_whole, Kept};
         let seeds = inputs("journal", Kept::Seeds);
         assert!(!seeds.is_empty(), "empty corpus");
-        for (_, input) in seeds.iter().chain(&inputs("journal", Kept::Grown)) {
-            super::fuzz_journal(input);
-        }
+        replay_whole(&seeds, super::fuzz_journal);
+        replay_whole(&inputs("journal", Kept::Grown), super::fuzz_journal);
         strata_store::fuzzing::images::remove_scratch();
     }
 }

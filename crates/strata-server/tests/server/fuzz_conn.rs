@@ -1,7 +1,8 @@
 //! The `conn` fuzz target on stable: its corpus (`fuzz/corpus/conn`) and
 //! the runs' finds (`fuzz/grown/conn`) replayed through the target's
-//! body, and the seed scripts it was started from (real traffic: the wire tests' streams, every generated
-//! command kind, flash reads finished in reverse), which
+//! body, and the seed scripts it was started from (real traffic: the wire
+//! tests' streams, every generated command kind, flash reads finished in
+//! reverse), which
 //! `cargo test --release --workspace --test server fuzz_conn::write_seeds -- --ignored`
 //! writes into the corpus.
 
@@ -9,7 +10,7 @@ use std::path::PathBuf;
 
 use strata_server::fuzzing::conn::{fuzz_conn, run};
 use strata_server::fuzzing::script::{binary_request, Options, Request, Script, Step, KINDS};
-use strata_store::fuzzing::corpus::{dir, inputs, Kept};
+use strata_store::fuzzing::corpus::{dir, inputs, replay, Kept};
 
 fn corpus() -> PathBuf {
     dir("conn", Kept::Seeds)
@@ -19,20 +20,13 @@ fn corpus() -> PathBuf {
 fn corpus_replays() {
     let seeds = inputs("conn", Kept::Seeds);
     assert!(seeds.len() >= self::seeds().len(), "{} corpus files", seeds.len());
-    replay(&seeds);
+    replay(&seeds, fuzz_conn);
 }
 
 /// What the fuzz runs found beyond the seeds (`fuzz/grown/conn`).
 #[test]
 fn grown_replays() {
-    replay(&inputs("conn", Kept::Grown));
-}
-
-fn replay(inputs: &[(PathBuf, Vec<u8>)]) {
-    for (file, data) in inputs {
-        let outcome = std::panic::catch_unwind(|| fuzz_conn(data));
-        assert!(outcome.is_ok(), "{} fails", file.display());
-    }
+    replay(&inputs("conn", Kept::Grown), fuzz_conn);
 }
 
 #[test]

@@ -35,3 +35,13 @@ pub fn inputs(target: &str, kept: Kept) -> Vec<(PathBuf, Vec<u8>)> {
     paths.sort();
     paths.into_iter().map(|p| (p.clone(), std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))).collect()
 }
+
+/// Each input through a target's `body`, whole, once; a panic fails the
+/// replay with the input's file named.
+pub fn replay(inputs: &[(PathBuf, Vec<u8>)], body: impl Fn(&[u8])) {
+    for (path, input) in inputs {
+        // Unwind safety: nothing is used after a panic but to fail.
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(input)));
+        assert!(outcome.is_ok(), "{} fails", path.display());
+    }
+}

@@ -214,10 +214,10 @@ pub fn run(kind: FileKind, input: &Damage) -> Outcome {
 
 fn run_on(all: &Images, kind: FileKind, input: &Damage) -> Outcome {
     let image = if kind.flash() { &all.flash } else { &all.memory };
-    let work = &all.work;
+    let work = all.work.as_path();
     let variant = usize::from(input.crash);
-    images::copy_tree(&image.root.join(["clean", "crash"][variant]), &work).expect("copy image");
-    let targets: Vec<PathBuf> = images::files(&work).into_iter().filter(|rel| kind.holds(rel)).collect();
+    images::copy_tree(&image.root.join(["clean", "crash"][variant]), work).expect("copy image");
+    let targets: Vec<PathBuf> = images::files(work).into_iter().filter(|rel| kind.holds(rel)).collect();
     assert!(!targets.is_empty(), "{kind:?}: no file to damage");
     for op in input.ops.iter().take(MAX_OPS) {
         let rel = &targets[op.file as usize % targets.len()];
@@ -225,7 +225,7 @@ fn run_on(all: &Images, kind: FileKind, input: &Damage) -> Outcome {
         let len = std::fs::metadata(&path).map_or(0, |m| m.len());
         mutate::apply(&path, &layout(rel, len), op).expect("damage a file");
     }
-    let s = images::open(&work, kind.flash()).expect("a damaged image opens (cold at worst)");
+    let s = images::open(work, kind.flash()).expect("a damaged image opens (cold at worst)");
     s.check_integrity();
     let mut out = Outcome { cold: s.stats().restart.is_none_or(|r| !r.ok), ..Outcome::default() };
     let h = &image.history;
