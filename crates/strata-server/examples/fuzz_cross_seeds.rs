@@ -1,0 +1,70 @@
+//! Cross-seeds for the fuzz targets that reach the text, meta and binary
+//! service code behind something else first: every text input
+//! (`fuzz/corpus/text`, `fuzz/grown/text`) and binary seed, wrapped as an
+//! input of
+//!
+//! - sasl: mode 0, a `-Y` login (`set login 0 0 12` / `alice secret`),
+//!   the text; mode 1, a binary SASL PLAIN login as alice, the binary
+//!   request(s);
+//! - udp: one datagram (request id, 0 of 1) of the first 1400 bytes;
+//! - conn: a script of raw chunks on connection 0, delivered whole and
+//!   processed four times; every other text input over the flash store.
+//!
+//! Written to `target/fuzz-scratch/TARGET` (or DIR/TARGET), for
+//! `scripts/fuzz TARGET merge` to keep what brings coverage.
+//!
+//!     cargo run --release -p strata-server --example fuzz_cross_seeds -- [DIR]
+
+use std::path::{Path, PathBuf};
+
+use strata_proto::udp::{UdpHeader, MAX_DATAGRAM};
+use strata_server::fuzzing::script::{binary_request, Options, Script, Step};
+use strata_store::fuzzing::corpus::{inputs, Kept};
+use strata_store::hash_key;
+
+/// `-Y`'s login: a set whose data is `user password` (fuzzing/sasl.rs's table).
+const TEXT_LOGIN: &[u8] = b"set login 0 0 12\r\nalice secret\r\n";
+/// Binary SASL authentication.
+const SASL_AUTH: u8 = 0x21;
+/// The longest text a conn cross-seed carries.
+const CONN_TEXT_MAX: usize = 4096;
+
+fn main() {
+    let out = std::env::args().nth(1).map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/fuzz-scratch"), PathBuf::from);
+    let bodies = |target, kept| inputs(target, kept).into_iter().map(|(_, data)| data).filter(|data| !data.is_empty());
+    let text: Vec<Vec<u8>> = bodies("text", Kept::Seeds).chain(bodies("text", Kept::Grown)).collect();
+    let binary: Vec<Vec<u8>> = bodies("binary", Kept::Seeds).chain(bodies("binary", Kept::Grown)).collect();
+    let plain_login = binary_request(SASL_AUTH, b"PLAIN", &[], b"\0alice\0secret", 0);
+    let put = |target: &str, data: Vec<u8>| {
+        let dir = out.join(target);
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        // Named by the bytes' hash, so the same input is written once.
+        let path = dir.join(format!("x-{:016x}", hash_key(&data)));
+        std::fs::write(&path, data).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    };
+    for (i, t) in text.iter().enumerate() {
+        put("sasl", [&[0], TEXT_LOGIN, t].concat());
+        put("udp", datagram(t, i as u16));
+        put("conn", script(&t[..t.len().min(CONN_TEXT_MAX)], i % 2 == 1));
+    }
+    for (i, b) in binary.iter().enumerate() {
+        put("sasl", [&[1], &plain_login[..], b].concat());
+        put("udp", datagram(b, i as u16));
+        put("conn", script(b, false));
+    }
+    println!("cross-seeds: {} text and {} binary inputs, each into {}/{{sasl,udp,conn}}", text.len(), binary.len(), out.display());
+}
+
+/// The udp target's input: one datagram, its u16 length first.
+fn datagram(payload: &[u8], request_id: u16) -> Vec<u8> {
+    let mut d = Vec::new();
+    UdpHeader { request_id, seq: 0, total: 1, reserved: 0 }.write(&mut d);
+    d.extend_from_slice(&payload[..payload.len().min(MAX_DATAGRAM)]);
+    [&(d.len() as u16).to_be_bytes()[..], &d].concat()
+}
+
+fn script(stream: &[u8], flash: bool) -> Vec<u8> {
+    let mut steps = vec![Step::Raw { conn: 0, bytes: stream.to_vec() }, Step::Deliver { conn: 0, n: 0 }];
+    steps.extend((0..4).map(|_| Step::Process { conn: 0, budget: 255 }));
+    Script { options: Options { flash, ..Options::default() }, steps }.encode()
+}
