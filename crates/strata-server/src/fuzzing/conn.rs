@@ -31,11 +31,17 @@
 //!   model of the store's semantics. The two stores' CAS counters both
 //!   start at 0 and step by 1, so CAS values compare as they are. `STAT`
 //!   replies (rusage, engine figures) are left out of the comparison.
+//!   The one reply that turns on a thread's timing, `BUSY` to `lru_crawler
+//!   crawl` while an earlier crawl's thread (or a cancelled dump's) still
+//!   holds the crawler, is made the same in both runs: after every process
+//!   call the harness waits for the crawler to be let go, so each request
+//!   finds it as a request sent after the last one's reply would.
 //!
 //! With flash (`flash_store.rs`), the store is shared between inputs, so
 //! only (a) runs.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use strata_store::{Clock, EngineConfig, MapStore, SegStore};
 
@@ -57,6 +63,11 @@ const DRAIN_ROUNDS: usize = 10_000;
 /// AddressSanitizer) than one of 4.
 const MEMORY_BYTES: u64 = 4 << 20;
 
+/// How long a crawl or a cancelled dump may hold the crawler after the
+/// request that started it (a crawl of a 4 MiB store takes well under a
+/// millisecond; the libFuzzer timeout of 1 s stops a run first).
+const CRAWLER_WAIT: Duration = Duration::from_secs(5);
+
 /// Before the first input: build the flash store (a fuzzer's `init`), so
 /// no input is charged for it.
 pub fn init() {
@@ -69,12 +80,14 @@ pub fn fuzz_conn(data: &[u8]) {
 }
 
 /// What a script did (for tests that check a seed reaches its path).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Outcome {
     /// Times a request parked on flash reads.
     pub parks: usize,
     /// Process calls that consumed bytes.
     pub pieces: usize,
+    /// Each connection's reply bytes.
+    pub replies: Vec<Vec<u8>>,
 }
 
 /// Run `script`, panicking on the first broken rule.
@@ -85,7 +98,7 @@ pub fn run(script: &Script) -> Outcome {
         let before = store.io_queue();
         let mut run = Run::new(store.shared.clone());
         run.script(script);
-        let outcome = Outcome { parks: run.parks, pieces: run.trace.len() };
+        let outcome = run.outcome();
         drop(run);
         assert_eq!(store.io_queue(), before, "flash reads handed out and never finished nor abandoned");
         return outcome;
@@ -94,7 +107,7 @@ pub fn run(script: &Script) -> Outcome {
     let config = engine_config(settings.item_size_max);
     let mut run = Run::new(Arc::new(Shared::new(settings.clone(), Box::new(MapStore::new(config.clone())), clock())));
     run.script(script);
-    let outcome = Outcome { parks: run.parks, pieces: run.trace.len() };
+    let outcome = run.outcome();
     let engine = SegStore::new(config);
     let mut canonical = Run::new(Arc::new(Shared::new(settings, Box::new(engine), clock())));
     for (c, piece) in std::mem::take(&mut run.trace) {
@@ -194,6 +207,10 @@ impl Run {
         }
     }
 
+    fn outcome(&self) -> Outcome {
+        Outcome { parks: self.parks, pieces: self.trace.len(), replies: self.clients.iter().map(|c| c.replies.clone()).collect() }
+    }
+
     fn send(&mut self, c: usize, bytes: &[u8]) {
         self.clients[c].queued.extend_from_slice(bytes);
         self.sent += bytes.len();
@@ -226,6 +243,7 @@ impl Run {
             let exec = Service::new(&self.shared, &stats).for_conn(c as u64 + 1);
             client.conn.process(&exec, budget)
         };
+        settle_crawler(&self.shared);
         let after = client.conn.input.len();
         assert!(after <= before, "input grew during process: {before} -> {after}");
         assert!(before <= client.delivered.len() - client.consumed, "input holds more than was delivered and not consumed");
@@ -315,6 +333,17 @@ impl Drop for Run {
         for c in 0..CONNS {
             self.close(c);
         }
+    }
+}
+
+/// Wait until no crawl or dump thread holds the crawler: whether the next
+/// `lru_crawler crawl` answers `OK` or `BUSY` must not turn on how soon
+/// such a thread ends (`ops/crawler.rs`).
+fn settle_crawler(shared: &Shared) {
+    let deadline = Instant::now() + CRAWLER_WAIT;
+    while shared.ops.crawler.running() {
+        assert!(Instant::now() < deadline, "the crawler still held {CRAWLER_WAIT:?} after the request that took it");
+        std::thread::sleep(Duration::from_micros(20));
     }
 }
 
