@@ -18,12 +18,14 @@ mod http;
 pub mod journal;
 mod sasl;
 pub mod script;
+mod threads;
 mod udp;
 
 pub use binary::binary;
 pub use http::http;
 pub use journal::fuzz_journal;
 pub use sasl::sasl;
+pub use threads::settled;
 pub use udp::udp;
 
 use std::sync::Arc;
