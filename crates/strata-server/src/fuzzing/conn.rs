@@ -29,20 +29,13 @@
 //!   command and every flag the fuzzer finds, raw bytes included, not
 //!   only those a model spells out, and the MapStore side is already the
 //!   model of the store's semantics. The two stores' CAS counters both
-//!   start at 0 and step by 1, so CAS values compare as they are. `STAT`
-//!   replies (rusage, engine figures) are left out of the comparison, and
-//!   so are a watcher's log lines (`ts=... gid=...`, `skipped=N`): their
-//!   times and ids are the run's, and which of them a watcher has shown
-//!   turns on when the harness last drove it (the split run drives every
-//!   connection at the end, the canonical run only with its requests).
-//!   The one reply that turns on a thread's timing, `BUSY` to `lru_crawler
-//!   crawl` while an earlier crawl's thread (or a cancelled dump's) still
-//!   holds the crawler, is made the same in both runs: after every process
-//!   call the harness waits for the crawler to be let go, so each call's
-//!   first request finds it as a request sent after the last reply would;
-//!   and a crawl after another in the same call (`OK` or `BUSY` by how soon
-//!   the first one's thread ends) compares as `OK`. (A dump after a crawl
-//!   in the same call is refused as pipelined, whatever the crawler does.)
+//!   start at 0 and step by 1, so CAS values compare as they are. What is
+//!   left out of the comparison, and why, is `replies.rs`'s: `STAT`
+//!   figures, a watcher's log lines, a crawl's `BUSY`, and access times
+//!   once `debugtime` moved the clock past what the `SegStore` keeps.
+//!   The crawler is let go after every process call (the harness waits
+//!   for a crawl's or a cancelled dump's thread), so each call's first
+//!   request finds it as a request sent after the last reply would.
 //!
 //! With flash (`flash_store.rs`), the store is shared between inputs, so
 //! only (a) runs.
@@ -50,9 +43,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use strata_store::{Clock, EngineConfig, MapStore, SegStore};
+use strata_store::{Clock, EngineConfig, MapStore, RelTime, SegStore};
 
 use super::flash_store;
+use super::replies::{comparable, Compare};
 use super::script::{Script, Step, CONNS};
 use crate::conn::{Conn, Progress};
 use crate::flash_io::ReadState;
@@ -74,6 +68,10 @@ const MEMORY_BYTES: u64 = 4 << 20;
 /// request that started it (a crawl of a 4 MiB store takes well under a
 /// millisecond; the libFuzzer timeout of 1 s stops a run first).
 const CRAWLER_WAIT: Duration = Duration::from_secs(5);
+
+/// How far from its segment's creation a `SegStore` item's access time
+/// is kept (a 16-bit delta of seconds; COMPATIBILITY.md, `me la=`).
+const ACCESS_SPAN: RelTime = i16::MAX as RelTime;
 
 /// Before the first input: build the flash store (a fuzzer's `init`), so
 /// no input is charged for it.
@@ -99,6 +97,9 @@ pub struct Outcome {
 
 /// Run `script`, panicking on the first broken rule.
 pub fn run(script: &Script) -> Outcome {
+    // The fuzzer's build has `debugtime` (debug assertions); a stable
+    // replay of its inputs must parse them as it did.
+    strata_proto::enable_debugtime();
     if script.options.flash {
         let guard = flash_store::store();
         let store = guard.as_ref().expect("flash store");
@@ -123,8 +124,11 @@ pub fn run(script: &Script) -> Outcome {
         canonical.drain(c);
     }
     for (c, (got, want)) in run.clients.iter().zip(&canonical.clients).enumerate() {
-        let binary = got.conn.protocol == crate::ctx::Protocol::Binary;
-        let (got_replies, want_replies) = (comparable(&got.replies, binary), comparable(&want.replies, binary));
+        let how = Compare {
+            binary: got.conn.protocol == crate::ctx::Protocol::Binary,
+            access_times: !run.clock_far && !canonical.clock_far,
+        };
+        let (got_replies, want_replies) = (comparable(&got.replies, how), comparable(&want.replies, how));
         if got_replies != want_replies {
             panic!(
                 "connection {c}: replies differ from the canonical run's\n  split:     {:?}\n  canonical: {:?}",
@@ -188,12 +192,17 @@ struct Run {
     /// The longest run of bytes sent in one step (bounds a value's size).
     largest_step: usize,
     parks: usize,
+    /// The clock as the run began, and whether `debugtime` moved it
+    /// further from that than a `SegStore` item's access time can follow.
+    clock_start: RelTime,
+    clock_far: bool,
 }
 
 impl Run {
     fn new(shared: Arc<Shared>) -> Run {
         let clients = (0..CONNS).map(|_| Client { conn: Conn::new(shared.requires_auth(), None), ..Client::default() }).collect();
-        Run { shared, clients, trace: Vec::new(), sent: 0, largest_step: 0, parks: 0 }
+        let clock_start = shared.clock.now();
+        Run { shared, clients, trace: Vec::new(), sent: 0, largest_step: 0, parks: 0, clock_start, clock_far: false }
     }
 
     fn script(&mut self, script: &Script) {
@@ -251,6 +260,7 @@ impl Run {
             client.conn.process(&exec, budget)
         };
         settle_crawler(&self.shared);
+        self.clock_far |= self.shared.clock.now().abs_diff(self.clock_start) > ACCESS_SPAN;
         let after = client.conn.input.len();
         assert!(after <= before, "input grew during process: {before} -> {after}");
         assert!(before <= client.delivered.len() - client.consumed, "input holds more than was delivered and not consumed");
@@ -352,44 +362,4 @@ fn settle_crawler(shared: &Shared) {
         assert!(Instant::now() < deadline, "the crawler still held {CRAWLER_WAIT:?} after the request that took it");
         std::thread::sleep(Duration::from_micros(20));
     }
-}
-
-/// The reply to `lru_crawler crawl` when a crawl started earlier in the
-/// same process call still runs.
-const CRAWLER_BUSY: &[u8] = b"BUSY currently processing crawler request\r\n";
-
-/// Replies to compare: without `STAT` lines (text) or STAT responses
-/// (binary, opcode 0x10), whose figures are the process's or the engine's,
-/// without a watcher's log lines, and with [`CRAWLER_BUSY`] read as the
-/// `OK` of a crawl that started.
-fn comparable(replies: &[u8], binary: bool) -> Vec<u8> {
-    let mut out = Vec::with_capacity(replies.len());
-    if binary {
-        let mut rest = replies;
-        while rest.len() >= 24 {
-            let len = 24 + u32::from_be_bytes([rest[8], rest[9], rest[10], rest[11]]) as usize;
-            let packet = &rest[..len.min(rest.len())];
-            if rest[1] != 0x10 {
-                out.extend_from_slice(packet);
-            }
-            rest = &rest[packet.len()..];
-        }
-        out.extend_from_slice(rest);
-        return out;
-    }
-    for line in replies.split_inclusive(|&b| b == b'\n') {
-        if line == CRAWLER_BUSY {
-            out.extend_from_slice(b"OK\r\n");
-        } else if !line.starts_with(b"STAT ") && !is_log_line(line) {
-            out.extend_from_slice(line);
-        }
-    }
-    out
-}
-
-/// A watcher's line (`ops/logger.rs`): `ts=...` or `skipped=N`, ended by a
-/// newline without a carriage return, as no other reply line is (a
-/// value's own bytes aside, dropped alike in both runs).
-fn is_log_line(line: &[u8]) -> bool {
-    (line.starts_with(b"ts=") || line.starts_with(b"skipped=")) && !line.ends_with(b"\r\n")
 }

@@ -16,6 +16,7 @@ pub mod conn;
 mod flash_store;
 mod http;
 pub mod journal;
+mod replies;
 mod sasl;
 pub mod script;
 mod threads;
@@ -41,6 +42,9 @@ use crate::Settings;
 /// A fresh in-process server per input (so a crash replays from its input
 /// alone): one worker, a 16 MiB map store, `-I 1m`.
 pub(crate) fn server(settings: Settings, text_auth: Option<Credentials>, sasl_auth: Option<Credentials>) -> Arc<Shared> {
+    // The fuzzers' builds have `debugtime` (debug assertions); a stable
+    // replay of their inputs must parse them as they did.
+    strata_proto::enable_debugtime();
     let settings = Settings { threads: 1, memory_limit_bytes: 16 << 20, ..settings };
     // The size class table takes most of an input's time to build: once.
     static BASE: std::sync::OnceLock<EngineConfig> = std::sync::OnceLock::new();

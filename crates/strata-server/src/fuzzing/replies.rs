@@ -1,0 +1,118 @@
+//! What of a connection's replies the `conn` oracle compares between the
+//! split run and the canonical one (`conn.rs`), and why the rest is not:
+//!
+//! - `STAT` lines (text) and STAT responses (binary, opcode 0x10): their
+//!   figures are the process's (rusage) or the engine's.
+//! - A watcher's log lines (`ts=... gid=...`, `skipped=N`): their times and
+//!   ids are the run's, and which of them a watcher has shown turns on
+//!   when the harness last drove it (the split run drives every
+//!   connection at its end, the canonical run only with its requests).
+//! - `BUSY currently processing crawler request` to a crawl that came
+//!   after another in the same process call reads as `OK`: which of the
+//!   two it gets turns on how soon the first crawl's thread ends. (A dump
+//!   after a crawl in the same call is refused as pipelined, whatever the
+//!   crawler does.)
+//! - Access times, `me`'s `la=` and a meta reply's `l` flag, once
+//!   `debugtime` moved a run's clock further than a `SegStore` item's
+//!   access time follows (16 bits of seconds from its segment's
+//!   creation, a deviation COMPATIBILITY.md lists): the `MapStore` keeps
+//!   them exactly.
+
+/// How a connection's replies are compared.
+#[derive(Clone, Copy, Debug)]
+pub struct Compare {
+    /// The connection speaks the binary protocol.
+    pub binary: bool,
+    /// Access times are comparable (no clock moved far).
+    pub access_times: bool,
+}
+
+/// The reply to `lru_crawler crawl` while another crawl runs.
+const CRAWLER_BUSY: &[u8] = b"BUSY currently processing crawler request\r\n";
+
+/// `replies` as compared.
+pub fn comparable(replies: &[u8], how: Compare) -> Vec<u8> {
+    let mut out = Vec::with_capacity(replies.len());
+    if how.binary {
+        let mut rest = replies;
+        while rest.len() >= 24 {
+            let len = 24 + u32::from_be_bytes([rest[8], rest[9], rest[10], rest[11]]) as usize;
+            let packet = &rest[..len.min(rest.len())];
+            if rest[1] != 0x10 {
+                out.extend_from_slice(packet);
+            }
+            rest = &rest[packet.len()..];
+        }
+        out.extend_from_slice(rest);
+        return out;
+    }
+    for line in replies.split_inclusive(|&b| b == b'\n') {
+        if line.starts_with(b"STAT ") || is_log_line(line) {
+            continue;
+        }
+        if line == CRAWLER_BUSY {
+            out.extend_from_slice(b"OK\r\n");
+        } else if !how.access_times && is_meta_reply(line) {
+            mask_access_times(line, &mut out);
+        } else {
+            out.extend_from_slice(line);
+        }
+    }
+    out
+}
+
+/// A watcher's line (`ops/logger.rs`): `ts=...` or `skipped=N`, ended by a
+/// newline without a carriage return, as no other reply line is (a
+/// value's own bytes aside, dropped alike in both runs).
+fn is_log_line(line: &[u8]) -> bool {
+    (line.starts_with(b"ts=") || line.starts_with(b"skipped=")) && !line.ends_with(b"\r\n")
+}
+
+/// A meta command's reply line, whose tokens may carry an access time (a
+/// value's own bytes may look like one too: masked alike in both runs).
+fn is_meta_reply(line: &[u8]) -> bool {
+    [&b"ME "[..], b"VA ", b"HD", b"NF", b"NS", b"EX"].iter().any(|code| line.starts_with(code))
+}
+
+/// `line` with `la=<n>` and `l<n>` tokens written as `la=*` and `l*`.
+fn mask_access_times(line: &[u8], out: &mut Vec<u8>) {
+    let body = line.strip_suffix(b"\r\n").unwrap_or(line);
+    for (i, token) in body.split(|&b| b == b' ').enumerate() {
+        if i > 0 {
+            out.push(b' ');
+        }
+        let digits = |rest: &[u8]| !rest.is_empty() && rest.iter().all(u8::is_ascii_digit);
+        if token.strip_prefix(b"la=").is_some_and(digits) {
+            out.extend_from_slice(b"la=*");
+        } else if i > 0 && token.strip_prefix(b"l").is_some_and(digits) {
+            out.extend_from_slice(b"l*");
+        } else {
+            out.extend_from_slice(token);
+        }
+    }
+    out.extend_from_slice(&line[body.len()..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: Compare = Compare { binary: false, access_times: true };
+
+    #[test]
+    fn stat_and_watcher_lines_are_left_out_and_a_crawls_busy_reads_as_ok() {
+        let replies = b"STAT pid 1\r\nEND\r\nts=1.5 gid=2 type=item_get key=a\nskipped=3\nBUSY currently processing crawler request\r\nts=x\r\n";
+        assert_eq!(comparable(replies, TEXT), b"END\r\nOK\r\nts=x\r\n");
+    }
+
+    #[test]
+    fn access_times_are_masked_only_once_the_clock_moved_far() {
+        let replies = b"ME c exp=-1 la=2147450818 cas=6 fetch=no cls=1 size=62\r\nVA 2 l5 t-1 f0\r\nlo\r\nHD l12\r\nEN\r\n";
+        assert_eq!(comparable(replies, TEXT), replies);
+        let far = Compare { access_times: false, ..TEXT };
+        assert_eq!(
+            comparable(replies, far),
+            b"ME c exp=-1 la=* cas=6 fetch=no cls=1 size=62\r\nVA 2 l* t-1 f0\r\nlo\r\nHD l*\r\nEN\r\n"
+        );
+    }
+}
