@@ -12,6 +12,8 @@
 //!   two it gets turns on how soon the first crawl's thread ends. (A dump
 //!   after a crawl in the same call is refused as pipelined, whatever the
 //!   crawler does.)
+//! - The two Unix times of an `mj` reply's `JR` line (`journal/answer.rs`):
+//!   the wall clock's, read when each run's journal began and answered.
 //! - Access times, `me`'s `la=` and a meta reply's `l` flag, once
 //!   `debugtime` moved a run's clock further than a `SegStore` item's
 //!   access time follows (16 bits of seconds from its segment's
@@ -52,6 +54,8 @@ pub fn comparable(replies: &[u8], how: Compare) -> Vec<u8> {
         }
         if line == CRAWLER_BUSY {
             out.extend_from_slice(b"OK\r\n");
+        } else if line.starts_with(b"JR ") {
+            mask_journal_times(line, &mut out);
         } else if !how.access_times && is_meta_reply(line) {
             mask_access_times(line, &mut out);
         } else {
@@ -66,6 +70,18 @@ pub fn comparable(replies: &[u8], how: Compare) -> Vec<u8> {
 /// value's own bytes aside, dropped alike in both runs).
 fn is_log_line(line: &[u8]) -> bool {
     (line.starts_with(b"ts=") || line.starts_with(b"skipped=")) && !line.ends_with(b"\r\n")
+}
+
+/// `JR <bytes> <count> <from_unix> <now_unix>`, the times written as `*`.
+fn mask_journal_times(line: &[u8], out: &mut Vec<u8>) {
+    let body = line.strip_suffix(b"\r\n").unwrap_or(line);
+    for (i, token) in body.split(|&b| b == b' ').enumerate() {
+        if i > 0 {
+            out.push(b' ');
+        }
+        out.extend_from_slice(if i >= 3 { b"*" } else { token });
+    }
+    out.extend_from_slice(&line[body.len()..]);
 }
 
 /// A meta command's reply line, whose tokens may carry an access time (a
@@ -103,6 +119,12 @@ mod tests {
     fn stat_and_watcher_lines_are_left_out_and_a_crawls_busy_reads_as_ok() {
         let replies = b"STAT pid 1\r\nEND\r\nts=1.5 gid=2 type=item_get key=a\nskipped=3\nBUSY currently processing crawler request\r\nts=x\r\n";
         assert_eq!(comparable(replies, TEXT), b"END\r\nOK\r\nts=x\r\n");
+    }
+
+    #[test]
+    fn a_journal_replys_wall_clock_times_are_masked() {
+        let replies = b"JR 8 2 1795998679 1795998680\r\nabcdefgh\r\nJN too_old\r\n";
+        assert_eq!(comparable(replies, TEXT), b"JR 8 2 * *\r\nabcdefgh\r\nJN too_old\r\n");
     }
 
     #[test]
