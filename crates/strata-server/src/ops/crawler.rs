@@ -73,6 +73,15 @@ impl Crawler {
         }
     }
 
+    /// Back to the start-up settings' `lru_crawler`, `lru_crawler_sleep`
+    /// and `lru_crawler_tocrawl` (the conn fuzz target's store, shared by
+    /// its inputs, between two of them).
+    pub fn restore(&self, settings: &Settings) {
+        self.enabled.store(settings.lru_crawler, Ordering::Relaxed);
+        self.sleep_us.store(settings.lru_crawler_sleep_us, Ordering::Relaxed);
+        self.tocrawl.store(settings.lru_crawler_tocrawl, Ordering::Relaxed);
+    }
+
     /// `lru_crawler` in `stats settings`.
     pub fn enabled(&self) -> bool {
         self.enabled.load(Ordering::Relaxed)
