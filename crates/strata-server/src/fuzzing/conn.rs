@@ -33,10 +33,10 @@
 //!   left out of the comparison, and why, is `replies.rs`'s: `STAT`
 //!   figures, a watcher's log lines, a crawl's `BUSY`, an `mj` reply's
 //!   wall-clock times, and access times once `debugtime` moved the clock
-//!   past what the `SegStore` keeps. The crawler is let go after every
-//!   process call (the harness waits for a crawl's or a cancelled dump's
-//!   thread), so each call's first request finds it as a request sent
-//!   after the last reply would.
+//!   past what the `SegStore` keeps. In both runs the crawler is let go
+//!   after every process call (the harness waits for a crawl's or a
+//!   cancelled dump's thread), so each call's first request finds it as a
+//!   request sent after the last reply would.
 //!
 //! With flash (`flash_store.rs`), the store is shared between inputs, so
 //! only (a) runs.

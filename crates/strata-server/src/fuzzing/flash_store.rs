@@ -7,9 +7,9 @@
 //! input's budget, so inputs share it. What carries over from one input to
 //! the next is the store's contents (values and CAS of `k*`/`f*`) and its
 //! counters; no connection, flash read or buffer does, nor `verbosity`
-//! or the crawler's settings (reset before each input; every input's connections are closed and
-//! their reads finished or abandoned, checked by `extstore_io_queue` going
-//! back to where it was). The flash-mode oracle checks nothing that
+//! or the crawler's settings (reset before each input; every input's
+//! connections are closed and their reads finished or abandoned, checked
+//! by `extstore_io_queue` going back to where it was). The flash-mode oracle checks nothing that
 //! depends on that state (no panic, bounded buffers, every parked request
 //! resumes, reads balanced), so it stays sound; a crash that needs earlier
 //! inputs' state shows with `-runs` over the corpus rather than alone.
@@ -57,7 +57,7 @@ pub fn store() -> MutexGuard<'static, Option<FlashStore>> {
     let store = guard.get_or_insert_with(FlashStore::new);
     // An earlier input's `verbosity 1` would trace every later one, and
     // its `lru_crawler sleep 1000000` rest a second per 1,000 items in
-    // every later crawl or dump of this store (a conn run's timeout).
+    // every later crawl or dump of this store.
     store.shared.ops.verbose.set(0);
     store.shared.ops.crawler.restore(&store.shared.settings);
     if store.on_flash() < usize::from(FLASH_KEYS) {

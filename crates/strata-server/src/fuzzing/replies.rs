@@ -74,14 +74,7 @@ fn is_log_line(line: &[u8]) -> bool {
 
 /// `JR <bytes> <count> <from_unix> <now_unix>`, the times written as `*`.
 fn mask_journal_times(line: &[u8], out: &mut Vec<u8>) {
-    let body = line.strip_suffix(b"\r\n").unwrap_or(line);
-    for (i, token) in body.split(|&b| b == b' ').enumerate() {
-        if i > 0 {
-            out.push(b' ');
-        }
-        out.extend_from_slice(if i >= 3 { b"*" } else { token });
-    }
-    out.extend_from_slice(&line[body.len()..]);
+    rewrite_tokens(line, out, |i, token, out| out.extend_from_slice(if i >= 3 { b"*" } else { token }));
 }
 
 /// A meta command's reply line, whose tokens may carry an access time (a
@@ -92,12 +85,8 @@ fn is_meta_reply(line: &[u8]) -> bool {
 
 /// `line` with `la=<n>` and `l<n>` tokens written as `la=*` and `l*`.
 fn mask_access_times(line: &[u8], out: &mut Vec<u8>) {
-    let body = line.strip_suffix(b"\r\n").unwrap_or(line);
-    for (i, token) in body.split(|&b| b == b' ').enumerate() {
-        if i > 0 {
-            out.push(b' ');
-        }
-        let digits = |rest: &[u8]| !rest.is_empty() && rest.iter().all(u8::is_ascii_digit);
+    let digits = |rest: &[u8]| !rest.is_empty() && rest.iter().all(u8::is_ascii_digit);
+    rewrite_tokens(line, out, |i, token, out| {
         if token.strip_prefix(b"la=").is_some_and(digits) {
             out.extend_from_slice(b"la=*");
         } else if i > 0 && token.strip_prefix(b"l").is_some_and(digits) {
@@ -105,6 +94,18 @@ fn mask_access_times(line: &[u8], out: &mut Vec<u8>) {
         } else {
             out.extend_from_slice(token);
         }
+    });
+}
+
+/// `line` to `out` with each space-separated token (and its index) written
+/// by `each`, the line's `\r\n` kept.
+fn rewrite_tokens(line: &[u8], out: &mut Vec<u8>, mut each: impl FnMut(usize, &[u8], &mut Vec<u8>)) {
+    let body = line.strip_suffix(b"\r\n").unwrap_or(line);
+    for (i, token) in body.split(|&b| b == b' ').enumerate() {
+        if i > 0 {
+            out.push(b' ');
+        }
+        each(i, token, out);
     }
     out.extend_from_slice(&line[body.len()..]);
 }
