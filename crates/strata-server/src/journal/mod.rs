@@ -45,6 +45,7 @@ mod carry;
 pub mod catchup;
 pub mod peer;
 mod persist;
+mod sorted;
 pub mod warm;
 
 pub use answer::answer;
@@ -216,6 +217,8 @@ pub struct Journal {
     /// `mj` requests answered with changes / refused.
     pub served: AtomicU64,
     pub refused: AtomicU64,
+    /// What `mj` answers from, built at the first (`sorted.rs`).
+    sorted: Mutex<sorted::Sorted>,
 }
 
 impl Journal {
@@ -264,7 +267,7 @@ impl Journal {
     }
 
     fn with(ring: Option<Ring>, continued: bool, down: Option<(i64, i64)>) -> Journal {
-        Journal { ring, continued, down, served: AtomicU64::new(0), refused: AtomicU64::new(0) }
+        Journal { ring, continued, down, served: AtomicU64::new(0), refused: AtomicU64::new(0), sorted: Mutex::default() }
     }
 
     pub fn is_on(&self) -> bool {
@@ -337,8 +340,10 @@ impl Journal {
     /// are written in order, and a page no change has reached costs
     /// nothing). With a file that went on from a previous process, its
     /// written slots count though they are only read from disk when used.
+    /// The sorted view `mj` answers from counts too, once built.
     pub fn resident_bytes(&self) -> u64 {
-        self.ring.as_ref().map_or(0, |r| (SLOTS_AT as u64 + self.recorded().min(r.mask + 1)) * 8)
+        let view = self.sorted.lock().unwrap_or_else(|e| e.into_inner()).bytes();
+        self.ring.as_ref().map_or(0, |r| (SLOTS_AT as u64 + self.recorded().min(r.mask + 1)) * 8 + view)
     }
 
     /// Changes recorded in the journal's life (its file's, with one).
@@ -356,41 +361,74 @@ impl Journal {
 
     /// The keys changed at or after unix second `since`.
     pub fn changes_since(&self, since: i64) -> Result<Changes, Refusal> {
+        let (ring, window) = self.window(since)?;
+        let mut view = self.sorted.lock().unwrap_or_else(|e| e.into_inner());
+        let tags = view.tags(ring, window.oldest, window.start, window.head)?;
+        Ok(Changes { tags, from_unix: window.from_unix })
+    }
+
+    /// [`Journal::changes_since`] as it was before the sorted view: every
+    /// slot of the window read and sorted (the view's tests compare).
+    #[cfg(test)]
+    fn changes_since_by_sorting(&self, since: i64) -> Result<Changes, Refusal> {
+        let (ring, window) = self.window(since)?;
+        let mut tags = Vec::new();
+        for pos in window.start..window.head {
+            tags.push(read_slot(ring, pos)?);
+        }
+        tags.sort_unstable();
+        tags.dedup();
+        Ok(Changes { tags, from_unix: window.from_unix })
+    }
+
+    /// The positions that hold the changes since `since`, or why the ring
+    /// cannot say.
+    fn window(&self, since: i64) -> Result<(&Ring, Window), Refusal> {
         let ring = self.ring.as_ref().ok_or(Refusal::Off)?;
         let flushed = ring.flush_unix();
         if flushed != 0 && flushed >= since {
             return Err(Refusal::Flushed);
         }
+        let size = ring.mask + 1;
         // The last mark strictly before `since`: every change at or after
         // `since` was recorded at or after its position. None: the window
         // begins before the journal; a born journal saw nothing before
         // its first mark, (born, 0), so it answers from there.
-        let (from_unix, start) = {
+        let (from_unix, start, oldest, head) = {
             let marks = ring.marks.lock().unwrap_or_else(|e| e.into_inner());
-            match marks.iter().rev().find(|&&(t, _)| t < since) {
+            // Read under the lock: every mark's position is at or below it.
+            let head = ring.head().load(Ordering::Acquire);
+            let (from_unix, start) = match marks.iter().rev().find(|&&(t, _)| t < since) {
                 Some(&mark) => mark,
                 None => match (ring.born_unix, marks.front()) {
                     (Some(born), Some(&(t, 0))) if t == born => (born, 0),
                     _ => return Err(Refusal::TooOld),
                 },
-            }
+            };
+            // The oldest position any window could start at now: the view
+            // is built from there, so an older window asked later does
+            // not build it again.
+            let oldest = marks.iter().map(|&(_, h)| h).find(|&h| head.checked_sub(h).is_some_and(|d| d <= size) && h >= ring.lost_below);
+            (from_unix, start, oldest.map_or(start, |h| h.min(start)), head)
         };
         if start < ring.lost_below {
             return Err(Refusal::Lost);
         }
-        let head = ring.head().load(Ordering::Acquire);
-        let size = ring.mask + 1;
-        if head - start > size {
+        if head.checked_sub(start).is_none_or(|d| d > size) {
             return Err(Refusal::Wrapped);
         }
-        let mut tags = Vec::with_capacity((head - start) as usize);
-        for pos in start..head {
-            tags.push(read_slot(ring, pos)?);
-        }
-        tags.sort_unstable();
-        tags.dedup();
-        Ok(Changes { tags, from_unix })
+        Ok((ring, Window { from_unix, start, oldest, head }))
     }
+}
+
+/// Positions `[start, head)` hold a window's changes, complete from
+/// `from_unix`; `oldest`, at or before `start`, is where the oldest
+/// window the ring answers for starts.
+struct Window {
+    from_unix: i64,
+    start: u64,
+    oldest: u64,
+    head: u64,
 }
 
 /// The tag at `pos`, waiting (briefly) for a writer that has claimed the
