@@ -65,7 +65,7 @@ use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex, TryLockError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use strata_store::{ItemMeta, ItemView, Visit, WalkCursor};
 
@@ -306,12 +306,25 @@ fn walk(shared: &Shared, inner: &Inner, empties: Receiver<Staged>, to_printer: S
         }
         since_sleep += STEP_ITEMS;
         if since_sleep >= ITEMS_PER_SLEEP {
-            let us = shared.ops.crawler.sleep_us();
-            if us > 0 {
-                std::thread::sleep(Duration::from_micros(u64::from(us) * since_sleep as u64 / ITEMS_PER_SLEEP as u64));
-            }
+            let us = u64::from(shared.ops.crawler.sleep_us());
+            nap(shared, inner, Duration::from_micros(us * since_sleep as u64 / ITEMS_PER_SLEEP as u64));
             since_sleep = 0;
         }
+    }
+}
+
+/// Sleep `lru_crawler sleep`'s share, in slices, so that a cancelled or
+/// stopping walk lets go of its thread at once rather than after the
+/// whole sleep (up to a second a slice of `ITEMS_PER_SLEEP` items).
+fn nap(shared: &Shared, inner: &Inner, total: Duration) {
+    const SLICE: Duration = Duration::from_millis(5);
+    let end = Instant::now() + total;
+    while !inner.stopping(shared) {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        std::thread::sleep(left.min(SLICE));
     }
 }
 

@@ -486,6 +486,42 @@ fn dump_threads_idle_and_cancel() {
     assert_eq!(dump_threads(pid), [], "a finished dump's threads are gone");
 }
 
+/// `lru_crawler sleep` paces a dump's walker (a nap per 1,000 items);
+/// a client that hangs up mid-dump ends the walk at once, not after the
+/// nap it was in: at the longest pace, a second a nap.
+#[test]
+fn a_cancelled_dump_does_not_sleep_out_its_pace() {
+    const KEYS: usize = 20_000;
+    let strata = Server::strata(&["-t", "1", "-m", "64"]);
+    let mut loader = Client::to(strata.addr);
+    let mut batch = String::new();
+    for i in 0..KEYS {
+        batch += &format!("set key:{i} 0 0 5 noreply\r\nvalue\r\n");
+    }
+    loader.send(&batch);
+    assert_eq!(loader.ask("lru_crawler sleep 1000000\r\n"), "OK\r\n");
+    let pid = strata.child.id();
+    let mut dumping = Client::to(strata.addr);
+    assert_eq!(dumping.ask("lru_crawler metadump all\r\n"), "OK\r\n");
+    // The first lines come as the walker fills its third and fourth
+    // stages (1,024 items), then naps: a second, most of it left after
+    // the 100 ms given it to get there. (A walker cancelled before its
+    // nap ends at its next stage.)
+    assert!(dumping.line().starts_with("key=key%3A"));
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(dump_threads(pid).len(), 2, "walker and printer");
+    let hung_up = Instant::now();
+    drop(dumping);
+    let deadline = hung_up + Duration::from_secs(10);
+    while !dump_threads(pid).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let took = hung_up.elapsed();
+    assert_eq!(dump_threads(pid), [], "the cancelled dump's threads are gone");
+    assert!(took < Duration::from_millis(500), "the walker slept on after the cancel: {took:?}");
+    assert_eq!(loader.ask("lru_crawler metadump all\r\n"), "OK\r\n", "the crawler is free");
+}
+
 /// The dump's printer writes to the client's socket itself: requests sent
 /// behind the dump (in the same packet as it, and while it runs) wait,
 /// and their replies come after its END, in order, on both engines.
