@@ -88,14 +88,14 @@ fn last_per_tag(ring: &Ring, start: u64, end: u64) -> Result<Vec<(u32, u32)>, Re
     }
     // Stable by tag: a tag's positions stay in order, its last is kept.
     all.sort_by_key(|&(tag, _)| tag);
-    let mut out: Vec<(u32, u32)> = Vec::with_capacity(all.len());
-    for e in all {
-        match out.last_mut() {
-            Some(last) if last.0 == e.0 => last.1 = e.1,
-            _ => out.push(e),
+    all.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            kept.1 = later.1;
         }
-    }
-    Ok(out)
+        same
+    });
+    Ok(all)
 }
 
 /// `old` and `new` (both sorted, one entry a tag) merged, a tag in both
