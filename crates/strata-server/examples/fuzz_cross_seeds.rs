@@ -10,11 +10,19 @@
 //! - conn: a script of raw chunks on connection 0, delivered whole and
 //!   processed four times; every other text input over the flash store.
 //!
+//! And every conn input (corpus and grown), each of its connections' bytes
+//! (raw chunks and requests, in the script's order) as one client's:
+//! sasl behind the login (binary when the stream starts with the binary
+//! magic), udp one datagram. conn's scripts reach service paths (`stats`
+//! groups, `lru_crawler`, `watch`, meta flags) the text target's inputs,
+//! made for the parser, do not.
+//!
 //! Written to `target/fuzz-scratch/TARGET` (or DIR/TARGET), for
 //! `scripts/fuzz TARGET merge` to keep what brings coverage.
 //!
 //!     cargo run --release -p strata-server --example fuzz_cross_seeds -- [DIR]
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use strata_proto::udp::{UdpHeader, MAX_DATAGRAM};
@@ -24,6 +32,8 @@ use strata_store::hash_key;
 
 /// `-Y`'s login: a set whose data is `user password` (fuzzing/sasl.rs's table).
 const TEXT_LOGIN: &[u8] = b"set login 0 0 12\r\nalice secret\r\n";
+/// The first byte of a binary request.
+const BINARY_MAGIC: u8 = 0x80;
 /// Binary SASL authentication.
 const SASL_AUTH: u8 = 0x21;
 /// The longest text a conn cross-seed carries.
@@ -52,7 +62,21 @@ fn main() {
         put("udp", datagram(b, i as u16));
         put("conn", script(b, false));
     }
-    println!("cross-seeds: {} text and {} binary inputs, each into {}/{{sasl,udp,conn}}", text.len(), binary.len(), out.display());
+    let streams: Vec<Vec<u8>> = bodies("conn", Kept::Seeds).chain(bodies("conn", Kept::Grown)).flat_map(|data| conn_streams(&data)).collect();
+    for (i, s) in streams.iter().enumerate() {
+        match s.first() {
+            Some(&BINARY_MAGIC) => put("sasl", [&[1], &plain_login[..], s].concat()),
+            _ => put("sasl", [&[0], TEXT_LOGIN, s].concat()),
+        }
+        put("udp", datagram(s, i as u16));
+    }
+    println!(
+        "cross-seeds: {} text and {} binary inputs, each into {dir}/{{sasl,udp,conn}}; {} conn streams into {dir}/{{sasl,udp}}",
+        text.len(),
+        binary.len(),
+        streams.len(),
+        dir = out.display()
+    );
 }
 
 /// The udp target's input: one datagram, its u16 length first.
@@ -61,6 +85,20 @@ fn datagram(payload: &[u8], request_id: u16) -> Vec<u8> {
     UdpHeader { request_id, seq: 0, total: 1, reserved: 0 }.write(&mut d);
     d.extend_from_slice(&payload[..payload.len().min(MAX_DATAGRAM)]);
     [&(d.len() as u16).to_be_bytes()[..], &d].concat()
+}
+
+/// Each connection's bytes in a conn input: its raw chunks and requests,
+/// in the script's order.
+fn conn_streams(data: &[u8]) -> Vec<Vec<u8>> {
+    let mut streams: BTreeMap<u8, Vec<u8>> = BTreeMap::new();
+    for step in Script::decode(data).steps {
+        match step {
+            Step::Raw { conn, bytes } => streams.entry(conn).or_default().extend_from_slice(&bytes),
+            Step::Request { conn, req } => streams.entry(conn).or_default().extend(req.wire()),
+            Step::Deliver { .. } | Step::Process { .. } | Step::Complete { .. } => {}
+        }
+    }
+    streams.into_values().filter(|s| !s.is_empty()).collect()
 }
 
 fn script(stream: &[u8], flash: bool) -> Vec<u8> {
