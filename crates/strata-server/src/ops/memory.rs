@@ -22,7 +22,8 @@
 //! gauges the workers set when a structure changes size ([`WorkerMemory`],
 //! [`crate::shared::ConnInfo::note_buffers`], at the end of a connection's
 //! turn), the read-ahead budget (`read_ahead_budget.rs`), `/proc/self/status` (`VmRSS`), `/proc/self/smaps` (the binary's,
-//! the libraries' and io_uring's queues' pages) and the allocator
+//! the libraries' and io_uring's queues' pages, read at most once a
+//! second: [`MAPPED_FRESH`]) and the allocator
 //! (`sys/malloc.rs`). `unaccounted` is what no line
 //! names: thread stacks, heap blocks of structures not listed (settings,
 //! TLS sessions, small tables) and their allocator headers; it can be
@@ -40,6 +41,8 @@
 //! ```
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use crate::shared::{ConnKind, Shared};
 
@@ -79,7 +82,7 @@ fn kb_field(text: &str, name: &str) -> Option<u64> {
 
 /// Resident bytes of mappings /proc/self/smaps names (each mapping's
 /// header names its file, its `Rss:` line follows).
-#[derive(Default)]
+#[derive(Clone, Copy, Default)]
 struct MappedPages {
     /// The executable's text and data.
     binary: u64,
@@ -90,7 +93,33 @@ struct MappedPages {
     uring_rings: u64,
 }
 
+/// How long one reading of /proc/self/smaps serves. The kernel walks
+/// every mapping's page tables to write it: about 0.6 ms a request in
+/// release at `-m 64`, more with a large memory file, and much more under
+/// AddressSanitizer, so a client sending `stats memory` in a loop (or a
+/// UDP datagram of them) would keep a worker busy on it. The pages of the
+/// binary, the libraries and io_uring's queues change slowly.
+const MAPPED_FRESH: Duration = Duration::from_secs(1);
+
+/// [`read_mapped_pages`], at most once per [`MAPPED_FRESH`] a process.
 fn mapped_pages() -> MappedPages {
+    static LAST: Mutex<Option<(Instant, MappedPages)>> = Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((at, pages)) = *last {
+        if at.elapsed() < MAPPED_FRESH {
+            return pages;
+        }
+    }
+    let pages = read_mapped_pages();
+    *last = Some((Instant::now(), pages));
+    pages
+}
+
+/// Readings of /proc/self/smaps in this process.
+static SMAPS_READS: AtomicU64 = AtomicU64::new(0);
+
+fn read_mapped_pages() -> MappedPages {
+    SMAPS_READS.fetch_add(1, Ordering::Relaxed);
     let exe = std::env::current_exe().ok().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
     let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
     let mut pages = MappedPages::default();
@@ -184,6 +213,20 @@ pub fn prometheus(x: &mut super::metrics::Exposition, shared: &Shared) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn smaps_is_read_at_most_once_a_second() {
+        let before = SMAPS_READS.load(Ordering::Relaxed);
+        let start = Instant::now();
+        for _ in 0..50 {
+            assert!(mapped_pages().binary > 0);
+        }
+        let reads = SMAPS_READS.load(Ordering::Relaxed) - before;
+        // Another test of this binary may read it too, and a slow machine
+        // may cross into another second.
+        let seconds = start.elapsed().as_secs() + 1;
+        assert!(reads <= 2 * seconds, "{reads} readings of smaps for 50 breakdowns in {:?}", start.elapsed());
+    }
 
     #[test]
     fn mapping_headers_are_told_from_fields() {
