@@ -35,12 +35,8 @@ impl Sorted {
     pub(super) fn tags(&mut self, ring: &Ring, oldest: u64, start: u64, head: u64) -> Result<Vec<u32>, Refusal> {
         let size = ring.mask + 1;
         let built = !self.entries.is_empty() || self.to > self.from;
-        let caught_up = if built && start >= self.from && head >= self.to && head - self.to <= size {
-            self.catch_up(ring, head)
-        } else {
-            Err(Refusal::Wrapped)
-        };
-        if caught_up.is_err() {
+        let current = built && start >= self.from && head >= self.to && head - self.to <= size;
+        if !(current && self.catch_up(ring, head).is_ok()) {
             // Built anew. The oldest slots may be overwritten as they are
             // read: then from the window's start.
             let (entries, from) = match last_per_tag(ring, oldest, head) {
