@@ -339,16 +339,7 @@ fn dump_streams_without_stalling_others() {
     const KEYS: usize = 200_000;
     let strata = Server::strata(&["-t", "1", "-m", "256"]);
     let mut loader = Client::to(strata.addr);
-    let mut batch = String::new();
-    for i in 0..KEYS {
-        batch += &format!("set key:{i} 0 0 5 noreply\r\nvalue\r\n");
-        if batch.len() > 1 << 16 {
-            loader.send(&batch);
-            batch.clear();
-        }
-    }
-    loader.send(&batch);
-    assert!(loader.ask("version\r\n").starts_with("VERSION"));
+    load_keys(&mut loader, KEYS);
 
     let addr = strata.addr;
     let dumper = std::thread::spawn(move || {
@@ -385,6 +376,21 @@ fn dump_streams_without_stalling_others() {
     assert_eq!(dumper.join().unwrap(), KEYS);
     assert!(gets > 10, "gets were answered while the dump ran ({gets})");
     assert!(worst < Duration::from_millis(500), "slowest get during the dump: {worst:?}");
+}
+
+/// Store `key:0` .. `key:{keys - 1}` (value `value`), sent in batches of
+/// about 64 KiB, and wait until the server has read them all.
+fn load_keys(c: &mut Client, keys: usize) {
+    let mut batch = String::new();
+    for i in 0..keys {
+        batch += &format!("set key:{i} 0 0 5 noreply\r\nvalue\r\n");
+        if batch.len() > 1 << 16 {
+            c.send(&batch);
+            batch.clear();
+        }
+    }
+    c.send(&batch);
+    assert!(c.ask("version\r\n").starts_with("VERSION"));
 }
 
 /// The threads of a running dump (`ops/dump_feed.rs`): named `strata-dump`
@@ -429,16 +435,7 @@ fn dump_threads_idle_and_cancel() {
     const KEYS: usize = 200_000;
     let strata = Server::strata(&["-t", "1", "-m", "64"]);
     let mut loader = Client::to(strata.addr);
-    let mut batch = String::new();
-    for i in 0..KEYS {
-        batch += &format!("set key:{i} 0 0 5 noreply\r\nvalue\r\n");
-        if batch.len() > 1 << 16 {
-            loader.send(&batch);
-            batch.clear();
-        }
-    }
-    loader.send(&batch);
-    assert!(loader.ask("version\r\n").starts_with("VERSION"));
+    load_keys(&mut loader, KEYS);
 
     let mut stalled = Client::to(strata.addr);
     assert_eq!(stalled.ask("lru_crawler metadump all\r\n"), "OK\r\n");
@@ -494,11 +491,7 @@ fn a_cancelled_dump_does_not_sleep_out_its_pace() {
     const KEYS: usize = 20_000;
     let strata = Server::strata(&["-t", "1", "-m", "64"]);
     let mut loader = Client::to(strata.addr);
-    let mut batch = String::new();
-    for i in 0..KEYS {
-        batch += &format!("set key:{i} 0 0 5 noreply\r\nvalue\r\n");
-    }
-    loader.send(&batch);
+    load_keys(&mut loader, KEYS);
     assert_eq!(loader.ask("lru_crawler sleep 1000000\r\n"), "OK\r\n");
     let pid = strata.child.id();
     let mut dumping = Client::to(strata.addr);
@@ -532,12 +525,7 @@ fn requests_behind_a_dump_answer_after_its_end() {
     for engine in ["io_uring", "epoll"] {
         let strata = Server::strata(&["-t", "1", "-m", "64", "-o", &format!("io_engine={engine}")]);
         let mut c = Client::to(strata.addr);
-        let mut batch = String::new();
-        for i in 0..KEYS {
-            batch += &format!("set key:{i} 0 0 5 noreply\r\nvalue\r\n");
-        }
-        c.send(&batch);
-        assert!(c.ask("version\r\n").starts_with("VERSION"), "{engine}");
+        load_keys(&mut c, KEYS);
         c.send("lru_crawler metadump all\r\nget key:7\r\n");
         // Let the dump fill the socket before more requests arrive.
         std::thread::sleep(Duration::from_millis(50));
