@@ -10,6 +10,11 @@
 //! - conn: a script of raw chunks on connection 0, delivered whole and
 //!   processed four times; every other text input over the flash store.
 //!
+//! The sessions of `strata_server::fuzzing::catalog` (every command the
+//! text service knows, with its sub-commands and flags) the same way: sasl
+//! behind the `-Y` login, udp one datagram, conn a script over the map
+//! store and one over the flash store.
+//!
 //! And every conn input (corpus and grown), each of its connections' bytes
 //! (raw chunks and requests, in the script's order) as one client's:
 //! sasl behind the login (binary when the stream starts with the binary
@@ -26,7 +31,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use strata_proto::udp::{UdpHeader, MAX_DATAGRAM};
-use strata_server::fuzzing::script::{binary_request, Options, Script, Step};
+use strata_server::fuzzing::catalog::SESSIONS;
+use strata_server::fuzzing::script::{binary_request, Script, Step};
 use strata_store::fuzzing::corpus::{inputs, Kept};
 use strata_store::hash_key;
 
@@ -55,12 +61,19 @@ fn main() {
     for (i, t) in text.iter().enumerate() {
         put("sasl", [&[0], TEXT_LOGIN, t].concat());
         put("udp", datagram(t, i as u16));
-        put("conn", script(&t[..t.len().min(CONN_TEXT_MAX)], i % 2 == 1));
+        put("conn", Script::stream(&t[..t.len().min(CONN_TEXT_MAX)], i % 2 == 1).encode());
     }
     for (i, b) in binary.iter().enumerate() {
         put("sasl", [&[1], &plain_login[..], b].concat());
         put("udp", datagram(b, i as u16));
-        put("conn", script(b, false));
+        put("conn", Script::stream(b, false).encode());
+    }
+    for (i, session) in SESSIONS.iter().enumerate() {
+        put("sasl", [&[0], TEXT_LOGIN, session.as_bytes()].concat());
+        put("udp", datagram(session.as_bytes(), i as u16));
+        for flash in [false, true] {
+            put("conn", Script::stream(session.as_bytes(), flash).encode());
+        }
     }
     let streams: Vec<Vec<u8>> = bodies("conn", Kept::Seeds).chain(bodies("conn", Kept::Grown)).flat_map(|data| conn_streams(&data)).collect();
     for (i, s) in streams.iter().enumerate() {
@@ -71,9 +84,10 @@ fn main() {
         put("udp", datagram(s, i as u16));
     }
     println!(
-        "cross-seeds: {} text and {} binary inputs, each into {dir}/{{sasl,udp,conn}}; {} conn streams into {dir}/{{sasl,udp}}",
+        "cross-seeds: {} text and {} binary inputs and {} catalog sessions, each into {dir}/{{sasl,udp,conn}}; {} conn streams into {dir}/{{sasl,udp}}",
         text.len(),
         binary.len(),
+        SESSIONS.len(),
         streams.len(),
         dir = out.display()
     );
@@ -99,10 +113,4 @@ fn conn_streams(data: &[u8]) -> Vec<Vec<u8>> {
         }
     }
     streams.into_values().filter(|s| !s.is_empty()).collect()
-}
-
-fn script(stream: &[u8], flash: bool) -> Vec<u8> {
-    let mut steps = vec![Step::Raw { conn: 0, bytes: stream.to_vec() }, Step::Deliver { conn: 0, n: 0 }];
-    steps.extend((0..4).map(|_| Step::Process { conn: 0, budget: 255 }));
-    Script { options: Options { flash, ..Options::default() }, steps }.encode()
 }

@@ -65,6 +65,10 @@ const DRAIN_ROUNDS: usize = 10_000;
 /// AddressSanitizer) than one of 4.
 const MEMORY_BYTES: u64 = 4 << 20;
 
+/// How long the harness waits between polls of a dump's output once
+/// everything else is drained.
+const DUMP_POLL: Duration = Duration::from_micros(100);
+
 /// How long a crawl or a cancelled dump may hold the crawler after the
 /// request that started it (a crawl of a 4 MiB store takes well under a
 /// millisecond; the libFuzzer timeout of 1 s stops a run first).
@@ -334,7 +338,11 @@ impl Run {
                         self.complete(c, 0, true);
                     }
                 }
-                Progress::Yield | Progress::OutputFull | Progress::Dumping => {}
+                // A dump's threads write its lines; a worker would sleep in
+                // epoll until they do, rather than spin against them (they
+                // run at `SCHED_IDLE`).
+                Progress::Dumping => std::thread::sleep(DUMP_POLL),
+                Progress::Yield | Progress::OutputFull => {}
             }
         }
         panic!("connection {c} still busy after {DRAIN_ROUNDS} turns");

@@ -12,6 +12,7 @@
 //! order; input format in [`script`].
 
 mod binary;
+pub mod catalog;
 pub mod conn;
 mod flash_store;
 mod http;

@@ -108,6 +108,15 @@ impl Script {
         Script { options, steps }
     }
 
+    /// One client's bytes on connection 0, delivered whole and processed
+    /// four times (the harness then drains what is left), over the map
+    /// store or the flash store.
+    pub fn stream(bytes: &[u8], flash: bool) -> Script {
+        let mut steps = vec![Step::Raw { conn: 0, bytes: bytes.to_vec() }, Step::Deliver { conn: 0, n: 0 }];
+        steps.extend((0..4).map(|_| Step::Process { conn: 0, budget: 255 }));
+        Script { options: Options { flash, ..Options::default() }, steps }
+    }
+
     /// The bytes [`Script::decode`] reads back as this script (seed files).
     pub fn encode(&self) -> Vec<u8> {
         let o = &self.options;
