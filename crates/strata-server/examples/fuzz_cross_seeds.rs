@@ -22,6 +22,12 @@
 //! groups, `lru_crawler`, `watch`, meta flags) the text target's inputs,
 //! made for the parser, do not.
 //!
+//! And back: every sasl input's client bytes (modes 0 and 1) and every udp
+//! input's datagram payloads, one stream an input, as a conn script (over
+//! the map store or the flash store, by turns) and as an input of the
+//! other one. sasl and udp run the service three to six times as many
+//! inputs a second as conn, so they reach its commands' paths first.
+//!
 //! Written to `target/fuzz-scratch/TARGET` (or DIR/TARGET), for
 //! `scripts/fuzz TARGET merge` to keep what brings coverage.
 //!
@@ -30,7 +36,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use strata_proto::udp::{UdpHeader, MAX_DATAGRAM};
+use strata_proto::udp::{UdpHeader, HEADER_LEN, MAX_DATAGRAM};
 use strata_server::fuzzing::catalog::SESSIONS;
 use strata_server::fuzzing::script::{binary_request, Script, Step};
 use strata_store::fuzzing::corpus::{inputs, Kept};
@@ -77,20 +83,58 @@ fn main() {
     }
     let streams: Vec<Vec<u8>> = bodies("conn", Kept::Seeds).chain(bodies("conn", Kept::Grown)).flat_map(|data| conn_streams(&data)).collect();
     for (i, s) in streams.iter().enumerate() {
-        match s.first() {
-            Some(&BINARY_MAGIC) => put("sasl", [&[1], &plain_login[..], s].concat()),
-            _ => put("sasl", [&[0], TEXT_LOGIN, s].concat()),
-        }
+        put("sasl", behind_login(s, &plain_login));
         put("udp", datagram(s, i as u16));
     }
+    let from_sasl: Vec<Vec<u8>> = bodies("sasl", Kept::Seeds).chain(bodies("sasl", Kept::Grown)).filter_map(|data| sasl_stream(&data)).collect();
+    let from_udp: Vec<Vec<u8>> = bodies("udp", Kept::Seeds).chain(bodies("udp", Kept::Grown)).filter_map(|data| udp_stream(&data)).collect();
+    for (i, s) in from_sasl.iter().enumerate() {
+        put("conn", Script::stream(&s[..s.len().min(CONN_TEXT_MAX)], i % 2 == 1).encode());
+        put("udp", datagram(s, i as u16));
+    }
+    for (i, s) in from_udp.iter().enumerate() {
+        put("conn", Script::stream(&s[..s.len().min(CONN_TEXT_MAX)], i % 2 == 1).encode());
+        put("sasl", behind_login(s, &plain_login));
+    }
     println!(
-        "cross-seeds: {} text and {} binary inputs and {} catalog sessions, each into {dir}/{{sasl,udp,conn}}; {} conn streams into {dir}/{{sasl,udp}}",
+        "cross-seeds: {} text and {} binary inputs and {} catalog sessions, each into {dir}/{{sasl,udp,conn}}; {} conn streams into {dir}/{{sasl,udp}}; {} sasl streams into {dir}/{{conn,udp}}; {} udp streams into {dir}/{{conn,sasl}}",
         text.len(),
         binary.len(),
         SESSIONS.len(),
         streams.len(),
+        from_sasl.len(),
+        from_udp.len(),
         dir = out.display()
     );
+}
+
+/// A sasl input of one client's bytes: behind the binary PLAIN login when
+/// they start with the binary magic, else behind the `-Y` text login.
+fn behind_login(stream: &[u8], plain_login: &[u8]) -> Vec<u8> {
+    match stream.first() {
+        Some(&BINARY_MAGIC) => [&[1], plain_login, stream].concat(),
+        _ => [&[0], TEXT_LOGIN, stream].concat(),
+    }
+}
+
+/// A sasl input's client bytes (its text or binary client; none for a
+/// credentials file).
+fn sasl_stream(data: &[u8]) -> Option<Vec<u8>> {
+    let (&mode, rest) = data.split_first()?;
+    (mode < 2 && !rest.is_empty()).then(|| rest.to_vec())
+}
+
+/// A udp input's datagram payloads, header off, one after another (the
+/// target's framing: a u16 length, then that many bytes).
+fn udp_stream(data: &[u8]) -> Option<Vec<u8>> {
+    let (mut rest, mut stream) = (data, Vec::new());
+    while rest.len() >= 2 {
+        let len = usize::from(u16::from_be_bytes([rest[0], rest[1]]));
+        let datagram = &rest[2..(2 + len).min(rest.len())];
+        rest = &rest[2 + datagram.len()..];
+        stream.extend_from_slice(datagram.get(HEADER_LEN..).unwrap_or_default());
+    }
+    (!stream.is_empty()).then_some(stream)
 }
 
 /// The udp target's input: one datagram, its u16 length first.
