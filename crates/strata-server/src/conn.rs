@@ -337,12 +337,12 @@ impl Conn {
         matches!(self.dump.as_deref(), Some(crate::ops::dump::Dump::Watch(_)))
     }
 
-    /// A key dump or watch is in progress on this connection.
     /// Bytes of the input and output buffers at capacity (`stats memory`).
     pub fn buffer_bytes(&self) -> usize {
         self.input.capacity() + self.out.capacity()
     }
 
+    /// A key dump or watch is in progress on this connection.
     pub fn is_dumping(&self) -> bool {
         self.dump.is_some()
     }
