@@ -9,7 +9,9 @@
 //! damaged-file benchmark (`examples/journal_damage.rs`). And `conn`
 //! ([`conn::fuzz_conn`]): scripts of requests over a few connections
 //! through `Conn::process`, split anywhere, flash reads finished in any
-//! order; input format in [`script`].
+//! order; input format in [`script`]. And [`catalog`]: every command the
+//! text service knows as client sessions, the seeds
+//! `examples/fuzz_cross_seeds.rs` wraps for conn, sasl and udp.
 
 mod binary;
 pub mod catalog;

@@ -71,12 +71,7 @@ fn a_crawl_after_a_crawl_or_a_dump_finds_the_crawler_free() {
 /// so the watcher showed lines in one run only. They are left out.
 #[test]
 fn a_watchers_lines_are_not_compared() {
-    let mut steps = Vec::new();
-    for (conn, bytes) in [(0, "watch\r\n"), (1, "set a 0 0 1\r\nv\r\nget a b\r\ndelete a\r\n")] {
-        steps.push(Step::Raw { conn, bytes: bytes.as_bytes().to_vec() });
-        steps.push(Step::Deliver { conn, n: 0 });
-        steps.push(Step::Process { conn, budget: 8 });
-    }
+    let steps = sent_whole(&[(0, "watch\r\n"), (1, "set a 0 0 1\r\nv\r\nget a b\r\ndelete a\r\n")]);
     let outcome = run(&Script { options: Options::default(), steps });
     let watcher = String::from_utf8_lossy(&outcome.replies[0]).into_owned();
     assert!(watcher.starts_with("OK\r\nts="), "{watcher:?}");
@@ -90,14 +85,20 @@ fn a_watchers_lines_are_not_compared() {
 /// once another connection ran during the dump.
 #[test]
 fn a_cachedump_overlapped_by_another_connection_is_not_compared_item_by_item() {
+    let steps = sent_whole(&[(0, "stats cachedump 1 0\r\n"), (1, "set y 0 0 1\r\nv\r\n")]);
+    let outcome = run(&Script { options: Options::default(), steps });
+    assert_eq!(String::from_utf8_lossy(&outcome.replies[0]), "ITEM y [1 b; 0 s]\r\nEND\r\n");
+}
+
+/// Each connection's bytes in turn, delivered whole and processed once.
+fn sent_whole(sends: &[(u8, &str)]) -> Vec<Step> {
     let mut steps = Vec::new();
-    for (conn, bytes) in [(0, "stats cachedump 1 0\r\n"), (1, "set y 0 0 1\r\nv\r\n")] {
+    for &(conn, bytes) in sends {
         steps.push(Step::Raw { conn, bytes: bytes.as_bytes().to_vec() });
         steps.push(Step::Deliver { conn, n: 0 });
         steps.push(Step::Process { conn, budget: 8 });
     }
-    let outcome = run(&Script { options: Options::default(), steps });
-    assert_eq!(String::from_utf8_lossy(&outcome.replies[0]), "ITEM y [1 b; 0 s]\r\nEND\r\n");
+    steps
 }
 
 #[test]
