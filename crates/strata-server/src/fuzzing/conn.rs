@@ -348,9 +348,11 @@ impl Run {
                         self.complete(c, 0, true);
                     }
                 }
-                // A dump's threads write its lines; a worker would sleep in
-                // epoll until they do, rather than spin against them (they
-                // run at `SCHED_IDLE`).
+                // A dump's next lines come once its threads write them
+                // (metadump) or its walk's rest, three times the last
+                // refill's work, is over (cachedump, `ops/dump.rs`); a
+                // worker waits for either in epoll, and 10,000 turns spun
+                // here could pass inside one rest.
                 Progress::Dumping => std::thread::sleep(DUMP_POLL),
                 Progress::Yield | Progress::OutputFull => {}
             }
