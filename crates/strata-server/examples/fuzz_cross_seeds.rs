@@ -48,7 +48,7 @@ const TEXT_LOGIN: &[u8] = b"set login 0 0 12\r\nalice secret\r\n";
 const BINARY_MAGIC: u8 = 0x80;
 /// Binary SASL authentication.
 const SASL_AUTH: u8 = 0x21;
-/// The longest text a conn cross-seed carries.
+/// The longest stream a conn cross-seed carries.
 const CONN_TEXT_MAX: usize = 4096;
 
 fn main() {
@@ -67,18 +67,18 @@ fn main() {
     for (i, t) in text.iter().enumerate() {
         put("sasl", [&[0], TEXT_LOGIN, t].concat());
         put("udp", datagram(t, i as u16));
-        put("conn", Script::stream(&t[..t.len().min(CONN_TEXT_MAX)], i % 2 == 1).encode());
+        put("conn", conn_script(t, i % 2 == 1));
     }
     for (i, b) in binary.iter().enumerate() {
         put("sasl", [&[1], &plain_login[..], b].concat());
         put("udp", datagram(b, i as u16));
-        put("conn", Script::stream(b, false).encode());
+        put("conn", conn_script(b, false));
     }
     for (i, session) in SESSIONS.iter().enumerate() {
         put("sasl", [&[0], TEXT_LOGIN, session.as_bytes()].concat());
         put("udp", datagram(session.as_bytes(), i as u16));
         for flash in [false, true] {
-            put("conn", Script::stream(session.as_bytes(), flash).encode());
+            put("conn", conn_script(session.as_bytes(), flash));
         }
     }
     let streams: Vec<Vec<u8>> = bodies("conn", Kept::Seeds).chain(bodies("conn", Kept::Grown)).flat_map(|data| conn_streams(&data)).collect();
@@ -89,11 +89,11 @@ fn main() {
     let from_sasl: Vec<Vec<u8>> = bodies("sasl", Kept::Seeds).chain(bodies("sasl", Kept::Grown)).filter_map(|data| sasl_stream(&data)).collect();
     let from_udp: Vec<Vec<u8>> = bodies("udp", Kept::Seeds).chain(bodies("udp", Kept::Grown)).filter_map(|data| udp_stream(&data)).collect();
     for (i, s) in from_sasl.iter().enumerate() {
-        put("conn", Script::stream(&s[..s.len().min(CONN_TEXT_MAX)], i % 2 == 1).encode());
+        put("conn", conn_script(s, i % 2 == 1));
         put("udp", datagram(s, i as u16));
     }
     for (i, s) in from_udp.iter().enumerate() {
-        put("conn", Script::stream(&s[..s.len().min(CONN_TEXT_MAX)], i % 2 == 1).encode());
+        put("conn", conn_script(s, i % 2 == 1));
         put("sasl", behind_login(s, &plain_login));
     }
     println!(
@@ -106,6 +106,12 @@ fn main() {
         from_udp.len(),
         dir = out.display()
     );
+}
+
+/// The conn target's input: one client's bytes, cut at `CONN_TEXT_MAX`,
+/// as a script over the map store or the flash store.
+fn conn_script(stream: &[u8], flash: bool) -> Vec<u8> {
+    Script::stream(&stream[..stream.len().min(CONN_TEXT_MAX)], flash).encode()
 }
 
 /// A sasl input of one client's bytes: behind the binary PLAIN login when
