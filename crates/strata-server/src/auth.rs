@@ -6,7 +6,7 @@
 //! ([`Credentials::reload`]) and swapped whole, so a request sees either the
 //! old or the new table. Passwords are compared in constant time.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
@@ -16,7 +16,7 @@ const MAX_FILE_BYTES: u64 = 1 << 20;
 
 pub struct Credentials {
     path: PathBuf,
-    table: RwLock<HashMap<Vec<u8>, Vec<u8>>>,
+    table: RwLock<BTreeMap<Vec<u8>, Vec<u8>>>,
 }
 
 impl Credentials {
@@ -56,7 +56,7 @@ impl Credentials {
     }
 }
 
-fn read_table(path: &Path) -> io::Result<HashMap<Vec<u8>, Vec<u8>>> {
+fn read_table(path: &Path) -> io::Result<BTreeMap<Vec<u8>, Vec<u8>>> {
     let meta = std::fs::metadata(path)?;
     if meta.len() > MAX_FILE_BYTES {
         return Err(io::Error::new(io::ErrorKind::InvalidData, "credentials file larger than 1 MiB"));
@@ -64,8 +64,8 @@ fn read_table(path: &Path) -> io::Result<HashMap<Vec<u8>, Vec<u8>>> {
     parse_table(path, &std::fs::read(path)?)
 }
 
-fn parse_table(path: &Path, data: &[u8]) -> io::Result<HashMap<Vec<u8>, Vec<u8>>> {
-    let mut table = HashMap::new();
+fn parse_table(path: &Path, data: &[u8]) -> io::Result<BTreeMap<Vec<u8>, Vec<u8>>> {
+    let mut table = BTreeMap::new();
     for (number, line) in data.split(|&b| b == b'\n').enumerate() {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.is_empty() {

@@ -347,6 +347,11 @@ impl Conn {
         self.dump.is_some()
     }
 
+    /// A crawler dump is in progress on this connection.
+    pub fn holds_crawler(&self) -> bool {
+        self.dump.as_deref().is_some_and(crate::ops::dump::Dump::holds_crawler)
+    }
+
     /// A new connection on `socket` (None: no socket, as in tests that
     /// drive a `Conn` from memory; a key dump then closes it);
     /// `requires_auth` when `-Y` or `-S` is on.

@@ -152,6 +152,12 @@ pub struct Settings {
     /// `-o handover=PATH`: the control socket a restart takes the listeners
     /// and connections over from (`handover/`).
     pub handover: Option<PathBuf>,
+    /// Crawls and crawler dumps run on the worker that asked for them, in
+    /// its turns, and no dump rests between refills: what the fuzz
+    /// harnesses set (`fuzzing/`), so that an input's coverage turns on
+    /// its bytes and not on how threads and the clock fell. Not an option
+    /// of the command line: a server runs them on threads of their own.
+    pub inline_background: bool,
 }
 
 /// memcached's slab class geometry (`slabs_init`), kept so tools that read
@@ -233,6 +239,7 @@ impl Default for Settings {
             hotkeys: true,
             mrc: true,
             handover: None,
+            inline_background: false,
         }
     }
 }

@@ -31,19 +31,24 @@
 //!   model of the store's semantics. The two stores' CAS counters both
 //!   start at 0 and step by 1, so CAS values compare as they are. What is
 //!   left out of the comparison, and why, is `replies.rs`'s: `STAT`
-//!   figures, a watcher's log lines, a crawl's `BUSY`, an `mj` reply's
-//!   wall-clock times, access times once `debugtime` moved the clock
-//!   past what the `SegStore` keeps, and a `stats cachedump`'s items once
-//!   another connection ran during it. In both runs the crawler is let go
-//!   after every process call (the harness waits for a crawl's or a
-//!   cancelled dump's thread), so each call's first request finds it as a
-//!   request sent after the last reply would.
+//!   figures, a watcher's log lines, an `mj` reply's wall-clock times,
+//!   access times once `debugtime` moved the clock past what the
+//!   `SegStore` keeps, which items a key dump names (compared: how many),
+//!   and a `stats cachedump`'s items at all once another connection ran
+//!   during it.
+//!
+//! Both runs set `inline_background` (`settings.rs`): a crawl runs to its
+//! end inside its request and a crawler dump on the worker, driven to its
+//! end before any other connection runs ([`Run::process`]), and no dump
+//! rests. So no thread but the harness's runs, the crawler is free at
+//! every request, and what an input covers turns on its bytes alone, not
+//! on how threads and the clock fell (which kept libFuzzer finding
+//! "new" edges in a run's last minutes).
 //!
 //! With flash (`flash_store.rs`), the store is shared between inputs, so
 //! only (a) runs.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use strata_store::{Clock, EngineConfig, MapStore, RelTime, SegStore};
 
@@ -65,15 +70,6 @@ const DRAIN_ROUNDS: usize = 10_000;
 /// `SegStore` of 64 MiB takes 13 times longer to make (0.9 ms, without
 /// AddressSanitizer) than one of 4.
 const MEMORY_BYTES: u64 = 4 << 20;
-
-/// How long the harness waits between polls of a dump's output once
-/// everything else is drained.
-const DUMP_POLL: Duration = Duration::from_micros(100);
-
-/// How long a crawl or a cancelled dump may hold the crawler after the
-/// request that started it (a crawl of a 4 MiB store takes well under a
-/// millisecond; the libFuzzer timeout of 1 s stops a run first).
-const CRAWLER_WAIT: Duration = Duration::from_secs(5);
 
 /// How far from its segment's creation a `SegStore` item's access time
 /// is kept (a 16-bit delta of seconds; COMPATIBILITY.md, `me la=`).
@@ -154,7 +150,7 @@ fn settings(script: &Script) -> Settings {
         _ => ProtocolChoice::Auto,
     };
     let item_size_max = if script.options.small_items { 1024 } else { Settings::default().item_size_max };
-    Settings { threads: 1, protocol, item_size_max, memory_limit_bytes: MEMORY_BYTES, ..Settings::default() }
+    Settings { threads: 1, protocol, item_size_max, memory_limit_bytes: MEMORY_BYTES, inline_background: true, ..Settings::default() }
 }
 
 /// Both stores' config. Made once per `-I`: its class table (a lookup of
@@ -256,9 +252,27 @@ impl Run {
         client.queued.drain(..n);
     }
 
+    /// [`Run::process_once`], again while a crawler dump (`lru_crawler
+    /// metadump|mgdump`) is in progress, until it ends. A server runs such
+    /// a dump on threads of its own, beside the worker; the harness's
+    /// `inline_background` runs it on the worker, so that its coverage is
+    /// the input's, and drives it to its end before any other connection
+    /// runs, as the canonical run does. (What a dump shows of writes made
+    /// during it, and the `BUSY` another crawler request gets meanwhile,
+    /// the e2e `dumps` tests check.)
+    fn process(&mut self, c: usize, budget: usize) -> Progress {
+        for _ in 0..DRAIN_ROUNDS {
+            let progress = self.process_once(c, budget);
+            if self.clients[c].closed || !self.clients[c].conn.holds_crawler() {
+                return progress;
+            }
+        }
+        panic!("connection {c}: a crawler dump still going after {DRAIN_ROUNDS} turns");
+    }
+
     /// One `Conn::process` as a worker's turn runs it, then the replies
     /// written out; a park hands its reads to the "kernel" (the harness).
-    fn process(&mut self, c: usize, budget: usize) -> Progress {
+    fn process_once(&mut self, c: usize, budget: usize) -> Progress {
         let stats = self.shared.worker_stats[0].clone();
         let client = &mut self.clients[c];
         if client.closed {
@@ -269,12 +283,6 @@ impl Run {
             let exec = Service::new(&self.shared, &stats).for_conn(c as u64 + 1);
             client.conn.process(&exec, budget)
         };
-        // Only where replies are compared: over the flash store a
-        // cancelled dump's walker finishes its stage reading the file, and
-        // an input of twenty dumps waited over a second for them in turn.
-        if !self.shared.flash_on {
-            settle_crawler(&self.shared);
-        }
         self.clock_far |= self.shared.clock.now().abs_diff(self.clock_start) > ACCESS_SPAN;
         let after = client.conn.input.len();
         assert!(after <= before, "input grew during process: {before} -> {after}");
@@ -348,13 +356,8 @@ impl Run {
                         self.complete(c, 0, true);
                     }
                 }
-                // A dump's next lines come once its threads write them
-                // (metadump) or its walk's rest, three times the last
-                // refill's work, is over (cachedump, `ops/dump.rs`); a
-                // worker waits for either in epoll, and 10,000 turns spun
-                // here could pass inside one rest.
-                Progress::Dumping => std::thread::sleep(DUMP_POLL),
-                Progress::Yield | Progress::OutputFull => {}
+                // A dump refilled (`inline_background`: it never rests).
+                Progress::Yield | Progress::OutputFull | Progress::Dumping => {}
             }
         }
         panic!("connection {c} still busy after {DRAIN_ROUNDS} turns");
@@ -376,16 +379,5 @@ impl Drop for Run {
         for c in 0..CONNS {
             self.close(c);
         }
-    }
-}
-
-/// Wait until no crawl or dump thread holds the crawler: whether the next
-/// `lru_crawler crawl` answers `OK` or `BUSY` must not turn on how soon
-/// such a thread ends (`ops/crawler.rs`).
-fn settle_crawler(shared: &Shared) {
-    let deadline = Instant::now() + CRAWLER_WAIT;
-    while shared.ops.crawler.running() {
-        assert!(Instant::now() < deadline, "the crawler still held {CRAWLER_WAIT:?} after the request that took it");
-        std::thread::sleep(Duration::from_micros(20));
     }
 }

@@ -82,7 +82,7 @@ impl FlashStore {
         };
         let mut engine = SegStore::new(EngineConfig { memory_limit_bytes: RAM_BYTES, ..EngineConfig::default() });
         engine.attach_flash(ext).expect("fuzz flash tier");
-        let settings = Settings { threads: 1, ..Settings::default() };
+        let settings = Settings { threads: 1, inline_background: true, ..Settings::default() };
         let shared = Arc::new(Shared::new(settings, Box::new(engine), Clock::starting_at(1_700_000_000)));
         let store = FlashStore { shared, tunables, dir };
         store.prime();

@@ -48,7 +48,7 @@ pub(crate) fn server(settings: Settings, text_auth: Option<Credentials>, sasl_au
     // The fuzzers' builds have `debugtime` (debug assertions); a stable
     // replay of their inputs must parse them as they did.
     strata_proto::enable_debugtime();
-    let settings = Settings { threads: 1, memory_limit_bytes: 16 << 20, ..settings };
+    let settings = Settings { threads: 1, memory_limit_bytes: 16 << 20, inline_background: true, ..settings };
     // The size class table takes most of an input's time to build: once.
     static BASE: std::sync::OnceLock<EngineConfig> = std::sync::OnceLock::new();
     let base = BASE.get_or_init(EngineConfig::default).clone();
@@ -84,6 +84,8 @@ fn pump(conn: &mut Conn, svc: &Service<'_>, replies: &mut Vec<u8>) -> bool {
         conn.consume_output(n);
         match progress {
             Progress::Yield | Progress::OutputFull => continue,
+            // A key dump's next refill (a watcher never ends).
+            Progress::Dumping if !conn.is_watching() => continue,
             Progress::NeedInput => return false,
             _ => return true,
         }

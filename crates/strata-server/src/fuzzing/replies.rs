@@ -7,11 +7,6 @@
 //!   ids are the run's, and which of them a watcher has shown turns on
 //!   when the harness last drove it (the split run drives every
 //!   connection at its end, the canonical run only with its requests).
-//! - `BUSY currently processing crawler request` to a crawl that came
-//!   after another in the same process call reads as `OK`: which of the
-//!   two it gets turns on how soon the first crawl's thread ends. (A dump
-//!   after a crawl in the same call is refused as pipelined, whatever the
-//!   crawler does.)
 //! - The two Unix times of an `mj` reply's `JR` line (`journal/answer.rs`):
 //!   the wall clock's, read when each run's journal began and answered.
 //! - Access times, `me`'s `la=` and a meta reply's `l` flag, once
@@ -19,13 +14,16 @@
 //!   access time follows (16 bits of seconds from its segment's
 //!   creation, a deviation COMPATIBILITY.md lists): the `MapStore` keeps
 //!   them exactly.
-//! - What a `stats cachedump`'s `ITEM` lines name: each engine walks in
-//!   its own order, so under a limit each lists other items (compared:
-//!   how many), and the lines at all once another connection ran
-//!   requests while the dump was in progress: the walk runs in refills
-//!   across the worker's turns (`ops/dump.rs`), so it shows the other
-//!   connection's writes that came before its cursor, and the canonical
-//!   run, driving each request to its end, never interleaves them.
+//! - Which items a key dump's lines name (`ITEM ...` of `stats
+//!   cachedump`, `key=...` of `lru_crawler metadump`, `mg ...` of
+//!   `mgdump`): each engine walks in its own order, so under a limit each
+//!   lists other items (compared: how many lines), and the lines at all
+//!   once another connection ran requests while the dump was in
+//!   progress: a cachedump walks in refills across the worker's turns
+//!   (`ops/dump.rs`), so it shows the other connection's writes that came
+//!   before its cursor, and the canonical run, driving each request to its
+//!   end, never interleaves them. (The harness drives a crawler dump to
+//!   its end before other connections run, `conn.rs`.)
 
 /// How a connection's replies are compared.
 #[derive(Clone, Copy, Debug)]
@@ -34,16 +32,13 @@ pub struct Compare {
     pub binary: bool,
     /// Access times are comparable (no clock moved far).
     pub access_times: bool,
-    /// `stats cachedump`'s `ITEM` lines are comparable (no other
-    /// connection ran while a dump was in progress).
+    /// A key dump's lines are comparable by number (no other connection
+    /// ran while a dump was in progress).
     pub dump_items: bool,
 }
 
-/// The reply to `lru_crawler crawl` while another crawl runs.
-const CRAWLER_BUSY: &[u8] = b"BUSY currently processing crawler request\r\n";
-
-/// A cachedump's line as compared.
-const ANY_ITEM: &[u8] = b"ITEM *\r\n";
+/// A key dump's line as compared.
+const ANY_KEY: &[u8] = b"<key>\r\n";
 
 /// `replies` as compared.
 pub fn comparable(replies: &[u8], how: Compare) -> Vec<u8> {
@@ -62,18 +57,16 @@ pub fn comparable(replies: &[u8], how: Compare) -> Vec<u8> {
         return out;
     }
     for line in replies.split_inclusive(|&b| b == b'\n') {
-        if line.starts_with(b"ITEM ") {
+        if is_dump_line(line) {
             if how.dump_items {
-                out.extend_from_slice(ANY_ITEM);
+                out.extend_from_slice(ANY_KEY);
             }
             continue;
         }
         if line.starts_with(b"STAT ") || is_log_line(line) {
             continue;
         }
-        if line == CRAWLER_BUSY {
-            out.extend_from_slice(b"OK\r\n");
-        } else if line.starts_with(b"JR ") {
+        if line.starts_with(b"JR ") {
             mask_journal_times(line, &mut out);
         } else if !how.access_times && is_meta_reply(line) {
             mask_access_times(line, &mut out);
@@ -82,6 +75,12 @@ pub fn comparable(replies: &[u8], how: Compare) -> Vec<u8> {
         }
     }
     out
+}
+
+/// One item's line of a key dump (`ops/dump_lines.rs`); a metadump line,
+/// like a watcher's, ends in a newline without a carriage return.
+fn is_dump_line(line: &[u8]) -> bool {
+    line.starts_with(b"ITEM ") || line.starts_with(b"mg ") || (line.starts_with(b"key=") && !line.ends_with(b"\r\n"))
 }
 
 /// A watcher's line (`ops/logger.rs`): `ts=...` or `skipped=N`, ended by a
@@ -136,9 +135,9 @@ mod tests {
     const TEXT: Compare = Compare { binary: false, access_times: true, dump_items: true };
 
     #[test]
-    fn stat_and_watcher_lines_are_left_out_and_a_crawls_busy_reads_as_ok() {
+    fn stat_and_watcher_lines_are_left_out() {
         let replies = b"STAT pid 1\r\nEND\r\nts=1.5 gid=2 type=item_get key=a\nskipped=3\nBUSY currently processing crawler request\r\nts=x\r\n";
-        assert_eq!(comparable(replies, TEXT), b"END\r\nOK\r\nts=x\r\n");
+        assert_eq!(comparable(replies, TEXT), b"END\r\nBUSY currently processing crawler request\r\nts=x\r\n");
     }
 
     #[test]
@@ -159,9 +158,14 @@ mod tests {
     }
 
     #[test]
-    fn cachedump_items_compare_by_number_and_not_at_all_once_a_walk_was_overlapped() {
+    fn dumped_keys_compare_by_number_and_not_at_all_once_a_walk_was_overlapped() {
         let replies = b"ITEM y [5 b; 1700000002 s]\r\nEND\r\nVALUE ITEM 0 1\r\nx\r\n";
-        assert_eq!(comparable(replies, TEXT), b"ITEM *\r\nEND\r\nVALUE ITEM 0 1\r\nx\r\n");
+        assert_eq!(comparable(replies, TEXT), b"<key>\r\nEND\r\nVALUE ITEM 0 1\r\nx\r\n");
+        let meta = b"OK\r\nkey=a exp=-1 la=3 cas=1 fetch=no cls=1 size=63 flags=0\nkey=b exp=-1 la=3 cas=2 fetch=no cls=1 size=63 flags=0\nEND\r\n";
+        assert_eq!(comparable(meta, TEXT), b"OK\r\n<key>\r\n<key>\r\nEND\r\n");
+        assert_eq!(comparable(b"OK\r\nmg a\r\nmg AAE= b\r\nEN\r\n", TEXT), b"OK\r\n<key>\r\n<key>\r\nEN\r\n");
+        // A value's own line, ended like any reply line, is left as it is.
+        assert_eq!(comparable(b"VALUE v 0 5\r\nkey=a\r\nEND\r\n", TEXT), b"VALUE v 0 5\r\nkey=a\r\nEND\r\n");
         let (walked, other_order) = (b"ITEM k [1 b; 0 s]\r\nITEM login [12 b; 0 s]\r\nEND\r\n", b"ITEM login [12 b; 0 s]\r\nITEM k [1 b; 0 s]\r\nEND\r\n");
         assert_eq!(comparable(walked, TEXT), comparable(other_order, TEXT));
         assert_ne!(comparable(walked, TEXT), comparable(b"ITEM k [1 b; 0 s]\r\nEND\r\n", TEXT));

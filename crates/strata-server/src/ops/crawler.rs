@@ -4,7 +4,8 @@
 //!
 //! There is one crawler, server-wide, as in memcached: a crawl (a thread
 //! of its own, `strata-crawler`) or a metadump/mgdump (`dump_feed.rs`,
-//! threads of their own) holds it through a [`Busy`] guard, and another
+//! threads of their own; both on the worker under the fuzz harnesses'
+//! `inline_background`) holds it through a [`Busy`] guard, and another
 //! request for it meanwhile answers `BUSY currently processing crawler
 //! request`. A crawl
 //! walks the store with [`strata_store::Engine::walk`] (256 items per
@@ -172,6 +173,10 @@ pub fn crawl(ctx: &Ctx<'_>, classes: Classes) -> &'static str {
         return "BUSY currently processing crawler request";
     };
     let sizes = ctx.shared.classes.clone();
+    if ctx.shared.settings.inline_background {
+        run(busy, classes, sizes);
+        return "OK";
+    }
     let spawned = std::thread::Builder::new()
         .name("strata-crawler".into())
         .spawn(move || run(busy, classes, sizes));
@@ -181,7 +186,8 @@ pub fn crawl(ctx: &Ctx<'_>, classes: Classes) -> &'static str {
     }
 }
 
-/// A crawl's thread: walk everything, reclaim the expired items of
+/// A crawl's thread (or, with `inline_background`, the worker's call,
+/// which never pauses): walk everything, reclaim the expired items of
 /// `classes`, then add up the counts and let go of the crawler.
 fn run(busy: Busy, classes: Classes, sizes: SlabClasses) {
     let shared = busy.0.clone();
@@ -209,7 +215,7 @@ fn run(busy: Busy, classes: Classes, sizes: SlabClasses) {
         if done || !crawler.enabled() || shared.is_shutting_down() {
             break;
         }
-        if since_sleep >= CRAWLS_PER_SLEEP {
+        if since_sleep >= CRAWLS_PER_SLEEP && !shared.settings.inline_background {
             since_sleep = 0;
             let us = crawler.sleep_us();
             if us > 0 {

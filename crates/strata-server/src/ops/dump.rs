@@ -31,6 +31,13 @@
 //!   It holds at most ~50 KiB of output and a cursor, and takes at most
 //!   about a quarter of its worker's time; it stops at memcached's 2 MiB
 //!   and is not counted as the crawler.
+//! - Under `inline_background` (the fuzz harnesses', `settings.rs`) a
+//!   crawler dump is a `Dump::Walk` too, holding the crawler, and no walk
+//!   rests: the harnesses start no thread and read no clock for a dump.
+//!   It lists what is in memory only: a walk of the flash file reads all
+//!   of it (20-40 ms for the conn harness's 16 MiB, without
+//!   AddressSanitizer), and inputs of dozens of dumps passed the fuzzer's
+//!   1 s timeout.
 //!
 //! Each dump's lines are formatted by `dump_lines.rs`. This module owns
 //! the connection's dump slot ([`Dump`], [`pump`]) and so depends on the
@@ -46,6 +53,7 @@ use strata_proto::admin::Classes;
 use strata_proto::Tokens;
 use strata_store::{Visit, WalkCursor, WALK_BATCH};
 
+use super::crawler::Busy;
 use super::dump_feed::{Fed, Feed};
 use super::dump_lines::{Kind, Printer};
 use super::watch::Watcher;
@@ -80,12 +88,20 @@ pub enum Dump {
     Watch(Watcher),
 }
 
-/// A `stats cachedump` in progress on one connection.
+/// A `stats cachedump` in progress on one connection (or a crawler dump,
+/// under `inline_background`).
 pub struct Walk {
     printer: Printer,
     cursor: WalkCursor,
     /// Resting until then (see `IDLE_PER_BUSY`).
     resume_at: Option<Instant>,
+    /// A crawler dump walked here (`inline_background`) holds the crawler
+    /// to its end.
+    busy: Option<Busy>,
+    /// A crawler dump's last line is written: it ends once that is sent,
+    /// as its printer thread's does, so the connection's next request
+    /// finds none of it pending (a metadump after it is no pipelined one).
+    ended: bool,
 }
 
 /// `lru_crawler metadump|mgdump <classes>`, checked as memcached 1.6.45
@@ -116,6 +132,10 @@ pub fn start_crawler_dump(ctx: &Ctx<'_>, mg: bool, classes: Classes, out: &mut V
         return refused(out, "BUSY currently processing crawler request");
     };
     let printer = Printer::new(ctx, if mg { Kind::Mg } else { Kind::Meta }, classes);
+    if ctx.shared.settings.inline_background {
+        out.extend_from_slice(b"OK\r\n");
+        return Some(Box::new(Dump::Walk(Walk::new(printer, WalkCursor::default(), Some(busy)))));
+    }
     let Some(feed) = Feed::spawn(ctx.shared.clone(), printer, Some(busy)) else {
         // memcached's answer when its crawler cannot start.
         return refused(out, "ERROR an unknown error happened");
@@ -144,13 +164,32 @@ pub fn start_cachedump(ctx: &Ctx<'_>, args: &Tokens<'_>, out: &mut Vec<u8>) -> S
     }
     let classes = Classes::List(1u64 << class);
     let printer = Printer::new(ctx, Kind::Cache { limit }, classes);
-    Some(Box::new(Dump::Walk(Walk { printer, cursor: WalkCursor::default(), resume_at: None })))
+    Some(Box::new(Dump::Walk(Walk::new(printer, WalkCursor::default(), None))))
+}
+
+impl Dump {
+    /// A crawler dump (`lru_crawler metadump|mgdump`) in progress: while
+    /// it is, every other crawl or crawler dump answers `BUSY`.
+    pub fn holds_crawler(&self) -> bool {
+        match self {
+            Dump::Walk(walk) => walk.busy.is_some(),
+            Dump::Feed(_) => true,
+            Dump::Watch(_) => false,
+        }
+    }
 }
 
 impl Walk {
+    fn new(printer: Printer, cursor: WalkCursor, busy: Option<Busy>) -> Walk {
+        Walk { printer, cursor, resume_at: None, busy, ended: false }
+    }
+
     /// Walk until `out` has `FILL_TO_BYTES` pending past `wpos` or the
     /// walk ends; true when the dump is complete (terminator written).
     fn refill(&mut self, shared: &Shared, out: &mut Vec<u8>, wpos: usize) -> bool {
+        if self.ended {
+            return out.len() == wpos;
+        }
         let started = Instant::now();
         if self.resume_at.is_some_and(|at| started < at) {
             return false;
@@ -168,7 +207,8 @@ impl Walk {
             });
             if done || printer.full() {
                 printer.terminate(out);
-                return true;
+                self.ended = self.busy.is_some();
+                return !self.ended;
             }
             if out.len() - wpos >= FILL_TO_BYTES {
                 break;
@@ -176,6 +216,9 @@ impl Walk {
         }
         // Rest: IDLE_PER_BUSY times the work, and at least memcached's
         // `lru_crawler sleep` per 1000 items.
+        if shared.settings.inline_background {
+            return false;
+        }
         let busy = started.elapsed();
         let sleep_us = u64::from(shared.ops.crawler.sleep_us()) * looked as u64 / 1000;
         self.resume_at = Some(started + busy + (busy * IDLE_PER_BUSY).max(Duration::from_micros(sleep_us)));

@@ -34,7 +34,7 @@
 //! A key byte outside `!`..`~`, and `%`, is shown as `%XX` (binary-protocol
 //! keys may hold any byte).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -226,7 +226,7 @@ impl<'a> Tokens<'a> {
 /// requests).
 pub fn top(shared: &Shared, n: usize) -> Vec<(Vec<u8>, u64)> {
     let now_s = shared.clock.now();
-    let mut sum: HashMap<Vec<u8>, u64> = HashMap::new();
+    let mut sum: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
     for w in &shared.worker_stats {
         let mut sketch = w.requests.hotkeys.sketch.lock().unwrap_or_else(|e| e.into_inner());
         sketch.decay(now_s);
