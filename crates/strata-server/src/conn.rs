@@ -353,7 +353,8 @@ impl Conn {
     }
 
     /// A new connection on `socket` (None: no socket, as in tests that
-    /// drive a `Conn` from memory; a key dump then closes it);
+    /// drive a `Conn` from memory; a crawler dump on its threads then
+    /// closes it);
     /// `requires_auth` when `-Y` or `-S` is on.
     pub fn new(requires_auth: bool, socket: Option<std::os::fd::RawFd>) -> Conn {
         Conn { unauthenticated: requires_auth, socket, ..Conn::default() }

@@ -33,7 +33,8 @@
 //!   and is not counted as the crawler.
 //! - Under `inline_background` (the fuzz harnesses', `settings.rs`) a
 //!   crawler dump is a `Dump::Walk` too, holding the crawler, and no walk
-//!   rests: the harnesses start no thread and read no clock for a dump.
+//!   rests: the harnesses start no thread for a dump, and how far a dump
+//!   got never turns on the clock.
 //!   It lists what is in memory only: a walk of the flash file reads all
 //!   of it (20-40 ms for the conn harness's 16 MiB, without
 //!   AddressSanitizer), and inputs of dozens of dumps passed the fuzzer's
@@ -185,7 +186,8 @@ impl Walk {
     }
 
     /// Walk until `out` has `FILL_TO_BYTES` pending past `wpos` or the
-    /// walk ends; true when the dump is complete (terminator written).
+    /// walk ends; true when the dump is complete (terminator written, and
+    /// for a crawler dump sent).
     fn refill(&mut self, shared: &Shared, out: &mut Vec<u8>, wpos: usize) -> bool {
         if self.ended {
             return out.len() == wpos;
