@@ -1,5 +1,8 @@
-//! For a fuzz target's body: every thread an input started (a crawl's, a
-//! dump's walker and printer) is gone before libFuzzer looks for leaks.
+//! For a fuzz target's body: every thread an input started or stopped is
+//! gone before libFuzzer looks for leaks. Under `inline_background` a crawl
+//! or a dump starts none; what remains is conn's flash store, built anew
+//! every 32 inputs with its writer thread (`flash_store.rs`), the old one's
+//! writer ending as the new one's starts.
 //!
 //! libFuzzer runs LeakSanitizer after an input whose allocations and
 //! frees do not balance. A detached thread still on its way out at that
@@ -13,8 +16,7 @@
 
 use std::time::{Duration, Instant};
 
-/// How long an input's threads may take to end once it returned (a
-/// cancelled dump's printer notices within 100 ms).
+/// How long an input's threads may take to end once it returned.
 const WAIT: Duration = Duration::from_secs(5);
 
 /// Run `body`, then wait until the process has no more threads than before.
