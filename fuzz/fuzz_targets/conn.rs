@@ -2,8 +2,8 @@
 //! service over an in-process store, split anywhere, connections
 //! interleaved, flash reads finished in any order
 //! (`strata_server::fuzzing::conn`).
-//! Threads an input starts or stops (the flash store's writer, every 32
-//! inputs) end before the next input (`strata_server::fuzzing::settled`).
+//! Threads an input starts (the flash store's writer, every 32 inputs)
+//! end before the next input (`strata_server::fuzzing::settled`).
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(init: strata_server::fuzzing::conn::init(), |data: &[u8]| {

@@ -1,9 +1,9 @@
 //! Binary SASL PLAIN and `-Y` text logins against a fixed credentials
 //! table (`strata_server::fuzzing::sasl`).
-//! An input starts no thread: a crawl or a dump runs inside its request
-//! (`inline_background`).
+//! Threads an input starts (a crawl, a dump) end before the next input
+//! (`strata_server::fuzzing::settled`).
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    strata_server::fuzzing::sasl(data);
+    strata_server::fuzzing::settled(|| strata_server::fuzzing::sasl(data));
 });

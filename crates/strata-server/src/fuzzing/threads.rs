@@ -1,18 +1,19 @@
-//! For a fuzz target's body: every thread an input started or stopped is
-//! gone before libFuzzer looks for leaks. Under `inline_background` a crawl
-//! or a dump starts none; what remains is conn's flash store, built anew
-//! every 32 inputs with its writer thread (`flash_store.rs`), the old one's
-//! writer ending as the new one's starts.
+//! For a fuzz target's body: after an input the process has no more
+//! threads than before it, and every thread that ended is gone before
+//! libFuzzer looks for leaks.
 //!
 //! libFuzzer runs LeakSanitizer after an input whose allocations and
 //! frees do not balance. A detached thread still on its way out at that
 //! moment holds thread-locals that no live thread points to any more, and
 //! they are reported as leaked: a conn run of 11-29 stopped on 112 bytes of
-//! a dump walker's channel context (`oracle-dump-thread-exit`). The server
-//! detaches these threads on purpose (a worker never waits for a dump);
-//! only the fuzzer waits for them, by the process's thread count. Not for
-//! the stable replays: tests run side by side in one process, their
-//! threads coming and going.
+//! a dump walker's channel context (`oracle-dump-thread-exit`). Under
+//! `inline_background` a crawl or a dump starts no thread; the only ones
+//! an input starts now are conn's flash store's writers (a store is built
+//! anew every 32 inputs, `flash_store.rs`; the first is built by
+//! `conn::init`), the old writer joined as its store is dropped. The wait
+//! stays as the check: an input that leaves a thread more than it found,
+//! 5 s after it returned, fails. Not for the stable replays: tests
+//! run side by side in one process, their threads coming and going.
 
 use std::time::{Duration, Instant};
 
