@@ -50,10 +50,14 @@ pub fn complete(p: &Pending, now: Instant, tally: &mut Tally) {
     tally.completed += 1;
     match &p.op {
         Op::Get { keys } => {
+            tally.latency_gets.record_ns(ns);
             tally.gets += 1;
             tally.keys_requested += keys.len() as u64;
         }
-        Op::Set { .. } => tally.sets += 1,
+        Op::Set { .. } => {
+            tally.latency_sets.record_ns(ns);
+            tally.sets += 1;
+        }
     }
 }
 

@@ -38,6 +38,9 @@ pub struct Report {
     pub error_total: u64,
     pub errors: BTreeMap<String, u64>,
     pub latency: Percentiles,
+    /// The gets' and the sets' own latencies (a mix's tail by kind).
+    pub latency_gets: Percentiles,
+    pub latency_sets: Percentiles,
     pub precision: String,
     /// Keys the prefill stored, and its seconds (0 without a prefill, and
     /// for `sweep` and `compare`, which do not report theirs).
@@ -85,6 +88,11 @@ impl Report {
             "latency µs  p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}  mean {:.1}",
             l.p50_us, l.p90_us, l.p99_us, l.p999_us, l.max_us, l.mean_us
         );
+        if self.gets > 0 && self.sets > 0 {
+            for (kind, l) in [("gets", &self.latency_gets), ("sets", &self.latency_sets)] {
+                println!("  {kind} µs   p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}", l.p50_us, l.p90_us, l.p99_us, l.p999_us, l.max_us);
+            }
+        }
         if self.prefill_keys > 0 {
             let rate = self.prefill_keys as f64 / self.prefill_s.max(1e-9);
             println!("prefill     {:>12} keys in {:.2} s = {rate:.0} sets/s", self.prefill_keys, self.prefill_s);

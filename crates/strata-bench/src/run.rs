@@ -375,6 +375,8 @@ fn make_report(cfg: &RunConfig, threads: usize, t: &Tally, unsent: u64, elapsed:
         error_total: t.error_total(),
         errors: t.error_map().into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
         latency: t.latency.percentiles(),
+        latency_gets: t.latency_gets.percentiles(),
+        latency_sets: t.latency_sets.percentiles(),
         precision: Report::precision(),
         prefill_keys: 0,
         prefill_s: 0.0,

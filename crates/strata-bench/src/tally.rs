@@ -62,6 +62,9 @@ impl ErrorKind {
 #[derive(Default)]
 pub struct Tally {
     pub latency: Latency,
+    /// The same latencies split by kind (a multi-get is one get).
+    pub latency_gets: Latency,
+    pub latency_sets: Latency,
     pub sent: u64,
     pub completed: u64,
     pub aborted: u64,
@@ -95,6 +98,8 @@ impl Tally {
 
     pub fn merge(&mut self, o: &Tally) {
         self.latency.merge(&o.latency);
+        self.latency_gets.merge(&o.latency_gets);
+        self.latency_sets.merge(&o.latency_sets);
         self.sent += o.sent;
         self.completed += o.completed;
         self.aborted += o.aborted;
