@@ -80,11 +80,14 @@ pub struct FlashWait {
     /// A read queued ahead: its bytes, held from the global bound
     /// (`read_ahead_budget.rs`) until this wait is dropped.
     pub charge: Option<AheadCharge>,
+    /// Reads this key made before, each finding its record moved
+    /// (`FlashFinish::Moved`): bounded by `service/flash.rs`.
+    pub moved: u8,
 }
 
 impl FlashWait {
     pub fn new(read: FlashRead, key_index: usize) -> FlashWait {
-        FlashWait { read, key_index, state: ReadState::Unsubmitted, charge: None }
+        FlashWait { read, key_index, state: ReadState::Unsubmitted, charge: None, moved: 0 }
     }
 
     pub fn is_done(&self) -> bool {

@@ -12,6 +12,7 @@ pub mod front;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod flash_age;
+pub mod flash_compact;
 pub mod flash_merge;
 pub mod flash_io;
 mod flash_peek;

@@ -210,6 +210,7 @@ impl Server {
         threads.push(acceptor);
         threads.extend(crate::flash_age::start(&shared)?);
         threads.extend(crate::flash_merge::start(&shared)?);
+        threads.extend(crate::flash_compact::start(&shared)?);
         threads.extend(crate::memory::start(&shared)?);
         if let Some(listener) = metrics {
             threads.push(crate::ops::metrics_http::start(&shared, listener)?);

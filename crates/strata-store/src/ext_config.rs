@@ -7,7 +7,8 @@
 //! ```text
 //!  option             field               default          unit / note
 //!  ext_path=F:S[:B]   paths               (none)           S with m|g|t|p suffix -> size_bytes
-//!  ext_page_size      page_size_bytes     64 MiB           option given in MiB
+//!  ext_page_size      page_size_bytes     64 MiB           option given in MiB; not given, smaller
+//!                                                          pages for files of under 64 (effective_page_size_bytes)
 //!  ext_wbuf_size      wbuf_size_bytes     4 MiB            option given in MiB
 //!  ext_threads        threads             1                I/O threads (epoll engine)
 //!  ext_io_depth       io_depth            1                reads in flight per I/O thread
@@ -15,8 +16,8 @@
 //!  ext_item_age       tunables.item_age   u32::MAX         seconds idle to go with no memory pressure; MAX = never
 //!  ext_low_ttl        tunables.low_ttl    0                seconds
 //!  ext_recache_rate   tunables.recache_rate 2000           one flash hit in N goes back to RAM
-//!  ext_compact_under  tunables.compact_under 0 -> 1% of pages (at least 1)
-//!  ext_drop_under     tunables.drop_under    0 -> 1% of pages (at least 1)
+//!  ext_compact_under  tunables.compact_under 0 -> 1% of pages (used: at least 3)
+//!  ext_drop_under     tunables.drop_under    0 -> 1% of pages (used: at least 3)
 //!  ext_max_sleep      tunables.max_sleep  1,000,000        microseconds
 //!  ext_max_frag       tunables.max_frag   0.8              fraction of a page
 //!  ext_drop_unread    tunables.drop_unread false           (flag, no value)
@@ -52,8 +53,10 @@ use std::sync::Arc;
 /// memcached's default `ext_page_size`: 64 MiB.
 pub const DEFAULT_PAGE_SIZE_BYTES: u64 = 64 << 20;
 /// Pages, and the smallest page, [`ExtConfig::effective_page_size_bytes`]
-/// aims for when the files hold fewer than 2 pages of `ext_page_size`.
+/// aims for when the files hold fewer than 2 pages of an `ext_page_size`
+/// given, or than [`AUTO_PAGE_COUNT`] of the default.
 pub const SHRUNK_PAGE_COUNT: u64 = 8;
+pub const AUTO_PAGE_COUNT: u64 = 64;
 pub const SHRUNK_PAGE_MIN_BYTES: u64 = 1 << 20;
 /// memcached's default `ext_wbuf_size`: 4 MiB.
 pub const DEFAULT_WBUF_SIZE_BYTES: u64 = 4 << 20;
@@ -196,18 +199,22 @@ pub struct ExtTunables {
     /// `ext_recache_rate`: one flash hit in this many brings the item back
     /// into RAM (0: never).
     pub recache_rate: AtomicU32,
-    /// `ext_compact_under`: reclaim starts rescuing read items when fewer
-    /// than this many pages are free (0 at start: 1% of pages, at least 1).
+    /// `ext_compact_under`: the log's compaction empties pages while fewer
+    /// than this many are ready to write (0 at start: 1% of pages, at
+    /// least 1; the compactor uses at least 3: `tier/compaction.rs`).
     pub compact_under: AtomicU32,
-    /// `ext_drop_under`: when fewer pages than this are free, reclaim drops
-    /// items instead of rescuing them (0 at start: 1% of pages, at least 1).
+    /// `ext_drop_under`: when fewer pages than this are ready and none is
+    /// under `ext_max_frag`, the compaction evicts the oldest page, moving
+    /// only its records read since written (0 at start: 1% of pages, at
+    /// least 1; used: at least 3).
     pub drop_under: AtomicU32,
     /// `ext_max_sleep`, microseconds: longest pause of the background writer.
     pub max_sleep: AtomicU32,
     /// `ext_max_frag` as `f64::to_bits`; read with [`ExtTunables::max_frag`].
     max_frag_bits: AtomicU64,
-    /// `ext_drop_unread`: reclaim never rescues an item not read since it
-    /// was written (Strata's reclaim rescues only read items anyway).
+    /// `ext_drop_unread`: a page evicted keeps none of its unread items
+    /// (Strata's compaction moves only read items off a page it evicts
+    /// anyway; accepted and shown).
     pub drop_unread: AtomicBool,
 }
 
@@ -269,6 +276,9 @@ pub struct ExtConfig {
     /// `ext_page_size`: the unit flash space is allocated and reclaimed in
     /// (a flash segment). memcached takes MiB on the command line.
     pub page_size_bytes: u64,
+    /// `ext_page_size` was not given: pages shrink until the files hold
+    /// [`AUTO_PAGE_COUNT`] (`effective_page_size_bytes`).
+    pub page_size_auto: bool,
     /// `ext_wbuf_size`: one write buffer; items are packed into it in RAM
     /// and written to flash whole. memcached refuses `-I` above it.
     pub wbuf_size_bytes: u64,
@@ -301,6 +311,7 @@ impl Default for ExtConfig {
         ExtConfig {
             paths: Vec::new(),
             page_size_bytes: DEFAULT_PAGE_SIZE_BYTES,
+            page_size_auto: true,
             wbuf_size_bytes: DEFAULT_WBUF_SIZE_BYTES,
             threads: 1,
             io_depth: 1,
@@ -320,19 +331,25 @@ impl ExtConfig {
         !self.paths.is_empty()
     }
 
-    /// The page size the flash tier cuts its files into: `ext_page_size`,
-    /// unless the files hold fewer than 2 such pages (memcached runs with
-    /// one page; Strata's FIFO needs a page to fill while another is
-    /// reclaimed). Then `ext_page_size` is halved until the files hold
-    /// [`SHRUNK_PAGE_COUNT`] pages or a page is [`SHRUNK_PAGE_MIN_BYTES`]:
-    /// `ext_path=F:64m` at the default 64 MiB gives 8 pages of 8 MiB.
+    /// The page size the flash tier cuts its files into: `ext_page_size`
+    /// as given, unless the files hold fewer than 2 such pages (memcached
+    /// runs with one page; Strata needs a page to fill while another is
+    /// emptied): then it is halved until they hold [`SHRUNK_PAGE_COUNT`]
+    /// pages or a page is [`SHRUNK_PAGE_MIN_BYTES`]. Not given, the default
+    /// 64 MiB is halved until the files hold [`AUTO_PAGE_COUNT`] pages (or
+    /// a page is 1 MiB): the compactor keeps a few pages ready and the
+    /// small store a margin and its extents, which 4 pages of a 256 MiB
+    /// file left no room for (issue 63: its log was lost at a restart).
+    /// So `ext_path=F:256m` gives 64 pages of 4 MiB, `F:4g` and more the
+    /// default 64 MiB.
     pub fn effective_page_size_bytes(&self) -> u64 {
         let pages = |size: u64| self.paths.iter().map(|p| p.size_bytes / size.max(1)).sum::<u64>();
+        let (enough, target) = if self.page_size_auto { (AUTO_PAGE_COUNT, AUTO_PAGE_COUNT) } else { (2, SHRUNK_PAGE_COUNT) };
         let mut size = self.page_size_bytes;
-        if pages(size) >= 2 {
+        if pages(size) >= enough {
             return size;
         }
-        while pages(size) < SHRUNK_PAGE_COUNT && size / 2 >= SHRUNK_PAGE_MIN_BYTES && (size / 2).is_multiple_of(4096) {
+        while pages(size) < target && size / 2 >= SHRUNK_PAGE_MIN_BYTES && (size / 2).is_multiple_of(4096) {
             size /= 2;
         }
         size
@@ -382,6 +399,7 @@ mod tests {
         let with = |sizes: &[u64], page: u64| ExtConfig {
             paths: sizes.iter().map(|&s| ExtPath { path: "/f".into(), size_bytes: s << 20, bucket: ExtBucket::Default }).collect(),
             page_size_bytes: page << 20,
+            page_size_auto: false,
             ..ExtConfig::default()
         }
         .effective_page_size_bytes()
@@ -392,6 +410,19 @@ mod tests {
         assert_eq!(with(&[64, 64], 64), 64, "two files of one page each");
         assert_eq!(with(&[2], 2), 1, "down to 1 MiB pages at most");
         assert_eq!(with(&[64], 8), 8, "8 pages already");
+    }
+
+    #[test]
+    fn the_default_page_size_leaves_files_64_pages() {
+        let auto = |mib: u64| {
+            let c = ExtConfig { paths: vec![ExtPath { path: "/f".into(), size_bytes: mib << 20, bucket: ExtBucket::Default }], ..ExtConfig::default() };
+            (c.effective_page_size_bytes() >> 20, (mib << 20) / c.effective_page_size_bytes())
+        };
+        assert_eq!(auto(256), (4, 64), "256 MiB: 64 pages of 4 MiB");
+        assert_eq!(auto(1024), (16, 64));
+        assert_eq!(auto(4096), (64, 64), "4 GiB: the default 64 MiB");
+        assert_eq!(auto(45 << 10), (64, 720), "larger files: 64 MiB");
+        assert_eq!(auto(8), (1, 8), "pages of 1 MiB at least");
     }
 
     #[test]

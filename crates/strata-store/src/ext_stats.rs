@@ -13,9 +13,15 @@
 //! - `page_allocs`: pages opened for writing; `page_evictions`: pages
 //!   reclaimed with live items on them; `page_reclaims`: pages reclaimed
 //!   with none;
-//! - `compact_rescues`: items read since written, moved from a reclaimed
-//!   page to the write buffer again (FIFO with reinsertion); `compact_lost`:
-//!   such items there was no room for;
+//! - `compact_rescues`: live items the log's compaction moved off a page
+//!   it emptied (every live item of a page under `ext_max_frag`; of a page
+//!   it evicted, those read since written); `compact_lost`: items it had
+//!   no room to move; `compact_skipped`: unread items it left on a page it
+//!   evicted (evicted with it); `compact_resc_cold`/`compact_resc_old`:
+//!   memcached's page buckets for rescues, 0 in Strata (no such buckets);
+//!   `page_evictions`: pages taken with live items left on them (the
+//!   compactor evicted them: `extstore_compact_evict_pages`; a move found
+//!   no room; without a compactor, FIFO order);
 //! - `write_errors` / `write_fallbacks`: a failed or impossible write (error,
 //!   full device) and the items that then were evicted as without flash;
 //! - `reads_shared`: flash items answered from the bytes another key of
@@ -23,7 +29,7 @@
 //!   no I/O of their own, so `get_extstore` minus this is the reads issued;
 //! - `bytes_padded`: zero bytes written before a record of up to 4 KiB
 //!   that would have crossed a 4 KiB block, so that its read is one block,
-//!   where that takes at most 1 KiB (included in `bytes_written`).
+//!   where that takes at most 256 bytes (included in `bytes_written`).
 
 /// One `stats extstore` page row.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -100,14 +106,28 @@ pub struct ExtStats {
     /// request (`extstore_reads_shared`).
     pub reads_shared: u64,
     /// Zero bytes written before records that would otherwise have
-    /// straddled a 4 KiB block (`extstore_bytes_padded`), at most 1 KiB
-    /// each: such a record is read with one block.
+    /// straddled a 4 KiB block (`extstore_bytes_padded`), at most 256
+    /// bytes each: such a record is read with one block.
     pub bytes_padded: u64,
 
     /// Key and value bytes of every item that went to flash (the small
     /// store's and larger ones): application write amplification's
     /// denominator (`extstore_bytes_admitted`).
     pub bytes_admitted: u64,
+    /// The log's compaction (`seg/flash/compact.rs`): pages it finished
+    /// (`extstore_compact_pages`), of those the ones it evicted because
+    /// no page was under `ext_max_frag` (`extstore_compact_evict_pages`),
+    /// expired or flushed records it dropped (`extstore_compact_expired`),
+    /// device bytes it read and record bytes it moved
+    /// (`extstore_compact_bytes_read`, `extstore_compact_bytes_moved`),
+    /// and the times the write buffers found no page ready
+    /// (`extstore_compact_behind`: that item was not written to flash).
+    pub compact_pages: u64,
+    pub compact_evict_pages: u64,
+    pub compact_expired: u64,
+    pub compact_bytes_read: u64,
+    pub compact_bytes_moved: u64,
+    pub compact_behind: u64,
     /// The small store's figures (`extstore_small_*`); all 0 without it.
     pub small: SmallStats,
 

@@ -141,4 +141,9 @@ pub enum FlashFinish {
     /// No valid copy (replaced, reclaimed, expired, flushed, bad check, read
     /// error): run the command again; it takes its miss path.
     Absent,
+    /// The copy read is no longer the key's current one, but the key is
+    /// still on flash (the log's compaction moved its record, a merge took
+    /// it into a set, or a newer copy went to flash meanwhile): look again
+    /// (RAM, then `flash_check`) and read anew. Never counted as a miss.
+    Moved,
 }

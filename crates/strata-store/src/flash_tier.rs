@@ -12,6 +12,8 @@
 //!  tier.abandon_flash_read(..) a read whose connection closed
 //!  tier.withdraw_flash_read(..) a read-ahead the server had no room for
 //!  tier.flash_write_idle(..)   the ext_item_age thread, once a second
+//!  tier.flash_rewrite(..)      the small store's merges, their own thread
+//!  tier.flash_compact(..)      the log's compaction, its own thread
 //!  tier.ext_stats()            stats, stats extstore
 //! ```
 //!
@@ -28,7 +30,7 @@
 //! (a tier is attached before the engine serves, and never detached), so a
 //! caller may keep it.
 
-use crate::{ExtStats, FlashFinish, FlashIdle, FlashRead, FlashRewrite, GetAction, GetOptions, ItemView, RelTime};
+use crate::{ExtStats, FlashCompact, FlashFinish, FlashIdle, FlashRead, FlashRewrite, GetAction, GetOptions, ItemView, RelTime};
 
 /// The flash-only operations of an engine with a flash tier; see the
 /// module docs, and `flash_read.rs` for the whole path of a read.
@@ -81,6 +83,18 @@ pub trait FlashTier: Send + Sync {
 
     /// End a [`FlashTier::flash_rewrite_wait`] now (shutdown).
     fn flash_rewrite_wake(&self);
+
+    /// The log's compaction (`seg/flash/compact.rs`): one step of emptying
+    /// the page that most needs it, if fewer than `ext_compact_under`
+    /// pages are ready; true if it did some work. A thread of its own
+    /// (never a worker) calls it in a loop, and waits with
+    /// [`FlashTier::flash_compact_wait`] while it returns false; `state`
+    /// is that thread's. Once it has been called, pages are taken for
+    /// writing only when nothing live is left on them.
+    fn flash_compact(&self, now: RelTime, state: &mut FlashCompact) -> bool;
+
+    /// Wait until the tier wants a page emptied, or `max`.
+    fn flash_compact_wait(&self, max: std::time::Duration);
 
     /// The tier's counters (`stats`, `stats extstore`).
     fn ext_stats(&self) -> ExtStats;

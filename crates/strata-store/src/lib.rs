@@ -44,7 +44,7 @@ pub use ext_stats::{ExtPageStats, ExtStats, SmallStats};
 pub use flash_read::{FlashBuf, FlashFinish, FlashRead, FLASH_ALIGN_BYTES};
 pub use flash_tier::FlashTier;
 pub use map::MapStore;
-pub use seg::{free_bytes, hash_key, FlashIdle, FlashRewrite, SegStore, SharedWords, MEMORY_FILE_LOCK_WAIT};
+pub use seg::{free_bytes, hash_key, FlashCompact, FlashIdle, FlashRewrite, SegStore, SharedWords, MEMORY_FILE_LOCK_WAIT};
 pub use walk::{Visit, WalkCursor, WALK_BATCH};
 
 /// What [`Engine::read_batch`] holds for the reads of one batch; dropped

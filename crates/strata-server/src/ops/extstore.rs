@@ -115,9 +115,11 @@ pub fn storage_lines(e: &ExtStats, stat: &mut dyn FnMut(&'static str, String)) {
 /// evicted because they could not go to flash, the bytes clients stored,
 /// flash bytes written per byte stored (write amplification), the
 /// flash indexes' bytes (counted in `-m`), and the flash items answered
-/// from another key's read of the same request, and the zero bytes
-/// written so that a record straddles no block when at most 1 KiB of
-/// padding prevents it.
+/// from another key's read of the same request, the zero bytes
+/// written so that a record straddles no block when at most 256 bytes of
+/// padding prevents it, and the log's compaction (pages finished and
+/// evicted, records dropped as expired, bytes read and moved, the times
+/// the write buffers found no page ready).
 pub fn own_lines(e: &ExtStats, stat: &mut dyn FnMut(&'static str, String)) {
     stat("extstore_write_errors", e.write_errors.to_string());
     stat("extstore_write_fallbacks", e.write_fallbacks.to_string());
@@ -128,6 +130,16 @@ pub fn own_lines(e: &ExtStats, stat: &mut dyn FnMut(&'static str, String)) {
     stat("extstore_bytes_padded", e.bytes_padded.to_string());
     stat("extstore_bytes_admitted", e.bytes_admitted.to_string());
     stat("extstore_admit_write_amp", format!("{:.3}", e.admit_write_amplification()));
+    for (name, value) in [
+        ("extstore_compact_pages", e.compact_pages),
+        ("extstore_compact_evict_pages", e.compact_evict_pages),
+        ("extstore_compact_expired", e.compact_expired),
+        ("extstore_compact_bytes_read", e.compact_bytes_read),
+        ("extstore_compact_bytes_moved", e.compact_bytes_moved),
+        ("extstore_compact_behind", e.compact_behind),
+    ] {
+        stat(name, value.to_string());
+    }
 }
 
 /// The small store's lines (`ext_small_item_max` above 0), after Strata's

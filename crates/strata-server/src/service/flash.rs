@@ -22,7 +22,7 @@
 
 use std::cell::{Cell, RefCell};
 
-use strata_store::{Engine, FlashBuf, FlashFinish, FlashRead, FlashTier, GetAction, GetOptions, ItemView};
+use strata_store::{FlashBuf, FlashFinish, FlashRead, FlashTier, GetAction, GetOptions, ItemView};
 
 use super::{hooks, Service};
 use super::read_ahead::LATER;
@@ -67,6 +67,12 @@ pub(crate) struct FlashState<'a> {
 /// earlier key); 32 reads of 4-8 KiB are at most 256 KiB per connection,
 /// and only for one turn of the connection.
 const HELD_READS: usize = 32;
+
+/// Reads of one key a request makes when each finds the record it read
+/// moved meanwhile (the log's compaction, a small-store merge), before it
+/// takes the miss: a record moves at most once per compaction or merge of
+/// its page, so a second read almost always finds it.
+const MOVED_READS: u8 = 4;
 
 impl<'a> FlashState<'a> {
     pub fn new(tier: Option<&'a dyn FlashTier>) -> FlashState<'a> {
@@ -145,7 +151,31 @@ impl<'a> Service<'a> {
     }
 
     fn park(&self, read: FlashRead, key_index: usize) {
-        self.flash.park.borrow_mut().push(FlashWait::new(read, key_index));
+        self.park_again(read, key_index, 0);
+    }
+
+    /// Park on `read`, the `moved`-th read of its key after a record moved.
+    fn park_again(&self, read: FlashRead, key_index: usize, moved: u8) {
+        let mut wait = FlashWait::new(read, key_index);
+        wait.moved = moved;
+        self.flash.park.borrow_mut().push(wait);
+    }
+
+    /// A finished read found the key's record moved (`FlashFinish::Moved`):
+    /// read it again where it is now, up to [`MOVED_READS`] times (then it
+    /// is a miss). Parked: the new read is queued; else the key is not on
+    /// flash after all.
+    fn read_moved(&self, tier: &dyn FlashTier, key: &[u8], index: usize, moved: u8, now: u32) -> Result<(), Parked> {
+        if moved >= MOVED_READS {
+            return Ok(());
+        }
+        match tier.flash_check(key, now) {
+            Some(read) => {
+                self.park_again(read, index, moved + 1);
+                Err(Parked)
+            }
+            None => Ok(()),
+        }
     }
 
     /// The finished read for key `index` of this request, if it has one.
@@ -167,13 +197,18 @@ impl<'a> Service<'a> {
         if let Some(wait) = self.take_resume(index) {
             let opts = GetOptions::default();
             let mut visit = |_: ItemView<'_>, _: bool| GetAction::default();
-            if let ReadState::Covered = wait.state {
-                return match self.held_or_park(tier, wait.read, index, opts, true, now, &mut visit) {
-                    Some(_) => Ok(()),
-                    None => Err(Parked),
-                };
+            let moved = wait.moved;
+            let finish = if let ReadState::Covered = wait.state {
+                match self.held_or_park(tier, wait.read, index, opts, true, now, &mut visit) {
+                    Some(finish) => finish,
+                    None => return Err(Parked),
+                }
+            } else {
+                tier.finish_flash_read(&wait.read, wait.data(), opts, true, now, &mut visit)
+            };
+            if finish == FlashFinish::Moved {
+                return self.read_moved(tier, key, index, moved, now);
             }
-            tier.finish_flash_read(&wait.read, wait.data(), opts, true, now, &mut visit);
             return Ok(());
         }
         match tier.flash_check(key, now) {
@@ -224,7 +259,7 @@ impl<'a> Service<'a> {
         match tier.flash_check(key, now) {
             // Another key of this request may have read these blocks.
             Some(read) => match self.held_or_park(tier, read, index, opts, false, now, visit) {
-                Some(finish) => finished(finish, engine, key, opts, now, visit),
+                Some(finish) => self.finished(tier, finish, key, index, 0, opts, now, visit),
                 None => Read::Parked,
             },
             // The check copies a record still in the write buffer straight
@@ -248,12 +283,12 @@ impl Service<'_> {
         now: u32,
         visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
     ) -> Read {
-        let engine = self.shared.engine.as_ref();
+        let moved = wait.moved;
         if let ReadState::Covered = wait.state {
             // The covering read's bytes are held, unless it failed or the
             // request parked again since: then a read of its own.
             return match self.held_or_park(tier, wait.read, index, opts, false, now, visit) {
-                Some(finish) => finished(finish, engine, key, opts, now, visit),
+                Some(finish) => self.finished(tier, finish, key, index, moved, opts, now, visit),
                 None => Read::Parked,
             };
         }
@@ -265,7 +300,7 @@ impl Service<'_> {
             }
             held.push((wait.read, buf));
         }
-        finished(finish, engine, key, opts, now, visit)
+        self.finished(tier, finish, key, index, moved, opts, now, visit)
     }
 
     /// Finish `read` (key `index`) from the held bytes of another key of
@@ -293,20 +328,30 @@ impl Service<'_> {
     }
 }
 
-/// The answer once flash bytes were offered to `visit`: a hit if it saw the
-/// item; otherwise the key is read from RAM (a newer copy got there, or the
-/// record was not this key's).
-fn finished(
-    finish: FlashFinish,
-    engine: &dyn Engine,
-    key: &[u8],
-    opts: GetOptions,
-    now: u32,
-    visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
-) -> Read {
-    match finish {
-        FlashFinish::Visited => Read::Hit,
-        FlashFinish::InRam | FlashFinish::Absent if engine.get(key, opts, now, visit) => Read::Hit,
-        FlashFinish::InRam | FlashFinish::Absent => Read::Miss,
+impl Service<'_> {
+    /// The answer once flash bytes were offered to `visit`: a hit if it saw
+    /// the item; otherwise the key is read from RAM (a newer copy got
+    /// there, or the record was not this key's), and where the record only
+    /// moved on flash, read again (`moved`: reads of it that found it
+    /// moved before this one).
+    #[allow(clippy::too_many_arguments)]
+    fn finished(
+        &self,
+        tier: &dyn FlashTier,
+        finish: FlashFinish,
+        key: &[u8],
+        index: usize,
+        moved: u8,
+        opts: GetOptions,
+        now: u32,
+        visit: &mut dyn FnMut(ItemView<'_>, bool) -> GetAction,
+    ) -> Read {
+        let engine = self.shared.engine.as_ref();
+        match finish {
+            FlashFinish::Visited => Read::Hit,
+            _ if engine.get(key, opts, now, visit) => Read::Hit,
+            FlashFinish::Moved if self.read_moved(tier, key, index, moved, now).is_err() => Read::Parked,
+            _ => Read::Miss,
+        }
     }
 }

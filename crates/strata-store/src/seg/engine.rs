@@ -518,6 +518,14 @@ impl FlashTier for SegStore {
         SegStore::flash_rewrite_wake(self)
     }
 
+    fn flash_compact(&self, now: RelTime, state: &mut crate::FlashCompact) -> bool {
+        SegStore::flash_compact(self, now, state)
+    }
+
+    fn flash_compact_wait(&self, max: std::time::Duration) {
+        SegStore::flash_compact_wait(self, max)
+    }
+
     fn ext_stats(&self) -> ExtStats {
         // Reached through `Engine::flash`, so a tier is attached; called
         // on a store without one, the tier it does not have is empty.

@@ -50,7 +50,7 @@ mod engine;
 mod file;
 mod flash;
 mod ghost;
-pub use flash::{FlashIdle, FlashRewrite};
+pub use flash::{FlashCompact, FlashIdle, FlashRewrite};
 mod globals;
 mod item;
 mod key_eq;

@@ -65,13 +65,22 @@ pub fn get(s: &SegStore, key: &[u8], into_ram: bool, now: RelTime) -> (Option<(V
     if s.get(key, GetOptions::default(), now, &mut visit) {
         return (seen, None);
     }
-    let Some(read) = s.flash_check(key, now) else {
-        // Maybe it was in the write buffer and went straight back to RAM.
-        s.get(key, GetOptions::default(), now, &mut visit);
-        return (seen, None);
-    };
-    let (seen, done) = read_flash(s, key, &read, into_ram, now);
-    (seen, Some(done))
+    // A record that moved while it was read (compaction, a merge) is read
+    // again where it is now, as the server does (`FlashFinish::Moved`).
+    let mut done = None;
+    for _ in 0..4 {
+        let Some(read) = s.flash_check(key, now) else {
+            // Maybe it was in the write buffer and went straight back to RAM.
+            s.get(key, GetOptions::default(), now, &mut visit);
+            return (seen, done);
+        };
+        let (found, finish) = read_flash(s, key, &read, into_ram, now);
+        if finish != FlashFinish::Moved {
+            return (found, Some(finish));
+        }
+        done = Some(finish);
+    }
+    (seen, done)
 }
 
 /// `read` (the key's `flash_check`) done as the server does it: the blocking
@@ -551,13 +560,13 @@ fn many_shards_growing_their_flash_indexes_at_once_restart_intact() {
     assert!(hits * 100 >= 4 * per_thread * 99, "{hits}");
 }
 
-/// No record of up to 1 KiB straddles a 4 KiB block: each such item is
-/// read from flash with exactly one block (values of 1 to 6,000 bytes in
-/// steps that land records at every 16-byte offset of a block), longer
-/// ones are padded only where that leaves at most 1 KiB empty, and the
-/// zero bytes written to keep records whole are counted.
+/// No record of up to 256 bytes straddles a 4 KiB block: each such item
+/// is read from flash with exactly one block (values of 1 to 6,000 bytes
+/// in steps that land records at every 16-byte offset of a block), longer
+/// ones are padded only where that leaves at most 256 bytes empty, and
+/// the zero bytes written to keep records whole are counted.
 #[test]
-fn a_record_of_at_most_1_kib_is_read_with_one_block() {
+fn a_record_of_at_most_256_bytes_is_read_with_one_block() {
     let dir = TempDir::new("noncrossing");
     let s = flash_store(2 << 20, &dir.file("flash"), 64 << 20);
     let now = 100;
@@ -574,7 +583,7 @@ fn a_record_of_at_most_1_kib_is_read_with_one_block() {
         let Some(read) = s.flash_check(key.as_bytes(), now) else { continue };
         // 32-byte header, key, value, padded to 16 bytes.
         let record = (32 + key.len() + len_of(i) + 15) & !15;
-        if record <= 1024 {
+        if record <= 256 {
             assert_eq!(read.len_bytes, 4096, "key {i}: a record of {record} bytes read with {} bytes", read.len_bytes);
         } else if record <= 4096 {
             assert!(read.len_bytes <= 8192, "key {i}: a record of {record} bytes read with {} bytes", read.len_bytes);
@@ -590,12 +599,13 @@ fn a_record_of_at_most_1_kib_is_read_with_one_block() {
     }
     assert!(from_flash > n / 2, "{from_flash} of {n} read from flash");
     assert!(longer > 0, "no record longer than a block was tried");
-    // Records of 1-4 KiB straddle only where padding would leave more than
-    // 1 KiB empty: some do, and padding stays under a quarter of the bytes.
-    assert!(straddling > 0, "no record of 1-4 KiB straddles: padding unbounded?");
+    // Records of 256 B-4 KiB straddle only where padding would leave more
+    // than 256 bytes empty: some do, and padding stays under a sixteenth
+    // of the bytes.
+    assert!(straddling > 0, "no record of 256 B-4 KiB straddles: padding unbounded?");
     let stats = s.ext_stats().expect("flash stats");
     assert!(stats.bytes_padded > 0, "{stats:?}");
-    assert!(stats.bytes_padded * 4 < stats.bytes_written, "{stats:?}");
+    assert!(stats.bytes_padded * 16 < stats.bytes_written, "{stats:?}");
     assert_eq!(stats.badcrc_from_extstore, 0);
     s.check_integrity();
 }

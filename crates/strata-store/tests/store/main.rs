@@ -11,6 +11,7 @@ mod classes;
 mod damage;
 mod flash;
 mod flash_age;
+mod flash_compact;
 mod flash_budget;
 mod flash_large;
 mod flash_small;

@@ -46,7 +46,10 @@ pub fn apply(ext: &mut ExtConfig, opt: &str, key: &str, value: Option<&str>) -> 
     let t = &ext.tunables;
     let set = |a: &AtomicU32, v: u32| a.store(v, Ordering::Relaxed);
     match key {
-        "ext_page_size" => ext.page_size_bytes = u64::from(u32_arg(key, value)?) << 20,
+        "ext_page_size" => {
+            ext.page_size_bytes = u64::from(u32_arg(key, value)?) << 20;
+            ext.page_size_auto = false;
+        }
         "ext_wbuf_size" => ext.wbuf_size_bytes = u64::from(u32_arg(key, value)?) << 20,
         "ext_threads" => ext.threads = u32_arg(key, value)?,
         "ext_io_depth" => ext.io_depth = u32_arg(key, value)?,

@@ -38,7 +38,8 @@ const EXTENDED: &str = "\
    - Flash tier (ext_*, memcached's extstore options)
    - ext_path:            file to write to for the flash tier, repeatable.
                           ie: ext_path=/mnt/d1/strata.flash:1G
-   - ext_page_size:       size in megabytes of flash pages. (default: 64)
+   - ext_page_size:       size in megabytes of flash pages. (default: 64, smaller
+                          for files of under 64 pages)
    - ext_wbuf_size:       size in megabytes of page write buffers. (default: 4)
    - ext_threads:         number of flash I/O threads (epoll engine). (default: 1)
    - ext_item_size:       store items larger than this (bytes, default 64; memcached: 512)
@@ -55,8 +56,14 @@ const EXTENDED: &str = "\
    - ext_set_threshold:   new items a set must get in a rewrite to take them (default: 1)
    - ext_read_ahead_max:  bytes flash reads queued ahead of their requests may hold,
                           all connections (default: 1/64 of -m, at least 1 MiB; 0: off)
-   - ext_io_depth, ext_compact_under, ext_drop_under, ext_max_frag,
-     ext_max_sleep, ext_drop_unread: accepted and shown (see docs/COMPATIBILITY.md)
+   - ext_compact_under:   compact when fewer than this many pages are ready
+                          (default: 1 percent of the pages, at least 3)
+   - ext_drop_under:      evict the oldest page (keeping its read items) when fewer
+                          than this many are ready and none is under ext_max_frag
+                          (default: 1 percent of the pages, at least 3)
+   - ext_max_frag:        only defrag pages if they are less full than this pct-wise (default: 0.80)
+   - ext_io_depth, ext_max_sleep, ext_drop_unread: accepted and shown
+     (see docs/COMPATIBILITY.md)
    memcached's other options are accepted and checked as memcached checks them
    (hashpower, tail_repair_time, hash_algorithm, lru_maintainer, hot_lru_pct,
    warm_lru_pct, hot_max_factor, warm_max_factor, temporary_ttl, slab_reassign,

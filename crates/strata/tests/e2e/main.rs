@@ -17,6 +17,7 @@ mod connections;
 mod debug_clock;
 mod dumps;
 mod flash;
+mod flash_churn;
 mod flash_limits;
 mod flash_mc_suite;
 mod flash_overwrite;

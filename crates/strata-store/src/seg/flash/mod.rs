@@ -48,11 +48,13 @@
 
 mod age;
 mod budget;
+mod compact;
 mod index;
 mod mapped;
 mod page_table;
 mod probe;
 mod record;
+mod scan;
 mod serve;
 pub(crate) mod small;
 mod tier;
@@ -61,6 +63,7 @@ mod walk;
 use std::sync::atomic::Ordering;
 
 pub use self::age::FlashIdle;
+pub use self::compact::FlashCompact;
 pub use self::small::FlashRewrite;
 pub(crate) use self::index::FlashIndex;
 use self::index::Entry;
@@ -154,6 +157,19 @@ impl SegStore {
         if self.g.small.is_some() {
             small::shadow(&self.g, shard, hash);
         }
+    }
+
+    /// A read's record is no longer its key's current copy: Moved if the
+    /// key still has a flash copy (a larger item's entry, a small-store
+    /// entry, or a set that may hold it: read again), else Absent (a
+    /// `miss_from_extstore`, as memcached counts a replaced item's read).
+    pub(super) fn moved_or_absent(&self, shard: &Shard, tier: &Tier, hash: u64) -> FlashFinish {
+        let large = shard.flash.as_ref().is_some_and(|fi| fi.find(hash, |e| !tier.is_stale(e.page, e.version4)).is_some());
+        if large || small::still_there(&self.g, shard, hash) {
+            return FlashFinish::Moved;
+        }
+        tier.c.miss.fetch_add(1, relaxed());
+        FlashFinish::Absent
     }
 
     /// Count bytes a client stored (write amplification's denominator).
@@ -250,9 +266,9 @@ impl SegStore {
         let offset = read.offset_bytes - spot.base + u64::from(id.at);
         let Some(fi) = shard.flash.as_mut() else { return FlashFinish::Absent };
         let Some(i) = fi.find_at(id.hash, id.page, offset) else {
-            // Replaced, deleted or already brought back meanwhile.
-            tier.c.miss.fetch_add(1, relaxed());
-            return FlashFinish::Absent;
+            // Moved (compaction), or replaced, deleted or brought back
+            // meanwhile.
+            return self.moved_or_absent(shard, tier, id.hash);
         };
         let e = fi.get(i);
         if tier.version(id.page) != id.version {
@@ -465,7 +481,8 @@ impl Shard {
             bits: h.bits & (FETCHED | STALE | TOKEN_SENT | KEY_BINARY),
         };
         let (key, value) = (h.key(item), h.value(item));
-        let placed = tier.append(record::record_len(key.len(), value.len()), |out, seed| {
+        let times = tier::Times { exptime, access };
+        let placed = tier.append(tier::Taker::Buffer, record::record_len(key.len(), value.len()), times, |out, seed| {
             record::encode(out, key, value, &meta, seed);
         });
         let Some(p) = placed else {

@@ -88,6 +88,14 @@ pub fn peek_len(bytes: &[u8]) -> Option<usize> {
 /// Decode and check the record at the start of `bytes`; None if it is cut
 /// short or fails its check.
 pub fn decode(bytes: &[u8], seed: u64) -> Option<Record<'_>> {
+    let rec = parse(bytes)?;
+    let end = HEADER + rec.key.len() + rec.value.len();
+    (xxh3_64_with_seed(&bytes[4..end], seed) as u32 == u32_at(bytes, 0)).then_some(rec)
+}
+
+/// The record at the start of `bytes` as its header describes it, not
+/// checked (for bytes [`decode`] has checked); None if it is cut short.
+pub fn parse(bytes: &[u8]) -> Option<Record<'_>> {
     if bytes.len() < HEADER || u16::from_le_bytes([bytes[30], bytes[31]]) != MAGIC {
         return None;
     }
@@ -95,9 +103,6 @@ pub fn decode(bytes: &[u8], seed: u64) -> Option<Record<'_>> {
     let key_len = usize::from(bytes[29]);
     let end = HEADER.checked_add(key_len)?.checked_add(value_len)?;
     if key_len == 0 || end > bytes.len() {
-        return None;
-    }
-    if xxh3_64_with_seed(&bytes[4..end], seed) as u32 != u32_at(bytes, 0) {
         return None;
     }
     let mut cas = [0u8; 8];

@@ -10,9 +10,8 @@
 //!                     ─► put into RAM (drops flash entries), InRam
 //!  else               ─► shown to the visitor (a hit counted), Visited;
 //!                        the token it may win written into RAM; the read
-//!                        marked on its source (entry frequency, or the
-//!                        set's hit bit), or a record on a page near
-//!                        reclaim rewritten (a rescue, larger items only)
+//!                        marked on its source (entry frequency, which the
+//!                        compactor's rescues go by, or the set's hit bit)
 //! ```
 
 use std::sync::atomic::Ordering;
@@ -125,7 +124,7 @@ impl SegStore {
             return FlashFinish::Visited;
         }
         if !opts.no_bump {
-            self.bump_source(shard, tier, hash, key, value, &m, len, src, now);
+            self.bump_source(shard, hash, src);
         }
         FlashFinish::Visited
     }
@@ -148,31 +147,12 @@ impl SegStore {
     }
 
     /// Mark a read on its source.
-    #[allow(clippy::too_many_arguments)]
-    fn bump_source(&self, shard: &mut Shard, tier: &Tier, hash: u64, key: &[u8], value: &[u8], m: &record::Meta, len: usize, src: Source, now: RelTime) {
+    fn bump_source(&self, shard: &mut Shard, hash: u64, src: Source) {
         match src {
             Source::Large(e) => {
                 let Some(fi) = shard.flash.as_mut() else { return };
                 let Some(i) = fi.find_at(hash, e.page, e.offset) else { return };
-                if !tier.is_old(e.page) {
-                    fi.set(i, hash, &Entry { freq: (e.freq + 1).min(3), ..e });
-                    return;
-                }
-                // Rescue: a read item on a page near reclaim is written again.
-                let meta = record::Meta { bits: m.bits | FETCHED, access: now, ..*m };
-                match tier.append(len, |out, seed| {
-                    record::encode(out, key, value, &meta, seed);
-                }) {
-                    Some(p) => {
-                        tier.forget(e.page, e.version4);
-                        let fresh = Entry { page: p.page, offset: p.offset, blocks: p.blocks, version4: (p.version & 0xf) as u8, freq: 0 };
-                        fi.set(i, hash, &fresh);
-                        tier.c.compact_rescues.fetch_add(1, relaxed());
-                    }
-                    None => {
-                        tier.c.compact_lost.fetch_add(1, relaxed());
-                    }
-                }
+                fi.set(i, hash, &Entry { freq: (e.freq + 1).min(3), ..e });
             }
             Source::Log { .. } => small::bump_log_entry(shard, hash),
             Source::Set { part, set, index } => {

@@ -21,32 +21,19 @@
 //! the dump's own thread, never a worker's; `stats cachedump` and the
 //! crawler do not walk flash.
 
-use std::os::unix::fs::FileExt;
-
-use super::index::MAX_BLOCKS;
-use super::record;
-use super::tier::BLOCK;
-use crate::flash_read::FlashBuf;
+use super::scan::{PageCursor, Step};
 use crate::seg::item::{FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
 use crate::seg::{hash_key, SegStore};
 use crate::walk::Visit;
 use crate::{ItemMeta, ItemView, RelTime};
 
-/// A scan read: the longest record (`MAX_BLOCKS` blocks from its aligned
-/// start) fits in one, whatever the offset it starts at.
-const SCAN_BYTES: usize = (MAX_BLOCKS as usize + 1) * BLOCK as usize;
-
 /// Where a walk stands on flash.
 pub struct FlashScan {
+    /// The page the cursor is in (a page past the last: the pages are done).
     page: u32,
-    /// The page's version when the scan entered it.
-    version: u32,
-    /// Page offset of the next record to look at (0: page not entered).
-    offset: u64,
-    /// `buf[..filled]` holds the page's bytes from `buf_at`.
-    buf: FlashBuf,
-    buf_at: u64,
-    filled: usize,
+    /// The cursor entered `page`.
+    entered: bool,
+    cursor: PageCursor,
     /// The write buffer was written out before the first step.
     flushed: bool,
     /// Where the walk stands in the small store, after the pages.
@@ -55,29 +42,20 @@ pub struct FlashScan {
 
 impl std::fmt::Debug for FlashScan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "FlashScan {{ page: {}, offset: {} }}", self.page, self.offset)
+        write!(f, "FlashScan {{ page: {}, offset: {} }}", self.page, self.cursor.offset)
     }
 }
 
 impl Clone for FlashScan {
     /// A copy starts over at the same record (its buffer is not copied).
     fn clone(&self) -> FlashScan {
-        FlashScan { buf: FlashBuf::new(SCAN_BYTES), filled: 0, buf_at: 0, ..*self }
+        FlashScan { cursor: self.cursor.clone(), ..*self }
     }
 }
 
 impl Default for FlashScan {
     fn default() -> FlashScan {
-        FlashScan {
-            page: 0,
-            version: 0,
-            offset: 0,
-            buf: FlashBuf::new(SCAN_BYTES),
-            buf_at: 0,
-            filled: 0,
-            flushed: false,
-            small: super::small::SmallScan::default(),
-        }
+        FlashScan { page: 0, entered: false, cursor: PageCursor::new(), flushed: false, small: super::small::SmallScan::default() }
     }
 }
 
@@ -102,50 +80,25 @@ impl SegStore {
                 // Then the small store's sets and log blocks.
                 return self.walk_small_step(&mut scan.small, budget - looked, now, visit);
             }
-            let page = scan.page;
-            if scan.offset == 0 {
-                // Enter the page: records start after its header block.
-                scan.version = tier.version(page);
-                scan.offset = BLOCK;
-                scan.filled = 0;
+            if !scan.entered {
+                scan.cursor.enter(tier, scan.page);
+                scan.entered = true;
             }
-            let end = tier.written_bytes_of(page);
-            if scan.offset >= end || tier.version(page) != scan.version {
-                scan.page += 1;
-                scan.offset = 0;
-                continue;
-            }
-            // The record at `offset` must lie in the buffer: read from its block.
-            let in_buf = scan.offset >= scan.buf_at && scan.offset + record::HEADER as u64 <= scan.buf_at + scan.filled as u64;
-            if !in_buf && !self.scan_read(scan, end) {
-                scan.page += 1;
-                scan.offset = 0;
-                continue;
-            }
-            looked += 1;
-            let at = (scan.offset - scan.buf_at) as usize;
-            let bytes = &scan.buf[at..scan.filled];
-            let Some(len) = record::peek_len(bytes) else {
-                scan.offset = (scan.offset / BLOCK + 1) * BLOCK;
-                continue;
-            };
-            if len > bytes.len() {
-                if scan.buf_at + scan.filled as u64 >= end {
-                    // Cut short by the end of what is written: damage.
-                    scan.offset = (scan.offset / BLOCK + 1) * BLOCK;
-                } else {
-                    scan.filled = 0; // read again from this record's block
+            let (page, version) = (scan.cursor.page, scan.cursor.version);
+            let (offset, rec) = match scan.cursor.step(tier) {
+                Step::End => {
+                    scan.page += 1;
+                    scan.entered = false;
+                    continue;
                 }
-                continue;
-            }
-            let seed = record::seed(tier.secret, page, scan.version);
-            let Some(rec) = record::decode(bytes, seed) else {
-                scan.offset = (scan.offset / BLOCK + 1) * BLOCK;
-                continue;
+                Step::Skipped { .. } => {
+                    looked += 1;
+                    continue;
+                }
+                Step::Record { offset, rec, .. } => (offset, rec),
             };
-            let offset = scan.offset;
-            scan.offset += rec.len as u64;
-            if !self.flash_points_at(rec.key, page, scan.version, offset) {
+            looked += 1;
+            if !self.flash_points_at(rec.key, page, version, offset) {
                 continue;
             }
             let m = rec.meta;
@@ -165,22 +118,6 @@ impl SegStore {
             visit(ItemView { key: rec.key, value: rec.value, meta }, Visit::Live);
         }
         false
-    }
-
-    /// Fill the scan's buffer from the block of its offset, up to `end`;
-    /// false on a read error (the page is skipped).
-    fn scan_read(&self, scan: &mut FlashScan, end: u64) -> bool {
-        let Some(tier) = &self.g.flash else { return false };
-        let spot = &tier.spots[scan.page as usize];
-        let from = scan.offset / BLOCK * BLOCK;
-        let len = (end - from).min(SCAN_BYTES as u64) as usize;
-        scan.buf_at = from;
-        scan.filled = 0;
-        if tier.files[spot.file].read_exact_at(&mut scan.buf[..len], spot.base + from).is_err() {
-            return false;
-        }
-        scan.filled = len;
-        true
     }
 
     /// Whether `key`'s flash entry points at the record at `offset` of

@@ -65,6 +65,10 @@ pub struct Place {
 /// when the partition may grow.
 pub const TARGET_FILL_PERCENT: usize = 75;
 
+/// The small store starts only if its sets can take at least 1/this of
+/// the file (`Geometry::fits`).
+pub const MIN_SETS_SHARE: u64 = 4;
+
 impl Geometry {
     /// The geometry for `file_bytes` of flash in pages of `page_bytes`,
     /// `shards` shards, sets of `set_bytes`, and the log's share of the
@@ -133,6 +137,19 @@ impl Geometry {
 
     pub fn parts(&self) -> usize {
         self.parts_per_shard as usize * self.shards
+    }
+
+    /// Bytes every partition's sets take at their largest.
+    pub fn sets_bytes(&self) -> u64 {
+        self.parts() as u64 * u64::from(self.max_sets) * self.set_bytes as u64
+    }
+
+    /// Whether the sets can take at least [`MIN_SETS_SHARE`] of a file of
+    /// `file_bytes`: where they cannot (too few pages for the log's share,
+    /// its margin and a rewrite's extent beside the sets), the small store
+    /// is not started and small items stay in the larger items' log.
+    pub fn fits(&self, file_bytes: u64) -> bool {
+        self.sets_bytes() >= file_bytes / MIN_SETS_SHARE
     }
 
     /// The partition (within its shard) and the place in it of `hash`.
@@ -217,6 +234,13 @@ mod tests {
             assert!(pages <= 128, "log {log}%: {pages} pages: {g:?}");
             assert!(extents >= (128 << 20) / 100 * (90 - 2 * u64::from(log)) / 2, "log {log}%: sets of {extents} bytes: {g:?}");
         }
+        // 4 pages of 64 MiB (ext_page_size=64 given, a 256 MiB file): one
+        // set a partition, which a merge would fill and drop the rest of:
+        // no small store. The default pages (64 of 4 MiB) leave room.
+        let four = Geometry::new(256 << 20, 64 << 20, 64 << 20, 4, 4096, 320, 13, 512, 1);
+        assert!(!four.fits(256 << 20), "{four:?}");
+        let auto = Geometry::new(256 << 20, 4 << 20, 64 << 20, 4, 4096, 320, 13, 512, 1);
+        assert!(auto.fits(256 << 20), "{auto:?}: {} bytes of sets", auto.sets_bytes());
         // More partitions than pages (the node, and a quarter of
         // it): the sets still take most of the file.
         for (file, memory) in [(45u64 << 30, 1u64 << 30), (12 << 30, 256 << 20)] {

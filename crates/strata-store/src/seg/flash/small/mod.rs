@@ -72,7 +72,7 @@ pub(crate) use self::budget::meta_room;
 pub(crate) use self::read::Look;
 pub use self::sched::FlashRewrite;
 pub(crate) use self::walk::SmallScan;
-pub(crate) use self::write::{admit, bump_log_entry, drop_log_entry, maintain, shadow, Refused};
+pub(crate) use self::write::{admit, bump_log_entry, drop_log_entry, maintain, shadow, still_there, Refused};
 use self::dir::{BlockAt, Commit, Dir, RING_OPEN};
 use self::geometry::LOG_BLOCK;
 use self::index::{Entry, SmallIndex, RING_SLOTS};
@@ -341,6 +341,19 @@ impl crate::seg::SegStore {
             ext.small_item_max,
             ext.set_threshold,
         );
+        let file_bytes = tier.page_count() as u64 * tier.page_size;
+        if !geo.fits(file_bytes) {
+            // Too few pages for sets beside the log's share, its margin and
+            // a rewrite's new extent: every merge would drop what its one
+            // set cannot hold. The larger items' log keeps them instead.
+            return Ok(format!(
+                "; small store off: {} pages of {} KiB leave its sets {} KiB of the {} MiB (a larger file, or a smaller ext_page_size, makes room), small items go to the log with larger ones",
+                tier.page_count(),
+                tier.page_size >> 10,
+                geo.sets_bytes() >> 10,
+                file_bytes >> 20
+            ));
+        }
         let small = Small::new(geo);
         tier.stream_reserve.store(geo.reserve_pages, relaxed());
         let (mut kept_sets, mut kept_log) = (0u64, 0usize);

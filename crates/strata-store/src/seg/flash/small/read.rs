@@ -179,8 +179,8 @@ impl SegStore {
                 let entry = ss.index.find(hash).map(|f| f.1);
                 let still = matches!(entry, Some(Entry::Log { slot: s, index: i, .. }) if s == slot && i == index);
                 if !current || !still || ss.dir.ring(part as usize)[usize::from(slot)] != placed {
-                    tier.c.miss.fetch_add(1, relaxed());
-                    return FlashFinish::Absent;
+                    // Merged into a set, replaced or deleted meanwhile.
+                    return self.moved_or_absent(shard, tier, hash);
                 }
                 let freq = match entry {
                     Some(Entry::Log { freq, .. }) => freq,
@@ -191,8 +191,8 @@ impl SegStore {
             ReadKind::Set { part, seq, set } => {
                 let shadowed = ss.index.find(hash).is_some() || shard.flash.as_ref().is_some_and(|fi| fi.find(hash, |_| true).is_some());
                 if !current || shadowed || ss.parts[part as usize].commit.seq != seq {
-                    tier.c.miss.fetch_add(1, relaxed());
-                    return FlashFinish::Absent;
+                    // Rewritten by a merge, or a newer copy meanwhile.
+                    return self.moved_or_absent(shard, tier, hash);
                 }
                 (Source::Set { part: part as usize, set: set as usize, index: 0 }, View::open(bytes, seed, Kind::Set))
             }

@@ -34,6 +34,22 @@ pub(super) fn maybe_in_set(part: &Part, place_frac: u32, hash: u64) -> bool {
     part.merging || filter_says(part, place_frac, hash)
 }
 
+/// Whether the small store may still hold `hash`: a log entry names its
+/// record, or (no entry) its set may hold it, in the committed extent (its
+/// filter says maybe) or in the one a merge is building (a finished read
+/// of an older copy is then read again: `moved_or_absent`).
+pub(crate) fn still_there(g: &Globals, shard: &Shard, hash: u64) -> bool {
+    let (Some(small), Some(ss)) = (g.small.as_ref(), shard.flash_small.as_deref()) else { return false };
+    match ss.index.find(hash) {
+        Some((_, Entry::Log { .. })) => true,
+        Some((_, Entry::Tomb)) => false,
+        None => {
+            let place = small.geo.place(hash);
+            maybe_in_set(&ss.parts[place.part], place.frac, hash)
+        }
+    }
+}
+
 /// Whether the filter of `hash`'s set in `part`'s committed extent says
 /// the set may hold it.
 fn filter_says(part: &Part, place_frac: u32, hash: u64) -> bool {

@@ -29,7 +29,7 @@
 
 use std::sync::{Arc, MutexGuard};
 
-use super::{Inflight, Inner, Placed, Writer, BLOCK, NO_PAGE};
+use super::{Inflight, Inner, Placed, Taker, Times, Writer, BLOCK, NO_PAGE};
 use crate::flash_read::{FlashBuf, FLASH_ALIGN_BYTES};
 use crate::seg::flash::index::MAX_BLOCKS;
 use crate::seg::flash::record;
@@ -43,7 +43,9 @@ impl Inner {
     pub(super) fn append_large<'a>(
         &'a self,
         mut w: MutexGuard<'a, Writer>,
+        who: Taker,
         len: usize,
+        times: Times,
         write: impl FnOnce(&mut [u8], u64),
     ) -> Option<Placed> {
         let rounded = len.div_ceil(FLASH_ALIGN_BYTES) * FLASH_ALIGN_BYTES;
@@ -60,7 +62,7 @@ impl Inner {
                 return None;
             }
             if w.page == NO_PAGE {
-                self.open_page(&mut w)?;
+                self.open_page(&mut w, who)?;
             }
             // The write buffer (or a new page's header) goes out first.
             w = self.flush(w);
@@ -77,7 +79,7 @@ impl Inner {
             let version = self.version(page);
             write(&mut buf[..len], record::seed(self.secret, page, version));
             buf[len..].fill(0);
-            self.note_record(page, len);
+            self.note_record(page, len, times);
             w.inflight.push_back(Inflight { page, version, page_off: offset, len: rounded, buf: Arc::new(buf), dedicated: true });
             w.page_off += rounded as u64;
             self.work.notify_one();

@@ -20,7 +20,7 @@
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::Ordering;
 
-use super::{lock, Inner, BLOCK, NO_PAGE};
+use super::{lock, Inner, Taker, BLOCK, NO_PAGE};
 use crate::flash_read::{FlashBuf, FLASH_ALIGN_BYTES};
 
 fn relaxed() -> Ordering {
@@ -101,7 +101,7 @@ impl Inner {
             }
             s.page = NO_PAGE;
         }
-        let Some(page) = self.take_page(&mut w, true) else { return false };
+        let Some(page) = self.take_page(&mut w, Taker::Stream) else { return false };
         let version = self.start_page(&w, page);
         drop(w);
         let mut header = FlashBuf::new(FLASH_ALIGN_BYTES);
