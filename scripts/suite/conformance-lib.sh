@@ -1,4 +1,4 @@
-# Checks shared by scripts/conformance.sh and scripts/conformance-flash.sh
+# Checks shared by scripts/suite/conformance.sh and scripts/suite/conformance-flash.sh
 # (sourced, not run). Each check prints what it saw and returns non-zero on
 # a failure, so a caller runs every check and fails at the end.
 

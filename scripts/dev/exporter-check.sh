@@ -2,15 +2,15 @@
 # The Prometheus memcached_exporter against a server: how many metric
 # families it exports (a check while developing, not a CI step; issue 18).
 #
-#   scripts/exporter_check.sh EXPORTER_BINARY SERVER_COMMAND...
+#   scripts/dev/exporter-check.sh EXPORTER_BINARY SERVER_COMMAND...
 #
 # The exporter is built from its repository (github prometheus/memcached_exporter:
 # `go build ./cmd/memcached_exporter`). The server command gets `-p PORT`
 # appended; MC_PORT (default 26001) and EXPORTER_PORT (default 26002) pick the
 # ports. Prints the `# TYPE` count (the exporter's own build_info included),
 # memcached_up, and leaves the exporter's output in /tmp/exporter_check.txt.
-#   scripts/exporter_check.sh ./memcached_exporter /usr/bin/memcached -u root -U 0
-#   scripts/exporter_check.sh ./memcached_exporter target/release/strata -U 0
+#   scripts/dev/exporter-check.sh ./memcached_exporter /usr/bin/memcached -u root -U 0
+#   scripts/dev/exporter-check.sh ./memcached_exporter target/release/strata -U 0
 set -euo pipefail
 EXPORTER=$1; shift
 MC_PORT=${MC_PORT:-26001}; EXPORTER_PORT=${EXPORTER_PORT:-26002}

@@ -10,7 +10,7 @@ import re
 import subprocess
 import threading
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BIN = os.environ.get("STRATA_BIN", os.path.join(ROOT, "target", "release", "strata"))
 
 

@@ -1,4 +1,4 @@
-"""What the check scripts share (scripts/image-check, scripts/chart-check):
+"""What the check scripts share (scripts/package/image-check.py, scripts/package/chart-check.py):
 each check printed as it is made, the failed ones counted, and the exit
 status they add up to."""
 

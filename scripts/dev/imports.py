@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The import graph of one crate's modules, and its circles.
 
-    scripts/imports.py crates/strata-server           circles (strongly connected modules)
-    scripts/imports.py crates/strata-server --dot     the whole graph, for `dot -Tsvg`
+    scripts/dev/imports.py crates/strata-server           circles (strongly connected modules)
+    scripts/dev/imports.py crates/strata-server --dot     the whole graph, for `dot -Tsvg`
 
 A module is a file (`src/ops/watch.rs` is `ops::watch`, `src/ops/mod.rs` is
 `ops`). An edge A -> B is any `crate::B...` path written in A's file, in a

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Check the Helm chart, packaging/helm/strata.
 
-    scripts/chart-check
+    scripts/package/chart-check.py
 
 For the default values and each file of the chart's ci/ folder: `helm lint
 --strict`, `helm template`, every rendered object validated strictly (no
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "scripts"), str(REPO / "scripts/bench")]
 from checks import check, finish  # noqa: E402
 from common import free_port  # noqa: E402

@@ -3,7 +3,7 @@
 # this after the release build; it needs lintian, help2man, dpkg-dev and,
 # for the memcached.conf start, Debian's memcached package):
 #
-#   1. scripts/package-deb builds target/debian/strata_VERSION_ARCH.deb;
+#   1. scripts/package/deb.sh builds target/debian/strata_VERSION_ARCH.deb;
 #   2. lintian finds no error in it (its warnings and infos are printed;
 #      accepted: hardening-no-fortify-functions, Rust calls no fortified
 #      libc function, and package-supports-alternative-init-but-no-init.d-script,
@@ -22,12 +22,12 @@
 #      stop (SIGTERM) and a start, as across `systemctl restart strata`;
 #   6. a conf with a bad line stops the start with FILE:LINE and exit 1.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 started_ns=$(date +%s%N)
 # Milliseconds since the start, for each step's line.
 at() { echo "[$(( ($(date +%s%N) - started_ns) / 1000000 )) ms]"; }
 
-deb=$(scripts/package-deb)
+deb=$(scripts/package/deb.sh)
 echo "package-check: $(at) built $deb ($(du -h "$deb" | cut -f1))"
 
 lintian --fail-on error --tag-display-limit 0 --display-info "$deb" || { echo "package-check: $(at) lintian found errors" >&2; exit 1; }

@@ -3,7 +3,7 @@
 # built (target/release/strata, target/release/strata-bench): no cargo-deb
 # (compiling it costs minutes on 2 cores), a staged tree and dpkg-deb.
 #
-#   scripts/package-deb [OUTDIR]      -> OUTDIR/strata_VERSION_ARCH.deb
+#   scripts/package/deb.sh [OUTDIR]      -> OUTDIR/strata_VERSION_ARCH.deb
 #                                        (default target/debian); prints its path
 #
 #   /usr/bin/strata, /usr/bin/strata-bench     stripped copies, as dh_strip makes them
@@ -19,7 +19,7 @@
 # units reload with /bin/kill, not in a minimal root) and adduser, which
 # postinst uses to create the strata system user.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 out=${1:-target/debian}
 bin=target/release

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Build the container image (scripts/package-image) and check it.
+"""Build the container image (scripts/package/image.sh) and check it.
 
-    scripts/image-check
+    scripts/package/image-check.py
 
 The image's config and files: user and group 11211, entrypoint and command,
 ports 11211 and 9150, SIGTERM, no shell nor any program but Strata's, at
@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 from checks import check, finish  # noqa: E402
 
@@ -215,7 +215,7 @@ def main():
     version = next(line.split('"')[1] for line in (ROOT / "Cargo.toml").read_text().splitlines() if line.startswith("version = "))
     work = Path(tempfile.mkdtemp(prefix="strata-image-check-"))
     try:
-        archive = subprocess.run([ROOT / "scripts/package-image", work], check=True, capture_output=True, text=True).stdout.split()[-1]
+        archive = subprocess.run([ROOT / "scripts/package/image.sh", work], check=True, capture_output=True, text=True).stdout.split()[-1]
         layout = work / "oci"
         manifest, config = read_image(layout, version)
         check_config(config, version)

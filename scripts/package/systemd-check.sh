@@ -14,7 +14,7 @@
 #   6. `systemctl stop strata`: exit 0, and the next start restores the
 #      memory file "after a graceful stop" (the file was marked clean).
 #
-#   scripts/systemd-check      needs root, mmdebstrap and systemd-container
+#   scripts/package/systemd-check.sh      needs root, mmdebstrap and systemd-container
 #                              (apt-get install mmdebstrap systemd-container),
 #                              the release binaries and the network to
 #                              Debian's mirror the first time: the root is
@@ -23,7 +23,7 @@
 # Not run by ./scripts/test (building the root takes minutes); its output
 # goes in docs/bench/containers.md. Any deviation fails it (exit 1).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 for tool in mmdebstrap systemd-nspawn nsenter; do
     command -v "$tool" >/dev/null || { echo "systemd-check: $tool is missing (apt-get install mmdebstrap systemd-container)" >&2; exit 1; }
 done
@@ -41,7 +41,7 @@ if [ ! -s "$work/root.tar" ]; then
     mmdebstrap --quiet --format=tar --variant=minbase --include=systemd,systemd-sysv,dbus,adduser,procps \
         bookworm "$work/root.tar.part" && mv "$work/root.tar.part" "$work/root.tar"
 fi
-deb=$(scripts/package-deb)
+deb=$(scripts/package/deb.sh)
 root=$(mktemp -d "$PWD/$work/root.XXXXXX")
 nspawn=
 cleanup() {

@@ -5,7 +5,7 @@
 # verification) must finish with no misses, verification failures, drops or
 # timeouts.
 #
-#   scripts/conformance.sh [path/to/strata]
+#   scripts/suite/conformance.sh [path/to/strata]
 set -euo pipefail
 bin=${1:-target/release/strata}
 . "$(dirname "$0")/conformance-lib.sh"

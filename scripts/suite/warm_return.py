@@ -54,7 +54,7 @@ import time
 from pymemcache.client.base import Client
 from pymemcache.client.hash import HashClient
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts/bench"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../bench"))
 from common import free_port  # noqa: E402
 
 STRATA = None

@@ -6,7 +6,7 @@
 # and each load to CPU 1. Rounds alternate memcaslap / strata-bench; the
 # script prints each figure and the ratio of the means.
 #
-#   crates/strata-bench/scripts/check-vs-memcaslap.sh [SECONDS] [ROUNDS]
+#   scripts/bench/check-vs-memcaslap.sh [SECONDS] [ROUNDS]
 #
 # memcached gets -m 1024 so memcaslap's key windows (64 x 10k keys) fit
 # without evictions (with the default 64 MB, 40% of its gets miss, and
@@ -14,7 +14,7 @@
 # percent between runs, so each round is a back-to-back pair and the verdict
 # uses the median of the per-round ratios.
 set -euo pipefail
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/../.."
 secs=${1:-3}
 rounds=${2:-8}
 port=${PORT:-24611}

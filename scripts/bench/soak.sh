@@ -5,9 +5,9 @@
 # to -c, stalled and damaged requests, and a checker that knows every
 # acknowledged write. See scripts/bench/soak.py for what it reports.
 #
-#   scripts/soak [MINUTES] [soak.py options]     (default 30 minutes)
+#   scripts/bench/soak.sh [MINUTES] [soak.py options]     (default 30 minutes)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 minutes=30
 if [[ ${1:-} =~ ^[0-9.]+$ ]]; then
     minutes=$1

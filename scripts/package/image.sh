@@ -5,7 +5,7 @@
 # writes the image, skopeo turns it into an archive `docker load` and
 # `podman load` read. Both are Debian packages (apt-get install umoci skopeo).
 #
-#   scripts/package-image [OUTDIR]   -> OUTDIR/oci               (OCI layout, tag VERSION)
+#   scripts/package/image.sh [OUTDIR]   -> OUTDIR/oci               (OCI layout, tag VERSION)
 #                                       OUTDIR/strata-VERSION.tar (docker-archive, strata:VERSION)
 #                                       default OUTDIR: target/image; prints the archive's path
 #
@@ -22,7 +22,7 @@
 # ExposedPorts 11211/tcp (memcached) and 9150/tcp (-o metrics_listen),
 # StopSignal SIGTERM (the memory file is written back). No shell.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 out=${1:-target/image}
 bin=target/release
@@ -80,7 +80,7 @@ EOF
 echo 'hosts: files dns' > "$root/etc/nsswitch.conf"
 chmod 0644 "$root/etc/passwd" "$root/etc/group" "$root/etc/nsswitch.conf"
 
-umoci repack --image "$image" --history.created_by "scripts/package-image" "$stage/bundle"
+umoci repack --image "$image" --history.created_by "scripts/package/image.sh" "$stage/bundle"
 source_date=$(git log -1 --format=%cI 2>/dev/null || date -u +%FT%TZ)
 umoci config --image "$image" --no-history \
     --created "$source_date" --author "$(sed -n 's/^Maintainer: //p' packaging/debian/control.in)" \

@@ -4,12 +4,12 @@
 # `ext_item_size=1` (every item may go to flash), and a filler load of sets
 # of other keys (strata-bench, open loop) that keeps turning `-m 8` over, so
 # the tools' items move to flash between their commands. The same pass rules
-# as scripts/conformance.sh (UDP is off: memcached refuses UDP with
+# as scripts/suite/conformance.sh (UDP is off: memcached refuses UDP with
 # extstore), and the run must have served gets from flash (`get_extstore`;
 # memccapable sets and reads back at once, so few of its own gets meet a
 # flash item: most come from the verified memcaslap run).
 #
-#   scripts/conformance-flash.sh [path/to/strata]
+#   scripts/suite/conformance-flash.sh [path/to/strata]
 set -euo pipefail
 bin=${1:-target/release/strata}
 bench=$(dirname "$bin")/strata-bench

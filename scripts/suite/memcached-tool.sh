@@ -2,7 +2,7 @@
 # Debian's memcached-tool against Strata (issue 15): `dump` must list every
 # one of 100,000 stored keys (it reads `lru_crawler metadump all`, then gets
 # each key); `display`, `stats` and `settings` must answer.
-# Usage: scripts/memcached-tool.sh [path/to/strata]
+# Usage: scripts/suite/memcached-tool.sh [path/to/strata]
 set -euo pipefail
 BIN=${1:-target/release/strata}
 TOOL=/usr/share/memcached/scripts/memcached-tool
