@@ -23,21 +23,25 @@ fn seeds() -> Vec<Vec<u8>> {
     files(&fuzz().join("corpus/text"))
 }
 
-/// `fuzz/grown/text.tar.gz` (what the runs found beyond the seeds),
-/// unpacked by the system's `tar` into a directory of this process's
-/// under `target/fuzz-replay` (as strata-store's `fuzzing::corpus` does
-/// for the other targets; this crate depends on no other).
+/// `fuzz/grown/text.tar.gz` (what the runs found beyond the seeds), read
+/// in memory in name order (as strata-store's `fuzzing::corpus` reads
+/// the other targets'; this crate depends on no other).
 fn grown() -> Vec<Vec<u8>> {
+    use std::io::Read;
     let archive = fuzz().join("grown/text.tar.gz");
-    let targets = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| fuzz().join("../target"));
-    let scratch = targets.join("fuzz-replay").join(format!("text-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::create_dir_all(&scratch).unwrap();
-    let status = std::process::Command::new("tar").arg("-xzf").arg(&archive).arg("-C").arg(&scratch).status().expect("tar");
-    assert!(status.success(), "tar -xzf {}: {status}", archive.display());
-    let inputs = files(&scratch);
-    std::fs::remove_dir_all(&scratch).unwrap();
-    inputs
+    let file = std::fs::File::open(&archive).unwrap_or_else(|e| panic!("{}: {e}", archive.display()));
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(std::io::BufReader::new(file)));
+    let mut inputs = Vec::new();
+    for entry in tar.entries().expect("a tar archive") {
+        let mut entry = entry.expect("an archive entry");
+        if entry.header().entry_type() == tar::EntryType::Regular {
+            let (name, mut bytes) = (entry.path().expect("a name").into_owned(), Vec::new());
+            entry.read_to_end(&mut bytes).expect("an input's bytes");
+            inputs.push((name, bytes));
+        }
+    }
+    inputs.sort();
+    inputs.into_iter().map(|(_, bytes)| bytes).collect()
 }
 
 #[test]
