@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A long run of Strata under load and faults (`scripts/soak [MINUTES]`).
+"""A long run of Strata under load and faults (`scripts/bench/soak.sh [MINUTES]`).
 
 The server runs with the flash tier and a memory file. Against it, at the
 same time:

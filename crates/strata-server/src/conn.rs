@@ -372,6 +372,7 @@ impl Conn {
     }
 
     /// Bytes of a refused data block still to discard.
+    #[cfg(feature = "fuzzing")]
     pub(crate) fn swallowing(&self) -> usize {
         self.swallow
     }

@@ -9,6 +9,7 @@ pub mod auth;
 pub mod conn;
 pub mod ctx;
 pub mod front;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod flash_age;

@@ -29,6 +29,7 @@ pub mod ext_stats;
 mod flash_buf;
 pub mod flash_read;
 pub mod flash_tier;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod map;

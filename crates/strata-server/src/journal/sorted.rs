@@ -175,13 +175,26 @@ mod tests {
         // (change i, of key i mod 700, in second 1001 + i / 100) and publishes how far it got;
         // another records as many other keys; the reader asks windows and checks
         // that every change it knows done at or after the window is in it.
+        // Before each second's tick the writer waits until the reader has
+        // asked a window since the last tick, so the reader asks 2,000
+        // windows, each while both writers record, however the threads
+        // are scheduled (racing, it answered as few as 38 on two busy
+        // cores); and until the other writer has caught up, so a second
+        // holds at most 200 changes (a starved other writer once caught
+        // up in one second with thousands, more than the ring holds:
+        // every window then `Wrapped`). A window may be refused while a
+        // writer holds a slot of it (`Busy`); most must be answered.
+        const SECONDS: u64 = 2000;
         let j = Journal::new(4096, 1000);
-        let (done, stop) = (AtomicU64::new(0), AtomicBool::new(false));
+        let (done, other, asked, stop) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicBool::new(false));
         let key = |i: u64| format!("k{}", i % 700);
         std::thread::scope(|s| {
             s.spawn(|| {
-                for i in 0..200_000u64 {
+                for i in 0..SECONDS * 100 {
                     if i % 100 == 0 {
+                        while asked.load(Ordering::Acquire) < i / 100 || other.load(Ordering::Acquire) < i {
+                            std::thread::yield_now();
+                        }
                         j.tick(1001 + (i / 100) as i64);
                     }
                     j.record(key(i).as_bytes());
@@ -195,16 +208,27 @@ mod tests {
                     if n < done.load(Ordering::Acquire) {
                         j.record(&(n % 5000).to_le_bytes());
                         n += 1;
+                        other.store(n, Ordering::Release);
+                    } else {
+                        std::thread::yield_now();
                     }
                 }
             });
-            let (mut answered, mut n) = (0, 0u64);
+            let (mut n, mut answered, mut refused) = (0u64, 0u64, std::collections::BTreeMap::new());
             while !stop.load(Ordering::Acquire) {
                 let known = done.load(Ordering::Acquire);
                 let second = 1001 + known.saturating_sub(1) as i64 / 100;
                 n += 1;
                 let since = second - (n % 4) as i64;
-                let Ok(changes) = j.changes_since(since) else { continue };
+                let asked_now = j.changes_since(since);
+                asked.fetch_add(1, Ordering::Release);
+                let changes = match asked_now {
+                    Ok(changes) => changes,
+                    Err(why) => {
+                        *refused.entry(format!("{why:?}")).or_insert(0u64) += 1;
+                        continue;
+                    }
+                };
                 answered += 1;
                 assert!(changes.tags.windows(2).all(|w| w[0] < w[1]), "sorted, distinct");
                 let first = ((since - 1001).max(0) * 100) as u64;
@@ -212,7 +236,7 @@ mod tests {
                     assert!(changes.tags.binary_search(&tag(key(i).as_bytes())).is_ok(), "since {since}: change {i} missing");
                 }
             }
-            assert!(answered > 100, "windows answered: {answered}");
+            assert!(answered >= SECONDS / 2, "windows answered: {answered} of {n}; refused: {refused:?}");
         });
     }
 

@@ -12,6 +12,7 @@
 //! it cannot resolve. Never a panic.
 
 mod conf;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 mod ext;

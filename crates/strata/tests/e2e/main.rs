@@ -38,6 +38,7 @@ mod slab_memory;
 mod steer;
 mod tls;
 mod verbose;
+mod release_1_6_46;
 mod vs_memcached;
 mod warm_return;
 mod watch_flash;
