@@ -28,7 +28,7 @@ use crate::new_conn::NewConn;
 const STEP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The largest journal export: its header, 4,096 marks, the largest ring.
-const JOURNAL_MAX_BYTES: usize = 16 + 4096 * 16 + 4 * crate::journal::MAX_ENTRIES;
+const JOURNAL_MAX_BYTES: usize = 16 + 4096 * 16 + 4 * crate::settings::JOURNAL_MAX_ENTRIES;
 
 struct Inherited {
     listeners: Vec<(SocketAddr, std::net::TcpListener)>,
@@ -189,7 +189,7 @@ pub fn conns() -> Vec<NewConn> {
             stream: Stream::Tcp(mio::net::TcpStream::from_std(stream)),
             peer: format!("tcp:{peer}"),
             listen: format!("tcp:{local}"),
-            tls: crate::tls::ListenTls::Off,
+            tls: crate::settings::ListenTls::Off,
             resume: Some(Box::new(resume)),
         });
     }

@@ -19,28 +19,7 @@ use std::time::{Duration, Instant};
 
 use strata_store::{DeleteRequest, Engine, Visit, WalkCursor};
 
-/// The `-o` settings of warm return.
-#[derive(Clone, Debug)]
-pub struct WarmSettings {
-    /// `journal_size`: journal entries (0: off).
-    pub journal_entries: usize,
-    /// `restart_max_downtime`: seconds away after which restored items are dropped.
-    pub max_downtime_s: Option<u64>,
-    /// `restart_peers`: HOST:PORT of every node (this one is skipped).
-    pub peers: Vec<String>,
-    /// `restart_margin`: seconds asked for before the last heartbeat.
-    pub margin_s: u64,
-    /// `restart_peer_timeout`: milliseconds a peer has to answer in full.
-    pub peer_timeout_ms: u64,
-    /// `restart_catchup`: seconds of polling peers after listening (0: off).
-    pub catchup_s: u64,
-}
-
-impl Default for WarmSettings {
-    fn default() -> Self {
-        WarmSettings { journal_entries: super::DEFAULT_ENTRIES, max_downtime_s: None, peers: Vec::new(), margin_s: 2, peer_timeout_ms: 2000, catchup_s: 30 }
-    }
-}
+pub use crate::settings::WarmSettings;
 
 /// What the start did (`stats`: `restart_*` beside the store's).
 #[derive(Clone, Debug, Default)]

@@ -52,14 +52,7 @@ pub const FAST_TICK: Duration = Duration::from_millis(10);
 /// Readings in a row, without sleeping, while each one shrinks the limit.
 pub const BURST_STEPS: usize = 200;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GovernorConfig {
-    /// `-m auto` (else a fixed `-m` with `memory_pressure_yield`).
-    pub auto: bool,
-    pub source: Source,
-    /// The limit at start, and the most it grows back to.
-    pub max_limit_bytes: u64,
-}
+pub use crate::settings::GovernorConfig;
 
 /// `-m auto`'s starting limit and where it came from.
 pub fn auto_config() -> Result<GovernorConfig, String> {

@@ -25,13 +25,12 @@
 mod cn;
 mod config;
 mod session;
-mod settings;
 pub mod stats;
 
 pub use cn::common_name;
 pub use config::{TlsState, TlsStats};
 pub use session::{Fault, Received, TlsSession};
-pub use settings::{min_version_text, ListenTls, TlsSettings, VerifyMode};
+pub use crate::settings::{min_version_text, ListenTls, TlsSettings, VerifyMode};
 
 /// The rustls state for a new connection from a listener of `mode`:
 /// `Ok(None)` for a plain one; `Err` when TLS is wanted and no session can
