@@ -45,7 +45,7 @@ pub enum Progress {
     /// A key dump refilled the output and has more to come: write, then
     /// come back next turn (`ops/dump.rs`).
     Dumping,
-    /// The request at the front waits for a flash read (`flash_io.rs`):
+    /// The request at the front waits for a flash read (`flash/io.rs`):
     /// submit it if new; the connection runs again once it is back.
     FlashWait,
 }
@@ -321,7 +321,7 @@ pub struct Conn {
     /// A key dump in progress: it runs before any further request.
     dump: Option<Box<crate::ops::dump::Dump>>,
     /// The request at the front of `input` is parked on these flash reads.
-    pub flash: crate::flash_io::FlashWaits,
+    pub flash: crate::flash::io::FlashWaits,
     /// The client's socket, for a key dump to write to (`ops/dump_feed.rs`).
     socket: Option<std::os::fd::RawFd>,
     /// A TLS connection (`tls/`): a key dump must not write to its socket

@@ -79,7 +79,7 @@ impl Server {
             None => Vec::new(),
         };
         let (udp_addrs, mut udp_sockets) = udp_sockets(&settings, settings.threads.max(1))?;
-        let metrics = settings.metrics_listen.map(crate::ops::metrics_http::bind).transpose()?;
+        let metrics = settings.metrics_listen.map(crate::report::metrics_http::bind).transpose()?;
         let metrics_addr = metrics.as_ref().map(std::net::TcpListener::local_addr).transpose()?;
         // `stats settings` shows the address bound (port 0 resolved).
         settings.metrics_listen = metrics_addr;
@@ -208,11 +208,11 @@ impl Server {
             .name("strata-acceptor".into())
             .spawn(move || accept_loop(acceptor_shared, poll, listeners, listen_tls, hand_off, steering))?;
         threads.push(acceptor);
-        threads.extend(crate::flash_age::start(&shared)?);
-        threads.extend(crate::flash_merge::start(&shared)?);
+        threads.extend(crate::flash::age::start(&shared)?);
+        threads.extend(crate::flash::merge::start(&shared)?);
         threads.extend(crate::memory::start(&shared)?);
         if let Some(listener) = metrics {
-            threads.push(crate::ops::metrics_http::start(&shared, listener)?);
+            threads.push(crate::report::metrics_http::start(&shared, listener)?);
         }
         if let Some(path) = &shared.settings.handover {
             crate::handover::outgoing::serve(&shared, path, handover_fds)?;

@@ -42,11 +42,11 @@ pub struct Shared {
     /// engine call for it (`service/flash.rs`).
     pub flash_on: bool,
     /// The epoll engine's flash I/O threads, started by the first epoll
-    /// worker that needs them (`flash_io.rs`).
-    pub flash_pool: std::sync::OnceLock<crate::flash_io::Pool>,
+    /// worker that needs them (`flash/io.rs`).
+    pub flash_pool: std::sync::OnceLock<crate::flash::io::Pool>,
     /// The bytes flash read-ahead may hold, all workers
-    /// (`read_ahead_budget.rs`).
-    pub read_ahead: Arc<crate::read_ahead_budget::ReadAheadBudget>,
+    /// (`flash/budget.rs`).
+    pub read_ahead: Arc<crate::flash::budget::ReadAheadBudget>,
     /// `-Z`: certificates, rustls configs and TLS counters (`tls/`).
     pub tls: Option<crate::tls::TlsState>,
 
@@ -94,8 +94,8 @@ impl Shared {
             ops: crate::ops::OpsState::new(&settings),
             flash_on,
             flash_pool: std::sync::OnceLock::new(),
-            read_ahead: crate::read_ahead_budget::ReadAheadBudget::new(
-                settings.ext.read_ahead_max_bytes.unwrap_or_else(|| crate::read_ahead_budget::default_max(settings.memory_limit_bytes)),
+            read_ahead: crate::flash::budget::ReadAheadBudget::new(
+                settings.ext.read_ahead_max_bytes.unwrap_or_else(|| crate::flash::budget::default_max(settings.memory_limit_bytes)),
             ),
             tls: None,
 

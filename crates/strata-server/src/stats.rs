@@ -26,8 +26,8 @@ macro_rules! counters {
             baseline: Mutex<StatsSnapshot>,
             /// `stats latency` and `stats hotkeys` (`ops/latency.rs`).
             pub requests: crate::ops::latency::WorkerRequests,
-            /// The worker's own memory, for `stats memory` (`ops/memory.rs`).
-            pub memory: crate::ops::memory::WorkerMemory,
+            /// The worker's own memory, for `stats memory` (`report/memory.rs`).
+            pub memory: crate::report::memory::WorkerMemory,
         }
 
         /// A snapshot, summed over workers.

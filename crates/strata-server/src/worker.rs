@@ -15,7 +15,7 @@ use mio::{Events, Poll, Token, Waker};
 
 use crate::conn::{Conn, Progress};
 use crate::lifecycle;
-use crate::ops::memory::WorkerMemory;
+use crate::report::memory::WorkerMemory;
 use crate::new_conn::NewConn;
 use crate::service::Service;
 use crate::shared::{ConnInfo, Shared};
@@ -68,7 +68,7 @@ pub struct Worker {
     read_bufs: ReadPool,
     /// Flash reads finished by the I/O threads for this worker (`-o
     /// ext_path`; they wake it through its Waker).
-    flash_inbox: Option<Arc<crate::flash_io::Inbox>>,
+    flash_inbox: Option<Arc<crate::flash::io::Inbox>>,
     /// This worker's own ring for flash reads, where the kernel has
     /// io_uring (else the I/O threads read for it).
     flash_ring: Option<crate::sys::read_ring::ReadRing>,
@@ -118,15 +118,15 @@ impl Worker {
         }
         let stats = shared.worker_stats[index].clone();
         let flash_ring = match shared.flash_on {
-            true => crate::flash_io::read_ring(poll.registry(), FLASH_TOKEN),
+            true => crate::flash::io::read_ring(poll.registry(), FLASH_TOKEN),
             false => None,
         };
         let flash_inbox = if shared.flash_on && flash_ring.is_none() {
             let threads = shared.settings.ext.threads;
             if shared.flash_pool.get().is_none() {
-                let _ = shared.flash_pool.set(crate::flash_io::Pool::start(threads)?);
+                let _ = shared.flash_pool.set(crate::flash::io::Pool::start(threads)?);
             }
-            Some(crate::flash_io::Inbox::new(waker.clone()))
+            Some(crate::flash::io::Inbox::new(waker.clone()))
         } else {
             None
         };
@@ -370,11 +370,11 @@ impl Worker {
         let Some(ring) = self.flash_ring.as_mut() else { return };
         let mut done = Vec::new();
         ring.completions(&mut done);
-        let finished = done.into_iter().map(|d| crate::flash_io::Finished {
+        let finished = done.into_iter().map(|d| crate::flash::io::Finished {
             slot: d.slot,
             conn_id: d.conn_id,
             key_index: d.key_index,
-            buf: crate::flash_io::whole(d.result, d.buf),
+            buf: crate::flash::io::whole(d.result, d.buf),
         });
         self.hand_back(finished, ready);
     }
@@ -391,7 +391,7 @@ impl Worker {
     /// Finished flash reads to the connections still waiting for them
     /// (the same connection: a slot reused since is another's), and those
     /// to `ready`.
-    fn hand_back(&mut self, finished: impl IntoIterator<Item = crate::flash_io::Finished>, ready: &mut Vec<usize>) {
+    fn hand_back(&mut self, finished: impl IntoIterator<Item = crate::flash::io::Finished>, ready: &mut Vec<usize>) {
         for done in finished {
             let Some(Some(client)) = self.clients.get_mut(done.slot) else { continue };
             if client.id == done.conn_id && client.conn.flash.complete(done.key_index, done.buf) {
@@ -478,7 +478,7 @@ fn submit_flash(
     client: &mut Client,
     index: usize,
     shared: &Shared,
-    inbox: Option<&Arc<crate::flash_io::Inbox>>,
+    inbox: Option<&Arc<crate::flash::io::Inbox>>,
     mut ring: Option<&mut crate::sys::read_ring::ReadRing>,
 ) -> bool {
     let conn_id = client.id;

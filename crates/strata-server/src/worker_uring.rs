@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use crate::conn::{Conn, Progress};
 use crate::lifecycle;
-use crate::ops::memory::WorkerMemory;
+use crate::report::memory::WorkerMemory;
 use crate::service::Service;
 use crate::shared::{ConnInfo, Shared};
 use crate::stats::WorkerStats;
@@ -257,7 +257,7 @@ impl UringWorker {
         let Some(index) = self.slot(c.token) else { return };
         let Some(client) = self.clients[index].as_mut() else { return };
         let Some((buf, key_index)) = c.flash_buf else { return };
-        if client.conn.flash.complete(key_index, crate::flash_io::whole(c.result, buf)) {
+        if client.conn.flash.complete(key_index, crate::flash::io::whole(c.result, buf)) {
             self.ready.push(index);
         }
     }

@@ -10,7 +10,7 @@ use strata_store::{
 };
 
 use super::Flow;
-use crate::ops::stats_cmd::{collect, Group};
+use crate::report::stats::{collect, Group};
 use crate::service::{Origin, Read, ReadAs, Service};
 
 /// Execute one validated binary request. `op` is the loud opcode; the

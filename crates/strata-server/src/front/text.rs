@@ -54,7 +54,7 @@ pub fn execute(svc: &Service<'_>, cmd: &Command<'_>, out: &mut Vec<u8>) -> Flow 
         }
         Command::CacheMemlimit { megabytes, noreply } => memlimit(svc, megabytes, noreply, out),
         Command::RefreshCerts => crate::tls::refresh_command(svc.shared, out),
-        Command::Stats { args } => svc.start(crate::ops::stats_cmd::stats(svc, args, out)),
+        Command::Stats { args } => svc.start(crate::report::stats::stats(svc, args, out)),
         Command::MetaNoop => {
             out.extend_from_slice(b"MN\r\n");
             svc.flushed(out.len()); // memcached flushes on mn

@@ -56,7 +56,7 @@ use super::flash_store;
 use super::replies::{comparable, Compare};
 use super::script::{Script, Step, CONNS};
 use crate::conn::{Conn, Progress};
-use crate::flash_io::ReadState;
+use crate::flash::io::ReadState;
 use crate::service::Service;
 use crate::settings::{ProtocolChoice, Settings};
 use crate::shared::Shared;

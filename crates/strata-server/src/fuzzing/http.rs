@@ -1,5 +1,5 @@
 //! `http`: request heads to the `/metrics` listener
-//! (`ops::metrics_http`), arriving in pieces.
+//! (`report::metrics_http`), arriving in pieces.
 //!
 //! Input: one byte choosing the piece sizes, then what the client sends.
 //! Checked: never more than 8 KiB buffered and at most 16 parses however
@@ -8,7 +8,7 @@
 //! served only to `GET` or `HEAD` of that path; every reply head is one
 //! HTTP/1.1 response with the route's status.
 
-use crate::ops::metrics_http::{response_head, route, Head, Route, CONTENT_TYPE, MAX_HEAD_BYTES};
+use crate::report::metrics_http::{response_head, route, Head, Route, CONTENT_TYPE, MAX_HEAD_BYTES};
 
 pub fn http(data: &[u8]) {
     let Some((&seed, stream)) = data.split_first() else { return };

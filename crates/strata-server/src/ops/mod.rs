@@ -27,18 +27,14 @@ pub mod dump_feed;
 mod dump_lines;
 pub(crate) mod slab_view;
 pub mod logger;
-pub mod metrics;
-pub mod metrics_http;
 pub mod verbose;
 pub mod watch;
 pub mod latency;
-pub mod memory;
 pub mod hotkeys;
 pub mod mrc;
 pub mod mrc_feed;
 pub mod mrc_index;
 pub mod mrc_sim;
-pub mod stats_cmd;
 
 use strata_proto::admin::Admin;
 use strata_proto::Tokens;

@@ -263,10 +263,10 @@ pub fn stats(shared: &Shared, t: &mut Vec<(String, String)>) {
 }
 
 /// `/metrics`: one gauge sample per simulated size.
-pub fn prometheus(x: &mut super::metrics::Exposition, shared: &Shared) {
+pub fn prometheus(x: &mut crate::report::metrics::Exposition, shared: &Shared) {
     let help = "Estimated miss ratio at this many megabytes of -m (stats mrc: sampled S3-FIFO simulations).";
     for (mb, ratio) in curve(shared) {
-        x.sample("strata_mrc_miss_ratio", help, super::metrics::Kind::Gauge, &[("megabytes", &megabytes(mb))], ratio);
+        x.sample("strata_mrc_miss_ratio", help, crate::report::metrics::Kind::Gauge, &[("megabytes", &megabytes(mb))], ratio);
     }
 }
 

@@ -21,7 +21,7 @@ use strata_store::{ClassCounters, ClassStats, SlabClasses};
 
 use crate::ctx::Ctx;
 
-/// `(name, value)` pairs, as `stats_cmd` collects them.
+/// `(name, value)` pairs, as `report/stats.rs` collects them.
 type Stats = Vec<(String, String)>;
 
 fn push(out: &mut Stats, name: String, value: impl Display) {

@@ -1,4 +1,4 @@
-//! The service's side of a flash read (see `flash_io.rs` for the whole
+//! The service's side of a flash read (see `flash/io.rs` for the whole
 //! path): two hooks every command that reads an item goes through, so no
 //! command has a flash path of its own.
 //!
@@ -26,7 +26,7 @@ use strata_store::{Engine, FlashBuf, FlashFinish, FlashRead, FlashTier, GetActio
 
 use super::{hooks, Service};
 use super::read_ahead::LATER;
-use crate::flash_io::{FlashWait, FlashWaits, ReadState};
+use crate::flash::io::{FlashWait, FlashWaits, ReadState};
 
 /// A request is waiting for a flash read: stop, reply nothing.
 pub struct Parked;

@@ -7,14 +7,14 @@
 //!   `front/text.rs`): waits numbered by the key's position, found by it
 //!   when the request runs again.
 //! - The plain reads buffered behind the parked request
-//!   ([`Service::read_ahead_later`], the keys from `flash_peek.rs`): waits
+//!   ([`Service::read_ahead_later`], the keys from `flash/peek.rs`): waits
 //!   numbered from [`LATER`], found by key when their request runs
 //!   ([`Service::take_later`]); those no request used are abandoned when
 //!   the connection's run of requests ends.
 //!
 //! Up to [`READ_AHEAD`] reads in all (the parked one included), and the
 //! reads queued ahead take their buffers' bytes from one bound for all
-//! connections (`read_ahead_budget.rs`): a read the bound cannot hold is
+//! connections (`flash/budget.rs`): a read the bound cannot hold is
 //! not queued (`extstore_reads_ahead_refused`), and neither are the ones
 //! after it; their keys are read when their requests run. A key in
 //! RAM gets none; one whose blocks a queued read already covers is marked
@@ -27,7 +27,7 @@
 use strata_store::{FlashRead, GetAction, GetOptions};
 
 use super::Service;
-use crate::flash_io::{FlashWait, ReadState, READ_AHEAD};
+use crate::flash::io::{FlashWait, ReadState, READ_AHEAD};
 
 /// Waits of a parked request numbered from here are for the requests
 /// buffered behind it ([`Service::read_ahead_later`]), found by key; below
@@ -45,7 +45,7 @@ impl Service<'_> {
 
     /// The request just run parked: queue the reads of the keys on flash
     /// of the plain reads buffered behind it (`input`, from the end of the
-    /// parked request; `flash_peek.rs`), within the same [`READ_AHEAD`].
+    /// parked request; `flash/peek.rs`), within the same [`READ_AHEAD`].
     /// Each of those requests finds its key's read when it runs
     /// ([`Service::read_item`]); reads no request used are abandoned when
     /// the connection's run of requests ends ([`Service::end_run`]).
@@ -53,7 +53,7 @@ impl Service<'_> {
         if self.flash.tier.is_none() || !self.is_parked() {
             return;
         }
-        crate::flash_peek::later_read_keys(input, binary, &mut |key| {
+        crate::flash::peek::later_read_keys(input, binary, &mut |key| {
             let asked = |w: &FlashWait| w.key_index >= LATER && w.read.key() == key;
             if self.flash.park.borrow().iter().any(asked) || self.flash.resume.borrow().iter().any(asked) {
                 return true;

@@ -10,8 +10,8 @@
 //!  conn.flash = [FlashWait { read, key_index, Unsubmitted }, ..]   request NOT consumed
 //!        │  (with it, up to READ_AHEAD reads in all: a multi-get's later keys
 //!        │  on flash, and those of the plain reads buffered behind it,
-//!        │  flash_peek.rs; all go to the device at once), the ahead ones
-//!        │  within a global bound of bytes (read_ahead_budget.rs)
+//!        │  flash/peek.rs; all go to the device at once), the ahead ones
+//!        │  within a global bound of bytes (flash/budget.rs)
 //!        │  Progress::FlashWait: replies before it are written, input is
 //!        │  still read (bounded), no later request runs
 //!        ▼
@@ -47,7 +47,7 @@ use std::sync::{Arc, Mutex};
 
 use strata_store::{FlashBuf, FlashRead};
 
-use crate::read_ahead_budget::AheadCharge;
+use crate::flash::budget::AheadCharge;
 
 /// Where a parked connection's read is.
 pub enum ReadState {
@@ -65,7 +65,7 @@ pub enum ReadState {
 /// The reads a parked request queues at once, its own and those of the
 /// requests buffered behind it (16 of 4-8 KiB: at most 128 KiB a parked
 /// connection). The reads queued ahead also take their bytes from one
-/// bound for all connections (`read_ahead_budget.rs`).
+/// bound for all connections (`flash/budget.rs`).
 pub const READ_AHEAD: usize = 16;
 
 /// A connection parked on a flash read.
@@ -78,7 +78,7 @@ pub struct FlashWait {
     pub key_index: usize,
     pub state: ReadState,
     /// A read queued ahead: its bytes, held from the global bound
-    /// (`read_ahead_budget.rs`) until this wait is dropped.
+    /// (`flash/budget.rs`) until this wait is dropped.
     pub charge: Option<AheadCharge>,
 }
 

@@ -19,7 +19,7 @@
 //! default [`default_max`]: a sixty-fourth of `-m`, at least 1 MiB. It is
 //! memory outside `-m`, like connection buffers, so it is kept a small
 //! share of it; 1 MiB still holds 256 reads of 4 KiB, a full flash ring of
-//! a worker (`flash_io.rs`), so a small `-m` still sends full batches.
+//! a worker (`flash/io.rs`), so a small `-m` still sends full batches.
 //! `stats memory` shows the bytes held (`flash_read_ahead_bytes`).
 
 use std::sync::atomic::{AtomicU64, Ordering};

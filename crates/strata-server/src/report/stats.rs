@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use strata_proto::Tokens;
 
-use super::{push_line, Started};
+use crate::ops::{push_line, Started};
 use crate::ctx::Ctx;
 
 /// Collected `(name, value)` pairs, shared by the text and binary protocols.
@@ -55,7 +55,7 @@ pub(crate) fn collect(ctx: &Ctx<'_>, group: &[u8]) -> Group {
         }
 
         b"mrc" => crate::ops::mrc::stats(ctx.shared, &mut t),
-        b"memory" => crate::ops::memory::stats(ctx.shared, &mut t),
+        b"memory" => crate::report::memory::stats(ctx.shared, &mut t),
         b"extstore" => crate::ops::extstore::pages(ctx, &mut |name, value| t.push((name, value))),
         _ => return Group::Unknown,
     }
@@ -75,7 +75,7 @@ fn rusage() -> (f64, f64) {
 
 /// `stats [group]` over the text protocol (`stats cachedump` starts a dump).
 pub fn stats(ctx: &Ctx<'_>, args: Tokens<'_>, out: &mut Vec<u8>) -> Started {
-    if let Some(started) = super::stats(ctx, &args, out) {
+    if let Some(started) = crate::ops::stats(ctx, &args, out) {
         return started;
     }
     match collect(ctx, args.get(1)) {

@@ -5,7 +5,7 @@
 //!
 //! Nothing here runs on the request path: a scrape collects the same
 //! `(name, value)` pairs `stats`, `stats settings`, `stats items` and `stats
-//! slabs` print (`ops::stats_cmd::collect`, on the metrics thread), and maps
+//! slabs` print (`report::stats::collect`, on the metrics thread), and maps
 //! them as the exporter's collector (`pkg/exporter/exporter.go`) maps what
 //! it reads over the wire: the same keys, the same conditions (extstore
 //! families only when `extstore_limit_maxbytes` is there, the LRU crawler's
@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use super::stats_cmd::{collect as collect_stats, Group as StatsGroup};
+use super::stats::{collect as collect_stats, Group as StatsGroup};
 use crate::ctx::Ctx;
 use crate::shared::Shared;
 use crate::stats::WorkerStats;
@@ -488,7 +488,7 @@ fn latency_families(x: &mut Exposition, shared: &Arc<Shared>) {
     if !shared.settings.latency_stats {
         return;
     }
-    for h in super::latency::prometheus_histograms(shared) {
+    for h in crate::ops::latency::prometheus_histograms(shared) {
         x.histogram(
             "strata_request_duration_seconds",
             "Time from a request's bytes being read to its reply being handed to the kernel.",
@@ -507,7 +507,7 @@ pub fn render(shared: &Arc<Shared>) -> String {
     exporter_families(&mut x, &maps);
     strata_families(&mut x, shared, &maps);
     latency_families(&mut x, shared);
-    super::mrc::prometheus(&mut x, shared);
+    crate::ops::mrc::prometheus(&mut x, shared);
     super::memory::prometheus(&mut x, shared);
     x.text()
 }

@@ -21,7 +21,7 @@
 //! `bytes()` (`journal/`, `ops/mrc.rs`, `ops/latency.rs`, `ops/hotkeys.rs`),
 //! gauges the workers set when a structure changes size ([`WorkerMemory`],
 //! [`crate::shared::ConnInfo::note_buffers`], at the end of a connection's
-//! turn), the read-ahead budget (`read_ahead_budget.rs`), `/proc/self/status` (`VmRSS`), `/proc/self/smaps` (the binary's,
+//! turn), the read-ahead budget (`flash/budget.rs`), `/proc/self/status` (`VmRSS`), `/proc/self/smaps` (the binary's,
 //! the libraries' and io_uring's queues' pages, read at most once a
 //! second: [`MAPPED_FRESH`]) and the allocator
 //! (`sys/malloc.rs`). `unaccounted` is what no line
@@ -178,7 +178,7 @@ pub fn breakdown(shared: &Shared) -> Vec<(&'static str, i64)> {
     parts.push(("conn_buffers_bytes", conn_buffers));
     parts.push(("conn_slots_bytes", worker(|m| &m.conn_slots)));
     parts.push(("flash_read_ahead_bytes", shared.read_ahead.held()));
-    parts.push(("mrc_bytes", super::mrc::bytes(shared)));
+    parts.push(("mrc_bytes", crate::ops::mrc::bytes(shared)));
     parts.push(("latency_bytes", shared.worker_stats.iter().map(|w| w.requests.latency_bytes() as u64).sum()));
     parts.push(("hotkeys_bytes", shared.worker_stats.iter().map(|w| w.requests.hotkeys.bytes() as u64).sum()));
     parts.push(("binary_bytes", mapped.binary));
