@@ -1,5 +1,7 @@
-//! Credentials for text-protocol authentication (`-Y FILE`) and binary SASL
-//! PLAIN (`-S` with `-o sasl_pwdb=FILE` or `MEMCACHED_SASL_PWDB`).
+//! Authentication's state: the credentials for text-protocol login (`-Y
+//! FILE`) and binary SASL PLAIN (`-S` with `-o sasl_pwdb=FILE` or
+//! `MEMCACHED_SASL_PWDB`), and the checks of a login (the login steps
+//! themselves, framing and replies, are the front end's: `front/auth.rs`).
 //!
 //! Both files hold `user:password` lines, as memcached's auth file and its
 //! SASL pwdb do; blank lines are skipped. The table is reloaded on SIGHUP
@@ -13,6 +15,51 @@ use std::sync::RwLock;
 
 /// Largest credentials file read (memcached's auth file is small too).
 const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// The authentication feature: `-Y`'s and `-S`'s credentials (either may
+/// be off).
+#[derive(Default)]
+pub struct Auth {
+    /// `-Y` credentials.
+    pub text: Option<Credentials>,
+    /// `-S` credentials.
+    pub sasl: Option<Credentials>,
+}
+
+impl Auth {
+    /// The credential files the settings name, loaded.
+    pub fn load(settings: &crate::settings::Settings) -> io::Result<Auth> {
+        let text = settings.auth_file.as_deref().map(Credentials::load).transpose()?;
+        let sasl = match (&settings.sasl, &settings.sasl_pwdb) {
+            (false, _) => None,
+            (true, Some(path)) => Some(Credentials::load(path)?),
+            (true, None) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "SASL (-S) needs a password file: -o sasl_pwdb=FILE or MEMCACHED_SASL_PWDB",
+                ))
+            }
+        };
+        Ok(Auth { text, sasl })
+    }
+
+    /// Whether new connections start unauthenticated.
+    pub fn required(&self) -> bool {
+        self.text.is_some() || self.sasl.is_some()
+    }
+
+    /// Re-read the credential files (SIGHUP); one line per file.
+    pub fn reload(&self) -> Vec<String> {
+        let mut report = Vec::new();
+        for creds in self.text.iter().chain(self.sasl.iter()) {
+            report.push(match creds.reload() {
+                Ok(users) => format!("reloaded {} ({users} users)", creds.path().display()),
+                Err(e) => format!("kept the old table: cannot reload {}: {e}", creds.path().display()),
+            });
+        }
+        report
+    }
+}
 
 pub struct Credentials {
     path: PathBuf,

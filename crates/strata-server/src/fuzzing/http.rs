@@ -1,5 +1,5 @@
 //! `http`: request heads to the `/metrics` listener
-//! (`report::metrics_http`), arriving in pieces.
+//! (`ops::metrics_http`), arriving in pieces.
 //!
 //! Input: one byte choosing the piece sizes, then what the client sends.
 //! Checked: never more than 8 KiB buffered and at most 16 parses however

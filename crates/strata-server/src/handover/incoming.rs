@@ -18,7 +18,6 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::{Resume, CONN, JOURNAL, LISTENERS, MAX_CARRIED_INPUT_BYTES, REFUSED, SAVED, TAKEOVER};
-use crate::conn::Conn;
 use crate::sys::fdpass::{self, MAX_FDS};
 use crate::sys::{Listener, Stream};
 use crate::new_conn::NewConn;
@@ -151,16 +150,13 @@ fn ports_free(settings: &crate::Settings) -> io::Result<()> {
     Ok(())
 }
 
-/// Replay the old process's journal into this one's (`Server::start`,
-/// before any request), so the node answers peers for windows before its
+/// The old process's journal, its pieces joined (empty: none), taken
+/// once: the runtime replays it into this one's before any request
+/// (`journal/carry.rs`), so the node answers peers for windows before its
 /// own start.
-pub fn restore_journal(journal: &crate::journal::Journal) {
+pub fn take_journal() -> Vec<u8> {
     let mut slot = INHERITED.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(inherited) = slot.as_mut() else { return };
-    let bytes = std::mem::take(&mut inherited.journal);
-    if !bytes.is_empty() && !journal.import(&bytes) {
-        crate::log_line!("strata: handover: the previous process's journal did not parse; this one starts empty");
-    }
+    slot.as_mut().map(|inherited| std::mem::take(&mut inherited.journal)).unwrap_or_default()
 }
 
 /// The inherited listener bound to `addr`, if any (`Server::start`).
@@ -194,12 +190,4 @@ pub fn conns() -> Vec<NewConn> {
         });
     }
     out
-}
-
-/// Give a new connection the state it had in the old process.
-pub fn resume(conn: &mut Conn, resume: Option<Box<Resume>>) {
-    if let Some(resume) = resume {
-        conn.input.extend_from_slice(&resume.input);
-        conn.unauthenticated = resume.unauthenticated;
-    }
 }

@@ -49,7 +49,7 @@ mod sorted;
 pub mod warm;
 
 pub use answer::answer;
-pub use warm::{warm_return, WarmReport, WarmSettings};
+pub use warm::{warm_return, WarmReport, WarmReturn, WarmSettings};
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -85,7 +85,7 @@ pub fn default_entries(memory_limit_bytes: u64) -> usize {
 pub const MAX_ENTRIES: usize = crate::settings::JOURNAL_MAX_ENTRIES;
 
 /// Byte offsets of the journal file's marks and slots (`persist.rs`), for
-/// the damage harness (`crate::fuzzing::journal`).
+/// the damage harness (`fuzzing/journal.rs`).
 #[doc(hidden)]
 pub const FILE_MARKS_AT: usize = persist::MARKS_AT * 8;
 #[doc(hidden)]

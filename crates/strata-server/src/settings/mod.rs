@@ -154,7 +154,7 @@ pub struct Settings {
     /// engine (`ext.tunables`, changed by the `extstore` command).
     pub ext: strata_store::ExtConfig,
     /// `-o metrics_listen=ADDR:PORT`: serve Prometheus `/metrics` there
-    /// (`report/metrics_http.rs`); off by default.
+    /// (`ops/metrics_http.rs`); off by default.
     pub metrics_listen: Option<SocketAddr>,
     /// `MEMCACHED_PORT_FILENAME`: where to write the bound ports.
     pub port_file: Option<PathBuf>,

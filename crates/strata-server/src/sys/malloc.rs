@@ -1,4 +1,4 @@
-//! The allocator's own figures, for `stats memory` (`report/memory.rs`).
+//! The allocator's own figures, for `stats memory` (`ops/memory.rs`).
 //!
 //! The binary uses the system allocator, glibc's malloc, whose arenas hold
 //! freed chunks for reuse: memory the process keeps (RSS) that no

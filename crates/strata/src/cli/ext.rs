@@ -70,7 +70,7 @@ pub fn apply(ext: &mut ExtConfig, opt: &str, key: &str, value: Option<&str>) -> 
         "ext_set_size" => ext.set_size_bytes = u32_arg(key, value)? as usize,
         "ext_set_bloom_bits" => ext.set_bloom_bits = u32_arg(key, value)?,
         "ext_set_threshold" => ext.set_threshold = u32_arg(key, value)?,
-        // Strata's bound on flash read-ahead, in bytes (flash/budget.rs).
+        // Strata's bound on flash read-ahead, in bytes (read_ahead_budget.rs).
         "ext_read_ahead_max" => {
             let v = value.ok_or_else(|| error(format!("Missing {key} argument")))?;
             ext.read_ahead_max_bytes = Some(number::<u64>(v).ok_or_else(|| error(format!("could not parse argument to {key}")))?);

@@ -1,5 +1,5 @@
 //! Flash read-ahead holds at most `ext_read_ahead_max` bytes across all
-//! connections (`flash/budget.rs`): 300 connections park at once on
+//! connections (`read_ahead_budget.rs`): 300 connections park at once on
 //! keys on flash, each with 16 reads to queue (a multi-get of 16 keys, or
 //! 16 pipelined gets), while a sampler reads `flash_read_ahead_bytes` in
 //! `stats memory`. It never passes the bound, reads beyond it are refused
