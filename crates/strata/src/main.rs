@@ -63,7 +63,13 @@ fn main() -> ExitCode {
     // -o handover: the running process stops and writes its memory file
     // back before this one opens it; its sockets become this one's.
     if let Some(path) = &settings.handover {
-        match strata_server::handover::take_over(path, &settings) {
+        // What could fail once the old process has stopped: the TLS
+        // certificates load.
+        let check = || match &settings.tls {
+            Some(tls) => strata_server::tls::TlsState::new(tls.clone(), 0).map(drop),
+            None => Ok(()),
+        };
+        match strata_server::handover::take_over(path, &settings, check) {
             Ok(None) => {}
             Ok(Some(t)) => strata_server::log_line!(
                 "strata: handover: took {} listeners and {} connections over from the previous process ({} ms)",

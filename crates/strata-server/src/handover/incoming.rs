@@ -55,12 +55,11 @@ fn invalid(why: String) -> io::Error {
 /// Ok(None): nothing serves there (a plain start). Err: the old process
 /// refused or could not be reached properly; it keeps serving unless it
 /// already sent its listeners (then it is stopping anyway). What can fail
-/// later is checked first (the TLS certificates load), so a bad new
-/// configuration leaves the old process serving.
-pub fn take_over(path: &Path, settings: &crate::Settings) -> io::Result<Option<TakenOver>> {
-    if let Some(tls) = &settings.tls {
-        crate::tls::TlsState::new(tls.clone(), 0).map_err(|e| invalid(format!("not taking over: {e}")))?;
-    }
+/// later is checked first (`check`: the caller's, that the TLS
+/// certificates load), so a bad new configuration leaves the old process
+/// serving.
+pub fn take_over(path: &Path, settings: &crate::Settings, check: impl FnOnce() -> Result<(), String>) -> io::Result<Option<TakenOver>> {
+    check().map_err(|e| invalid(format!("not taking over: {e}")))?;
     let started = Instant::now();
     let control = match fdpass::connect(path) {
         Ok(control) => control,
