@@ -144,23 +144,25 @@ pub enum TextLogin {
     Failed,
 }
 
-/// Check a `-Y` login token: `username password`.
-pub fn text_login(credentials: &Credentials, token: &[u8]) -> TextLogin {
-    let Some(space) = token.iter().position(|&b| b == b' ') else { return TextLogin::BadFormat };
-    if credentials.check(&token[..space], &token[space + 1..]) {
-        TextLogin::Ok
-    } else {
-        TextLogin::Failed
+impl Credentials {
+    /// Check a `-Y` login token: `username password`.
+    pub fn text_login(&self, token: &[u8]) -> TextLogin {
+        let Some(space) = token.iter().position(|&b| b == b' ') else { return TextLogin::BadFormat };
+        if self.check(&token[..space], &token[space + 1..]) {
+            TextLogin::Ok
+        } else {
+            TextLogin::Failed
+        }
     }
-}
 
-/// Check a SASL PLAIN message: `[authzid] NUL user NUL password`.
-pub fn sasl_plain(credentials: &Credentials, message: &[u8]) -> bool {
-    let mut parts = message.splitn(3, |&b| b == 0);
-    let (Some(_authzid), Some(user), Some(password)) = (parts.next(), parts.next(), parts.next()) else {
-        return false;
-    };
-    credentials.check(user, password)
+    /// Check a SASL PLAIN message: `[authzid] NUL user NUL password`.
+    pub fn sasl_plain(&self, message: &[u8]) -> bool {
+        let mut parts = message.splitn(3, |&b| b == 0);
+        let (Some(_authzid), Some(user), Some(password)) = (parts.next(), parts.next(), parts.next()) else {
+            return false;
+        };
+        self.check(user, password)
+    }
 }
 
 #[cfg(test)]
@@ -172,11 +174,11 @@ mod tests {
         let path = std::env::temp_dir().join(format!("strata-auth-unit-{}", std::process::id()));
         std::fs::write(&path, "alice:secret\n\nbob:hunter2:x\r\n").unwrap();
         let creds = Credentials::load(&path).unwrap();
-        assert!(matches!(text_login(&creds, b"alice secret"), TextLogin::Ok));
-        assert!(matches!(text_login(&creds, b"alice wrong"), TextLogin::Failed));
-        assert!(matches!(text_login(&creds, b"nobody"), TextLogin::BadFormat));
-        assert!(sasl_plain(&creds, b"\0bob\0hunter2:x"));
-        assert!(!sasl_plain(&creds, b"\0bob\0hunter2"));
+        assert!(matches!(creds.text_login(b"alice secret"), TextLogin::Ok));
+        assert!(matches!(creds.text_login(b"alice wrong"), TextLogin::Failed));
+        assert!(matches!(creds.text_login(b"nobody"), TextLogin::BadFormat));
+        assert!(creds.sasl_plain(b"\0bob\0hunter2:x"));
+        assert!(!creds.sasl_plain(b"\0bob\0hunter2"));
         std::fs::write(&path, "carol:pw\n").unwrap();
         assert_eq!(creds.reload().unwrap(), 1);
         assert!(!creds.check(b"alice", b"secret"));

@@ -24,6 +24,7 @@ use mio::{Events, Poll, Token, Waker};
 use crate::flash::io::EpollReads;
 use crate::new_conn::NewConn;
 use crate::runtime::Runtime;
+use crate::service::hooks::TlsSession;
 use crate::service::Hooks;
 use crate::session::{Filled, Io, ReadPool, Room, Session, Sessions};
 use crate::stats::WorkerStats;
@@ -237,7 +238,7 @@ impl Io for Epoll {
 /// handshake messages included, until done or the socket would block.
 /// Out of line, so the plain write stays small enough to inline.
 #[inline(never)]
-fn flush_tls(out: &mut crate::output::Output, tls: &mut crate::tls::TlsSession, link: &mut Link, stats: &WorkerStats) -> io::Result<()> {
+fn flush_tls(out: &mut crate::output::Output, tls: &mut TlsSession, link: &mut Link, stats: &WorkerStats) -> io::Result<()> {
     while link.writable {
         if tls.wants_write() {
             match tls.write_to(&mut link.stream) {

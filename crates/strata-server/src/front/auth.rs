@@ -1,15 +1,16 @@
 //! The login steps, before a connection may run anything else: `-Y`'s
 //! text login (a `set` whose data block is `username password`) and `-S`'s
 //! binary SASL PLAIN (`LIST_MECHS`, `AUTH`, `STEP`), answered as memcached
-//! answers them. The credentials and their checks are `auth.rs`'s; this
-//! file only frames the requests and writes the replies.
+//! answers them. The credentials and their checks are `auth.rs`'s
+//! (reached through the hooks); this file only frames the requests and
+//! writes the replies.
 
 use strata_proto::binary::{self, Opcode};
 use strata_proto::{parse_request, Command};
 
 use super::{reply, Admission, Flow, Step};
-use crate::auth;
 use crate::output::Output;
+use crate::service::hooks::TextLogin;
 use crate::service::Service;
 
 /// Before `-Y` authentication only a `set` carrying `username password` is
@@ -39,13 +40,13 @@ pub(super) fn text_login(buf: &[u8], line: &[u8], consumed: usize, svc: &mut Ser
     let line = if tail != b"\r\n" {
         strata_proto::command::BAD_CHUNK
     } else {
-        match auth::text_login(credentials, token) {
-            auth::TextLogin::Ok => {
+        match credentials.text_login(token) {
+            TextLogin::Ok => {
                 *unauthenticated = false;
                 "STORED"
             }
-            auth::TextLogin::BadFormat => "CLIENT_ERROR bad authentication token format",
-            auth::TextLogin::Failed => "CLIENT_ERROR authentication failure",
+            TextLogin::BadFormat => "CLIENT_ERROR bad authentication token format",
+            TextLogin::Failed => "CLIENT_ERROR authentication failure",
         }
     };
     reply(out, line, false);
@@ -65,7 +66,7 @@ pub(super) fn sasl(op: Opcode, req: &binary::Request<'_>, svc: &Service<'_>, out
             binary::write_response(out, code, binary::Status::Success, opaque, 0, &[], &[], b"PLAIN");
         }
         Opcode::SaslAuth | Opcode::SaslStep => {
-            let ok = op == Opcode::SaslAuth && req.key == b"PLAIN" && auth::sasl_plain(credentials, req.value);
+            let ok = op == Opcode::SaslAuth && req.key == b"PLAIN" && credentials.sasl_plain(req.value);
             svc.count_auth(ok);
             if ok {
                 *unauthenticated = false;

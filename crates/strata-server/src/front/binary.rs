@@ -14,8 +14,8 @@ use strata_store::{
 };
 
 use super::{Flow, Held, Outcome, Step};
-use crate::report::stats::Group;
 use crate::output::Output;
+use crate::service::hooks::StatsGroup as Group;
 use crate::service::{Origin, Read, ReadAs, Service};
 
 /// Largest body accepted for a binary command that carries no value.

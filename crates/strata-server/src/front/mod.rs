@@ -25,10 +25,9 @@ pub mod text;
 
 use strata_proto::held::{HeldMeta, HeldStore};
 
-use crate::flash::FlashWaits;
-use crate::ops::Started;
 use crate::output::Output;
 use crate::protocol::Protocol;
+use crate::service::hooks::{FlashWaits, Started};
 use crate::service::Service;
 
 /// What the connection does after a command.

@@ -1,6 +1,6 @@
 //! The one door from the request path to the features: [`Hooks`], taken
 //! from the runtime for one worker. Nothing on the request path (`conn.rs`,
-//! `udp.rs`, `session.rs`, `front/`, the service) calls a feature but
+//! `udp.rs`, `session/`, `front/`, the service) calls a feature but
 //! through it: `watch`, `stats detail`, `-vv`, the journal and a warm
 //! return's catch-up, latency and hot keys, key dumps, TLS sessions, a
 //! handover, the operator commands; and it bumps the worker's command
@@ -46,11 +46,14 @@ use strata_proto::admin::{watch as streams, Admin};
 use strata_proto::Tokens;
 use strata_store::{DeleteResult, DeltaMode, DeltaResult, StoreMode, StoreResult};
 
-pub use crate::flash::FlashWaits;
-pub use crate::ops::dump::{Dump, Pumped};
+pub use crate::auth::TextLogin;
+pub use crate::flash::{FlashWaits, Parked, Read, Turn};
+pub use crate::handover::MAX_CARRIED_INPUT_BYTES;
+pub use crate::ops::dump::{Dump, Dumping, Pumped};
 pub use crate::ops::latency::ConnTiming as Timing;
 pub use crate::ops::Started;
-pub use crate::tls::TlsSession;
+pub use crate::report::stats::Group as StatsGroup;
+pub use crate::tls::{Received, TlsSession};
 
 use crate::core::Core;
 use crate::ctx::Ctx;
@@ -364,7 +367,7 @@ impl<'a> Hooks<'a> {
     }
 
     /// A stats group's values, for the binary protocol's `STAT`.
-    pub fn stats_group(&self, ctx: &Ctx<'_>, group: &[u8]) -> crate::report::stats::Group {
+    pub fn stats_group(&self, ctx: &Ctx<'_>, group: &[u8]) -> StatsGroup {
         crate::report::stats::collect(self.rt, ctx, group)
     }
 

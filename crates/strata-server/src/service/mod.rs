@@ -29,13 +29,11 @@ use strata_store::{
     StoreRequest, StoreResult,
 };
 
-pub use crate::flash::{Parked, Read};
-pub use hooks::{Origin, ReadAs};
+pub use hooks::{Hooks, Origin, Parked, Read, ReadAs};
 
 use crate::ctx::Ctx;
-use crate::flash::{FlashWaits, Turn};
 use crate::runtime::Runtime;
-pub use hooks::Hooks;
+use hooks::{FlashWaits, Turn};
 
 /// One connection's service, for one turn.
 pub struct Service<'a> {

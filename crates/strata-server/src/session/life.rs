@@ -30,7 +30,7 @@ use super::io::Io;
 use super::Sessions;
 use crate::conn::{Conn, Progress};
 use crate::new_conn::Resume;
-use crate::service::Service;
+use crate::service::{hooks, Service};
 use crate::stats::WorkerStats;
 
 /// Why a connection closed, as `watch connevents` prints it.
@@ -137,13 +137,13 @@ pub fn carry(conn: &Conn, tls: bool) -> Option<Resume> {
         && conn.pending_output() == 0
         && !conn.is_dumping()
         && !conn.is_swallowing()
-        && conn.input.len() <= crate::handover::MAX_CARRIED_INPUT_BYTES;
+        && conn.input.len() <= hooks::MAX_CARRIED_INPUT_BYTES;
     movable.then(|| Resume { input: conn.input.filled().to_vec(), unauthenticated: conn.unauthenticated })
 }
 
 /// Write a connection's pending replies (TLS: sealed first) to `socket`,
 /// waiting for room, by `deadline`; what is written leaves the output.
-fn write_out(out: &mut crate::output::Output, tls: Option<&mut crate::tls::TlsSession>, socket: &mut dyn std::io::Write, deadline: Instant) {
+fn write_out(out: &mut crate::output::Output, tls: Option<&mut hooks::TlsSession>, socket: &mut dyn std::io::Write, deadline: Instant) {
     if let Some(tls) = tls {
         let mut cipher = Vec::new();
         tls.seal_all(out.pending(), &mut cipher);

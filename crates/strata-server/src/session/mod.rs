@@ -37,7 +37,7 @@ use crate::conn::Conn;
 use crate::new_conn::NewConn;
 use crate::registry::ConnInfo;
 use crate::runtime::Runtime;
-use crate::service::hooks::TlsSession;
+use crate::service::hooks::{self, TlsSession};
 use crate::service::Hooks;
 use crate::stats::{WorkerMemory, WorkerStats};
 
@@ -87,8 +87,8 @@ impl<L> Session<L> {
             return Filled::More;
         };
         match tls.receive(data, input) {
-            Ok(crate::tls::Received::Open) => Filled::More,
-            Ok(crate::tls::Received::Closed) => Filled::Eof,
+            Ok(hooks::Received::Open) => Filled::More,
+            Ok(hooks::Received::Closed) => Filled::Eof,
             Err(_) => {
                 self.close_reason = ERROR;
                 Filled::Failed
@@ -128,7 +128,7 @@ pub struct Sessions<L> {
     /// next turn without waiting.
     yielded: Vec<usize>,
     /// Connections running a key dump (`ops/dump.rs`).
-    dumping: crate::ops::dump::Dumping,
+    dumping: hooks::Dumping,
     /// Connections to drive this turn: an engine's readiness events (each
     /// connection once) pushed straight in, all others through
     /// [`Sessions::wake`].
