@@ -334,12 +334,44 @@ fn a_data_block_in_a_thousand_pieces_is_parsed_once() {
     assert_eq!(headers_parsed(&rt), 2, "each of the set's and the ms's lines parsed once");
 }
 
+/// `-R` counts the requests that run, not the times a request was looked
+/// at: under `-R 1` a set whose data block comes a byte at a time never
+/// yields (each piece only waits for the rest), and a pipeline of three
+/// gets runs one request a turn, yielding twice.
+#[test]
+fn reqs_per_event_counts_requests_that_run() {
+    let rt = shared();
+    let mut svc = Service::new(&rt, 0);
+    let mut conn = Conn::new(false, None);
+    let mut set = b"set k 0 0 1000\r\n".to_vec();
+    set.extend_from_slice(&[b'v'; 1000]);
+    set.extend_from_slice(b"\r\n");
+    for (i, piece) in set.chunks(1).enumerate() {
+        conn.input.extend_from_slice(piece);
+        assert_eq!(conn.process(&mut svc, 1), Progress::NeedInput, "byte {i}");
+    }
+    assert_eq!(conn.out.to_vec(), b"STORED\r\n");
+    assert_eq!(headers_parsed(&rt), 1);
+    conn.input.extend_from_slice(b"get k\r\nget k\r\nget k\r\n");
+    let turns: Vec<Progress> = (0..3).map(|_| conn.process(&mut svc, 1)).collect();
+    assert_eq!(turns, [Progress::Yield, Progress::Yield, Progress::NeedInput]);
+    assert_eq!(conn.out.to_vec().windows(5).filter(|w| w == b"VALUE").count(), 3);
+}
+
 /// The same over a socket, on each I/O engine: a 1 MiB `set` written a
-/// byte at a time (each byte its own write, Nagle off) is parsed once.
+/// byte at a time (each byte its own write, Nagle off) is parsed once, and
+/// under `-R 1` it is one request (the connection never yields).
 #[test]
 fn a_megabyte_set_sent_a_byte_at_a_time_is_parsed_once() {
     for engine in ENGINES {
-        let settings = Settings { tcp_listen: vec!["127.0.0.1:0".parse().unwrap()], threads: 1, io_engine: engine, item_size_max: 2 << 20, ..Settings::default() };
+        let settings = Settings {
+            tcp_listen: vec!["127.0.0.1:0".parse().unwrap()],
+            threads: 1,
+            io_engine: engine,
+            item_size_max: 2 << 20,
+            reqs_per_event: 1,
+            ..Settings::default()
+        };
         let engine_config = EngineConfig { item_size_max_bytes: settings.item_size_max, ..EngineConfig::default() };
         let server = Server::start(settings, Box::new(MapStore::new(engine_config))).unwrap();
         let mut stream = TcpStream::connect(server.tcp_addrs[0]).unwrap();
@@ -359,6 +391,7 @@ fn a_megabyte_set_sent_a_byte_at_a_time_is_parsed_once() {
         stream.read_exact(&mut size).unwrap();
         assert_eq!(size, b"HD s1048576\r\n", "{engine:?}");
         assert_eq!(headers_parsed(&server.runtime), 1, "{engine:?}: the set's line parsed once");
+        assert_eq!(server.runtime.core.stats().conn_yields, 0, "{engine:?}: -R 1 counts the set once");
         server.shutdown();
         server.wait();
     }
