@@ -12,8 +12,7 @@ a `mod.rs` re-exports (`crate::ops::Foo`) is an edge to that `mod.rs`.
 
 Circles are printed one per line, largest first; the exit status is the
 number of circles (0 when the graph points one way), so CI or a reviewer can
-hold the line. `Shared` is the one circle the crate keeps on purpose
-(`shared.rs` owns every feature's state and the features read it back).
+hold the line: `scripts/test` fails on a circle in strata-server.
 """
 import os
 import re

@@ -15,6 +15,7 @@ pub mod base64;
 pub mod binary;
 pub mod client;
 pub mod command;
+pub mod held;
 pub mod meta;
 pub mod number;
 pub mod text;

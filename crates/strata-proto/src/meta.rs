@@ -54,6 +54,16 @@ impl<'a> MetaKey<'a> {
         self.raw
     }
 
+    /// This key without its raw token (held apart: `held.rs`).
+    pub(crate) fn detached(&self) -> MetaKey<'static> {
+        MetaKey { raw: &[], ..*self }
+    }
+
+    /// A detached key given back its raw token.
+    pub(crate) fn attached<'b>(self, raw: &'b [u8]) -> MetaKey<'b> {
+        MetaKey { raw, decoded: self.decoded, decoded_len: self.decoded_len, binary: self.binary }
+    }
+
     fn decode(&mut self) -> bool {
         let mut out = Vec::with_capacity(self.raw.len());
         self.binary = true;
@@ -104,6 +114,13 @@ pub struct MetaRequest<'a> {
 }
 
 impl<'a> MetaRequest<'a> {
+    /// A request from its parts (a held one's: `held.rs`).
+    pub(crate) fn from_parts(key: MetaKey<'a>, flags: MetaFlags, order: &[u8], opaque: Option<&'a [u8]>) -> MetaRequest<'a> {
+        let mut req = MetaRequest { key, flags, order: [0; MAX_META_TOKENS], order_len: order.len() as u8, opaque };
+        req.order[..order.len()].copy_from_slice(order);
+        req
+    }
+
     /// Flag characters in request order.
     pub fn order(&self) -> &[u8] {
         &self.order[..usize::from(self.order_len)]

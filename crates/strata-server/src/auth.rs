@@ -1,5 +1,7 @@
-//! Credentials for text-protocol authentication (`-Y FILE`) and binary SASL
-//! PLAIN (`-S` with `-o sasl_pwdb=FILE` or `MEMCACHED_SASL_PWDB`).
+//! Authentication's state: the credentials for text-protocol login (`-Y
+//! FILE`) and binary SASL PLAIN (`-S` with `-o sasl_pwdb=FILE` or
+//! `MEMCACHED_SASL_PWDB`), and the checks of a login (the login steps
+//! themselves, framing and replies, are the front end's: `front/auth.rs`).
 //!
 //! Both files hold `user:password` lines, as memcached's auth file and its
 //! SASL pwdb do; blank lines are skipped. The table is reloaded on SIGHUP
@@ -13,6 +15,51 @@ use std::sync::RwLock;
 
 /// Largest credentials file read (memcached's auth file is small too).
 const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// The authentication feature: `-Y`'s and `-S`'s credentials (either may
+/// be off).
+#[derive(Default)]
+pub struct Auth {
+    /// `-Y` credentials.
+    pub text: Option<Credentials>,
+    /// `-S` credentials.
+    pub sasl: Option<Credentials>,
+}
+
+impl Auth {
+    /// The credential files the settings name, loaded.
+    pub fn load(settings: &crate::settings::Settings) -> io::Result<Auth> {
+        let text = settings.auth_file.as_deref().map(Credentials::load).transpose()?;
+        let sasl = match (&settings.sasl, &settings.sasl_pwdb) {
+            (false, _) => None,
+            (true, Some(path)) => Some(Credentials::load(path)?),
+            (true, None) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "SASL (-S) needs a password file: -o sasl_pwdb=FILE or MEMCACHED_SASL_PWDB",
+                ))
+            }
+        };
+        Ok(Auth { text, sasl })
+    }
+
+    /// Whether new connections start unauthenticated.
+    pub fn required(&self) -> bool {
+        self.text.is_some() || self.sasl.is_some()
+    }
+
+    /// Re-read the credential files (SIGHUP); one line per file.
+    pub fn reload(&self) -> Vec<String> {
+        let mut report = Vec::new();
+        for creds in self.text.iter().chain(self.sasl.iter()) {
+            report.push(match creds.reload() {
+                Ok(users) => format!("reloaded {} ({users} users)", creds.path().display()),
+                Err(e) => format!("kept the old table: cannot reload {}: {e}", creds.path().display()),
+            });
+        }
+        report
+    }
+}
 
 pub struct Credentials {
     path: PathBuf,
@@ -97,23 +144,25 @@ pub enum TextLogin {
     Failed,
 }
 
-/// Check a `-Y` login token: `username password`.
-pub fn text_login(credentials: &Credentials, token: &[u8]) -> TextLogin {
-    let Some(space) = token.iter().position(|&b| b == b' ') else { return TextLogin::BadFormat };
-    if credentials.check(&token[..space], &token[space + 1..]) {
-        TextLogin::Ok
-    } else {
-        TextLogin::Failed
+impl Credentials {
+    /// Check a `-Y` login token: `username password`.
+    pub fn text_login(&self, token: &[u8]) -> TextLogin {
+        let Some(space) = token.iter().position(|&b| b == b' ') else { return TextLogin::BadFormat };
+        if self.check(&token[..space], &token[space + 1..]) {
+            TextLogin::Ok
+        } else {
+            TextLogin::Failed
+        }
     }
-}
 
-/// Check a SASL PLAIN message: `[authzid] NUL user NUL password`.
-pub fn sasl_plain(credentials: &Credentials, message: &[u8]) -> bool {
-    let mut parts = message.splitn(3, |&b| b == 0);
-    let (Some(_authzid), Some(user), Some(password)) = (parts.next(), parts.next(), parts.next()) else {
-        return false;
-    };
-    credentials.check(user, password)
+    /// Check a SASL PLAIN message: `[authzid] NUL user NUL password`.
+    pub fn sasl_plain(&self, message: &[u8]) -> bool {
+        let mut parts = message.splitn(3, |&b| b == 0);
+        let (Some(_authzid), Some(user), Some(password)) = (parts.next(), parts.next(), parts.next()) else {
+            return false;
+        };
+        self.check(user, password)
+    }
 }
 
 #[cfg(test)]
@@ -125,11 +174,11 @@ mod tests {
         let path = std::env::temp_dir().join(format!("strata-auth-unit-{}", std::process::id()));
         std::fs::write(&path, "alice:secret\n\nbob:hunter2:x\r\n").unwrap();
         let creds = Credentials::load(&path).unwrap();
-        assert!(matches!(text_login(&creds, b"alice secret"), TextLogin::Ok));
-        assert!(matches!(text_login(&creds, b"alice wrong"), TextLogin::Failed));
-        assert!(matches!(text_login(&creds, b"nobody"), TextLogin::BadFormat));
-        assert!(sasl_plain(&creds, b"\0bob\0hunter2:x"));
-        assert!(!sasl_plain(&creds, b"\0bob\0hunter2"));
+        assert!(matches!(creds.text_login(b"alice secret"), TextLogin::Ok));
+        assert!(matches!(creds.text_login(b"alice wrong"), TextLogin::Failed));
+        assert!(matches!(creds.text_login(b"nobody"), TextLogin::BadFormat));
+        assert!(creds.sasl_plain(b"\0bob\0hunter2:x"));
+        assert!(!creds.sasl_plain(b"\0bob\0hunter2"));
         std::fs::write(&path, "carol:pw\n").unwrap();
         assert_eq!(creds.reload().unwrap(), 1);
         assert!(!creds.check(b"alice", b"secret"));

@@ -10,17 +10,26 @@
 //! moves with it ([`Resume`]: its unread input and whether it still has
 //! to log in). A value, not a handle: sending it moves the descriptor.
 
-use crate::handover::Resume;
+use crate::settings::ListenTls;
 use crate::sys::Stream;
-use crate::tls::ListenTls;
 
-/// A connection handed from the acceptor (or a handover) to a worker.
-pub struct NewConn {
-    pub stream: Stream,
+/// A connection handed from the acceptor (or a handover) to a worker (the
+/// conn fuzz harness opens its connections with no socket: `S` = `()`).
+pub struct NewConn<S = Stream> {
+    pub stream: S,
     pub peer: String,
     pub listen: String,
     /// The listener's TLS mode (`ListenTls::Off`: plain).
     pub tls: ListenTls,
     /// A connection taken over from a previous process (`handover/`).
     pub resume: Option<Box<Resume>>,
+}
+
+/// A client connection's state that moves with it on a handover: the
+/// requests read and not yet run (often part of one), and whether it
+/// still has to log in.
+#[derive(Debug, Default)]
+pub struct Resume {
+    pub input: Vec<u8>,
+    pub unauthenticated: bool,
 }

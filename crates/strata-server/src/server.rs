@@ -23,10 +23,11 @@ use std::time::Duration;
 use mio::{Events, Poll, Token, Waker};
 use strata_store::{Clock, Engine};
 
-use crate::auth::Credentials;
+use crate::auth::Auth;
+use crate::core::Core;
 use crate::new_conn::NewConn;
+use crate::runtime::{Runtime, Started};
 use crate::settings::{IoEngine, Settings};
-use crate::shared::Shared;
 use crate::stats::WorkerStats;
 use crate::sys::uring::{EventFd, Ring};
 use crate::sys::{self, Listener, Stream};
@@ -37,7 +38,7 @@ const ACCEPTOR_WAKE: Token = Token(usize::MAX);
 
 /// A running server.
 pub struct Server {
-    pub shared: Arc<Shared>,
+    pub runtime: Arc<Runtime>,
     /// The TCP addresses actually bound (port 0 resolved).
     pub tcp_addrs: Vec<SocketAddr>,
     /// The UDP addresses bound (`-U`), one per listen address.
@@ -79,7 +80,7 @@ impl Server {
             None => Vec::new(),
         };
         let (udp_addrs, mut udp_sockets) = udp_sockets(&settings, settings.threads.max(1))?;
-        let metrics = settings.metrics_listen.map(crate::ops::metrics_http::bind).transpose()?;
+        let metrics = settings.metrics_listen.map(crate::report::metrics_http::bind).transpose()?;
         let metrics_addr = metrics.as_ref().map(std::net::TcpListener::local_addr).transpose()?;
         // `stats settings` shows the address bound (port 0 resolved).
         settings.metrics_listen = metrics_addr;
@@ -89,17 +90,7 @@ impl Server {
                 crate::log_line!("strata: failed to write the port file {}: {e}", path.display());
             }
         }
-        let text_auth = settings.auth_file.as_deref().map(Credentials::load).transpose()?;
-        let sasl_auth = match (&settings.sasl, &settings.sasl_pwdb) {
-            (false, _) => None,
-            (true, Some(path)) => Some(Credentials::load(path)?),
-            (true, None) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "SASL (-S) needs a password file: -o sasl_pwdb=FILE or MEMCACHED_SASL_PWDB",
-                ))
-            }
-        };
+        let auth = Auth::load(&settings)?;
         let io_engine = resolve_io_engine(settings.io_engine)?;
         let clock = engine.clock_origin().map_or_else(Clock::new, Clock::resuming);
         if let Some(tls) = &tls {
@@ -119,30 +110,21 @@ impl Server {
         let pinned = !allowed.is_empty() && settings.pin_threads.unwrap_or(allowed.len() == workers);
         settings.pin_threads = Some(pinned);
         let cpus: Vec<usize> = if pinned { (0..workers).map(|i| allowed[i % allowed.len()]).collect() } else { Vec::new() };
-        let mut shared = Shared::with_credentials(settings, engine, clock, text_auth, sasl_auth);
-        shared.io_engine = io_engine;
-        shared.tls = tls;
-
-        if warm.as_ref().is_some_and(|w| w.cold_reason.is_none() && !w.peers_asked.is_empty()) && shared.settings.warm.catchup_s > 0 {
-            shared.catchup = crate::journal::catchup::CatchUp::started(shared.engine.cas_counter());
-        }
-        shared.warm = warm;
-        let shared = Arc::new(shared);
-        crate::handover::incoming::restore_journal(&shared.journal);
-        crate::journal::warm::after_listening(&shared);
-        crate::ops::watch::EvictionWatch::install(&shared);
-        crate::ops::conns::register_sockets(&shared, &tcp_addrs, &udp_addrs);
+        let core = Core::new(settings, engine, clock, io_engine);
+        let shared = Arc::new(Runtime::build(core, Started { auth, tls, warm }));
+        shared.warm.after_listening(&shared.core);
+        crate::ops::conns::register_sockets(&shared.core, &tcp_addrs, &udp_addrs);
 
         let mut threads = Vec::new();
         let mut hand_off: Vec<(Sender<NewConn>, Wake)> = Vec::new();
-        let engine = shared.io_engine;
+        let engine = shared.core.io_engine;
         let steering = crate::steer::Steering::new(workers, &cpus);
         for index in 0..workers {
             let (tx, rx) = channel();
             let udp = std::mem::take(&mut udp_sockets[index]);
             let name = format!("strata-worker-{index}");
             let cpu = cpus.get(index).copied();
-            let verbose = shared.settings.verbose > 0;
+            let verbose = shared.core.settings.verbose > 0;
             let pin = move || {
                 if let Some(cpu) = cpu {
                     match crate::sys::affinity::pin_current_thread(cpu) {
@@ -184,20 +166,20 @@ impl Server {
                 }
             };
             let on_stop = wake.clone();
-            shared.on_shutdown(Box::new(move || on_stop()));
+            shared.core.on_shutdown(Box::new(move || on_stop()));
             hand_off.push((tx, wake));
         }
 
         let poll = Poll::new()?;
         let waker = Arc::new(Waker::new(poll.registry(), ACCEPTOR_WAKE)?);
-        shared.on_shutdown(Box::new(move || {
+        shared.core.on_shutdown(Box::new(move || {
             let _ = waker.wake();
         }));
         for (i, listener) in listeners.iter_mut().enumerate() {
             listener.register(poll.registry(), Token(i))?;
         }
         for new in crate::handover::incoming::conns() {
-            shared.curr_connections.fetch_add(1, Ordering::Relaxed);
+            shared.core.curr_connections.fetch_add(1, Ordering::Relaxed);
             let (tx, wake) = &hand_off[new.stream.raw_fd() as usize % hand_off.len()];
             if tx.send(new).is_ok() {
                 wake();
@@ -208,17 +190,15 @@ impl Server {
             .name("strata-acceptor".into())
             .spawn(move || accept_loop(acceptor_shared, poll, listeners, listen_tls, hand_off, steering))?;
         threads.push(acceptor);
-        threads.extend(crate::flash_age::start(&shared)?);
-        threads.extend(crate::flash_merge::start(&shared)?);
-        threads.extend(crate::flash_compact::start(&shared)?);
-        threads.extend(crate::memory::start(&shared)?);
+        threads.extend(shared.flash.start(&shared.core)?);
+        threads.extend(crate::memory::start(&shared.core, shared.memory.as_ref())?);
         if let Some(listener) = metrics {
-            threads.push(crate::ops::metrics_http::start(&shared, listener)?);
+            threads.push(crate::report::metrics_http::start(&shared, listener)?);
         }
-        if let Some(path) = &shared.settings.handover {
-            crate::handover::outgoing::serve(&shared, path, handover_fds)?;
+        if let Some(path) = &shared.core.settings.handover {
+            crate::handover::outgoing::serve(&shared.core, &shared.handover, path, handover_fds)?;
         }
-        Ok(Server { shared, tcp_addrs, udp_addrs, metrics_addr, threads })
+        Ok(Server { runtime: shared, tcp_addrs, udp_addrs, metrics_addr, threads })
     }
 
     /// Wait until shutdown has been requested and every thread has finished.
@@ -230,7 +210,7 @@ impl Server {
 
     /// Ask the server to stop (as SIGTERM does).
     pub fn shutdown(&self) {
-        self.shared.request_shutdown();
+        self.runtime.core.request_shutdown();
     }
 }
 
@@ -292,7 +272,7 @@ fn resolve_io_engine(choice: IoEngine) -> io::Result<IoEngine> {
 }
 
 fn accept_loop(
-    shared: Arc<Shared>,
+    rt: Arc<Runtime>,
     mut poll: Poll,
     listeners: Vec<Listener>,
     listen_tls: Vec<crate::tls::ListenTls>,
@@ -300,6 +280,7 @@ fn accept_loop(
     mut steering: crate::steer::Steering,
 ) {
     let mut events = Events::with_capacity(64);
+    let shared = &rt.core;
     let stats = &shared.worker_stats[0];
     let mut maintained = 0;
     loop {
@@ -308,10 +289,10 @@ fn accept_loop(
         if now != maintained {
             // Once a second: reclaim expired segments with no request's help,
             // while the LRU crawler (memcached's background reclaimer) is on.
-            shared.engine.maintain(now, shared.ops.crawler.enabled());
-            shared.journal.tick(strata_store::clock::unix_time());
+            shared.engine.maintain(now, rt.ops.crawler.enabled());
+            rt.journal.tick(strata_store::clock::unix_time());
 
-            crate::ops::mrc::tick(&shared);
+            crate::ops::mrc::tick(rt.ops.mrc.as_ref(), shared);
             maintained = now;
         }
         if shared.is_shutting_down() {
@@ -357,9 +338,9 @@ fn accept_loop(
             }
         }
     }
-    shared.handover.acceptor_stopped();
+    rt.handover.acceptor_stopped();
     for listener in &listeners {
-        if !shared.handover.is_active() {
+        if !rt.handover.is_active() {
             listener.cleanup();
         }
     }

@@ -24,10 +24,8 @@ macro_rules! counters {
             $(pub $name: AtomicU64,)*
             /// Counts at the last `stats reset`.
             baseline: Mutex<StatsSnapshot>,
-            /// `stats latency` and `stats hotkeys` (`ops/latency.rs`).
-            pub requests: crate::ops::latency::WorkerRequests,
-            /// The worker's own memory, for `stats memory` (`ops/memory.rs`).
-            pub memory: crate::ops::memory::WorkerMemory,
+            /// The worker's own memory, for `stats memory` (`report/memory.rs`).
+            pub memory: WorkerMemory,
         }
 
         /// A snapshot, summed over workers.
@@ -71,6 +69,9 @@ counters!(
     touch_misses,
     store_too_large,
     store_no_memory,
+    // Not in `stats`: the storage command lines parsed (a header is parsed
+    // once, however many pieces its data block arrives in; a test counts).
+    store_headers_parsed,
     bytes_read,
     bytes_written,
     conn_yields,
@@ -84,6 +85,28 @@ counters!(
     auth_cmds,
     auth_errors,
 );
+
+/// One worker's structures that only it can measure, set by it when they
+/// change size (never per request).
+#[derive(Default, Debug)]
+pub struct WorkerMemory {
+    /// io_uring: the provided receive buffers and their ring of entries.
+    pub uring_recv_buffers: AtomicU64,
+    /// epoll: idle read buffers kept for the next connection that reads.
+    pub read_pool: AtomicU64,
+    /// The worker's connection slots (one per connection it ever held at once).
+    pub conn_slots: AtomicU64,
+}
+
+impl WorkerMemory {
+    /// Set `gauge` to `bytes`, writing only when it changed.
+    #[inline]
+    pub fn set(gauge: &AtomicU64, bytes: usize) {
+        if gauge.load(Ordering::Relaxed) != bytes as u64 {
+            gauge.store(bytes as u64, Ordering::Relaxed);
+        }
+    }
+}
 
 impl WorkerStats {
     /// Count one. Only the counter's one writer may call this.

@@ -22,7 +22,8 @@ pub fn first_get_key(input: &[u8]) -> Option<&[u8]> {
         .strip_prefix(b"get ")
         .or_else(|| input.strip_prefix(b"gets "))
         .or_else(|| input.strip_prefix(b"mg "))?;
-    let end = rest.iter().take(strata_proto::KEY_MAX_LENGTH + 1).position(|&b| b == b' ' || b == b'\r' || b == b'\n')?;
+    let window = &rest[..rest.len().min(strata_proto::KEY_MAX_LENGTH + 1)];
+    let end = memchr::memchr3(b' ', b'\r', b'\n', window)?;
     (end > 0).then(|| &rest[..end])
 }
 

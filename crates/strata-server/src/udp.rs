@@ -14,17 +14,16 @@
 //! caps the bytes a single datagram may draw (default 64 KiB), and replies
 //! over the cap are replaced by an error and counted in `udp_replies_refused`.
 
-use std::cell::RefCell;
 use std::os::fd::AsRawFd;
-use std::sync::Arc;
 
 use mio::net::UdpSocket;
 use strata_proto::udp::{split_reply, UdpHeader, HEADER_LEN};
 
-use crate::conn::{binary_step, text_step, Protocol, Step};
-use crate::ctx::negotiate;
+use crate::front::{self, Step};
+use crate::output::Output;
+use crate::protocol::{negotiate, Protocol};
 use crate::service::Service;
-use crate::shared::Shared;
+use crate::runtime::Runtime;
 use crate::stats::WorkerStats;
 use crate::sys::mmsg::{RecvBatch, SendBatch, BATCH};
 
@@ -38,9 +37,9 @@ pub struct UdpPorts {
     pub sockets: Vec<UdpSocket>,
     requests: RecvBatch,
     replies: SendBatch,
-    out: Vec<u8>,
+    /// A datagram's replies, each reply object marked.
+    out: Output,
     datagram: Vec<u8>,
-    marks: RefCell<Vec<usize>>,
 }
 
 impl UdpPorts {
@@ -49,17 +48,18 @@ impl UdpPorts {
             sockets,
             requests: RecvBatch::new(MAX_REQUEST_DATAGRAM),
             replies: SendBatch::default(),
-            out: Vec::new(),
+            out: Output::datagrams(),
             datagram: Vec::new(),
-            marks: RefCell::new(Vec::new()),
         }
     }
 
-    /// Serve every datagram waiting on socket `index`: up to 16 taken per
-    /// `recvmmsg`, their replies sent together with `sendmmsg`.
-    pub fn drain(&mut self, index: usize, shared: &Arc<Shared>, stats: &WorkerStats) {
-        let UdpPorts { sockets, requests, replies, out, datagram, marks } = self;
+    /// Serve every datagram waiting on socket `index`, for worker
+    /// `worker`: up to 16 taken per `recvmmsg`, their replies sent together
+    /// with `sendmmsg`.
+    pub fn drain(&mut self, index: usize, rt: &Runtime, worker: usize) {
+        let UdpPorts { sockets, requests, replies, out, datagram } = self;
         let Some(socket) = sockets.get(index) else { return };
+        let stats = &*rt.core.worker_stats[worker];
         let fd = socket.as_raw_fd();
         loop {
             // An error other than an empty socket (none is expected on a
@@ -68,11 +68,10 @@ impl UdpPorts {
             for i in 0..count {
                 // Truncated (over 64 KiB) and non-IP datagrams are dropped.
                 let Some((request, peer)) = requests.get(i) else { continue };
-                marks.borrow_mut().clear();
-                let exec = Service::with_marks(shared, stats, marks);
-                let Some(request_id) = answer(&exec, request, out, fd) else { continue };
+                let mut svc = Service::new(rt, worker);
+                let Some(request_id) = answer(&mut svc, request, out, fd) else { continue };
                 WorkerStats::add(&stats.bytes_read, request.len() as u64);
-                each_datagram(request_id, out, &marks.borrow(), datagram, &mut |d| replies.push(d, peer));
+                each_datagram(request_id, out, out.marks(), datagram, &mut |d| replies.push(d, peer));
                 if replies.queued_bytes() > MAX_QUEUED_REPLIES {
                     WorkerStats::add(&stats.bytes_written, replies.flush(fd));
                 }
@@ -87,72 +86,60 @@ impl UdpPorts {
     }
 }
 
-/// Answer one request datagram (from socket `fd`): its replies into `out`,
-/// each reply object's end marked in the service's marks (which the caller
-/// empties first). `None` (nothing
-/// run) for a datagram too short for its header or one claiming to be part
-/// of a multi-datagram request, which memcached does not serve either.
-pub(crate) fn answer(exec: &Service<'_>, datagram: &[u8], out: &mut Vec<u8>, fd: std::os::fd::RawFd) -> Option<u16> {
+/// Answer one request datagram (from socket `fd`): its replies into `out`
+/// (a datagram output, emptied first), each reply object's end marked.
+/// `None` (nothing run) for a datagram too short for its header or one
+/// claiming to be part of a multi-datagram request, which memcached does
+/// not serve either.
+pub(crate) fn answer(svc: &mut Service<'_>, datagram: &[u8], out: &mut Output, fd: std::os::fd::RawFd) -> Option<u16> {
     let header = UdpHeader::parse(datagram)?;
     if header.total != 1 || header.seq != 0 {
         return None;
     }
-    out.clear();
-    serve(exec, &datagram[HEADER_LEN..], out, fd);
+    out.clear_datagram();
+    serve(svc, &datagram[HEADER_LEN..], out, fd);
     Some(header.request_id)
 }
 
 /// Run the commands of one datagram (from socket `fd`), marking where each
 /// reply ends.
-fn serve(exec: &Service<'_>, payload: &[u8], out: &mut Vec<u8>, fd: std::os::fd::RawFd) {
-    let limit = exec.shared.settings.udp_max_reply_bytes;
+fn serve(svc: &mut Service<'_>, payload: &[u8], out: &mut Output, fd: std::os::fd::RawFd) {
+    let limit = svc.core.settings.udp_max_reply_bytes;
     let protocol = match payload.first() {
-        Some(&first) => negotiate(first, exec.shared.settings.protocol),
+        Some(&first) => negotiate(first, svc.core.settings.protocol),
         None => return,
     };
     let mut rest = payload;
     while !rest.is_empty() {
         let start = out.len();
-        let tracing = exec.shared.ops.verbose.tracing();
-        if tracing {
-            crate::ops::verbose::begin();
-        }
-        let step = match protocol {
-            // UDP cannot be combined with -Y or -S (the CLI refuses it).
-            Protocol::Binary => binary_step(rest, exec, out, &mut false),
-            _ => text_step(rest, exec, out, &mut false),
-        };
-        if tracing {
-            let done = protocol == Protocol::Text && matches!(step, Step::Done { .. });
-            let reply = out.get(start..).filter(|_| exec.shared.ops.verbose.tracing());
-            crate::ops::verbose::end_text(Some(fd), rest, reply, done);
-        }
+        // UDP cannot be combined with -Y or -S (the CLI refuses it).
+        let step = front::run(protocol, Some(fd), rest, svc, out, &mut false, None);
         // A get with a key over 250 bytes drops every reply not yet sent,
         // those of the datagram's earlier commands too (memcached's
         // conn_release_items): this command's replies may start before
         // `start`.
         let start = start.min(out.len());
-        match step {
-            Step::Need(_) | Step::Stop(_) => return,
-            Step::Done { advance, swallow, stop } => {
-                if limit > 0 && out.len() - start > limit {
-                    refuse(exec, protocol, rest, start, out);
-                }
-                exec.mark(out);
-                rest = &rest[advance.min(rest.len())..];
-                rest = &rest[swallow.min(rest.len())..];
-                if stop.is_some() {
-                    return;
-                }
-            }
+        let (advance, swallow, stop) = match step {
+            Step::Need(_) | Step::Hold(..) | Step::Stop(_) => return,
+            Step::Done { advance, swallow, outcome } => (advance, swallow, outcome.flow != front::Flow::Continue),
+            Step::Parked { advance, .. } => (advance, 0, false),
+        };
+        if limit > 0 && out.len() - start > limit {
+            refuse(svc, protocol, rest, start, out);
+        }
+        out.mark();
+        rest = &rest[advance.min(rest.len())..];
+        rest = &rest[swallow.min(rest.len())..];
+        if stop {
+            return;
         }
     }
 }
 
 /// Replace a reply larger than `-o udp_max_reply` by an error.
-fn refuse(exec: &Service<'_>, protocol: Protocol, request: &[u8], start: usize, out: &mut Vec<u8>) {
+fn refuse(svc: &Service<'_>, protocol: Protocol, request: &[u8], start: usize, out: &mut Output) {
     out.truncate(start);
-    WorkerStats::incr(&exec.stats.udp_replies_refused);
+    WorkerStats::incr(&svc.stats.udp_replies_refused);
     if protocol == Protocol::Binary {
         let header = strata_proto::binary::Header::parse(request);
         let (opcode, opaque) = header.map_or((0, 0), |h| (h.opcode, h.opaque));
@@ -176,9 +163,14 @@ pub(crate) fn each_datagram(request_id: u16, out: &[u8], marks: &[usize], scratc
 
 #[cfg(test)]
 mod tests {
-    use std::cell::RefCell;
-
     use super::*;
+
+    fn runtime() -> Runtime {
+        let settings = crate::Settings { threads: 1, memory_limit_bytes: 16 << 20, ..crate::Settings::default() };
+        let config = strata_store::EngineConfig { memory_limit_bytes: settings.memory_limit_bytes, ..strata_store::EngineConfig::default() };
+        let engine = Box::new(strata_store::MapStore::new(config));
+        Runtime::new(settings, engine, strata_store::Clock::starting_at(1_700_000_000))
+    }
 
     /// Bug found by the `udp` fuzz target: a get with a too-long key after
     /// other commands in the same datagram truncated the output below where
@@ -187,21 +179,20 @@ mod tests {
     /// replaced by "SERVER_ERROR reply too large for UDP").
     #[test]
     fn a_too_long_get_key_after_other_replies_is_not_an_oversized_reply() {
-        let shared = crate::fuzzing::server(crate::Settings::default(), None, None);
-        let stats = shared.worker_stats[0].clone();
-        let marks = RefCell::new(Vec::new());
-        let svc = Service::with_marks(&shared, &stats, &marks);
+        let rt = runtime();
+        let stats = rt.core.worker_stats[0].clone();
+        let mut svc = Service::new(&rt, 0);
         let mut datagram = vec![0, 7, 0, 0, 0, 1, 0, 0];
         // Six STOREDs (48 bytes) are dropped, and the error (40 bytes)
         // ends before where the get's replies began.
         let sets = "set a 0 0 1\r\n1\r\n".repeat(6);
         datagram.extend_from_slice(format!("{sets}get a {}\r\nget a\r\n", "k".repeat(251)).as_bytes());
-        let mut out = Vec::new();
-        assert_eq!(answer(&svc, &datagram, &mut out, -1), Some(7));
-        let out = String::from_utf8(out).unwrap();
-        assert_eq!(out, "CLIENT_ERROR bad command line format\r\n\r\nVALUE a 0 1\r\n1\r\nEND\r\n");
+        let mut out = Output::datagrams();
+        assert_eq!(answer(&mut svc, &datagram, &mut out, -1), Some(7));
+        let text = String::from_utf8(out.to_vec()).unwrap();
+        assert_eq!(text, "CLIENT_ERROR bad command line format\r\n\r\nVALUE a 0 1\r\n1\r\nEND\r\n");
         assert_eq!(stats.udp_replies_refused.load(std::sync::atomic::Ordering::Relaxed), 0);
-        assert!(marks.borrow().iter().all(|&m| m <= out.len()));
+        assert!(out.marks().iter().all(|&m| m <= out.len()));
     }
 
     /// Bug found by the `udp` fuzz target: a line over 2048 bytes without
@@ -211,17 +202,15 @@ mod tests {
     /// output's end: a panic of the worker on one datagram (with -U).
     #[test]
     fn an_overlong_line_after_other_replies_leaves_no_mark_past_the_output() {
-        let shared = crate::fuzzing::server(crate::Settings::default(), None, None);
-        let stats = shared.worker_stats[0].clone();
-        let marks = RefCell::new(Vec::new());
-        let svc = Service::with_marks(&shared, &stats, &marks);
+        let rt = runtime();
+        let mut svc = Service::new(&rt, 0);
         let mut datagram = vec![0, 9, 0, 0, 0, 1, 0, 0];
         datagram.extend_from_slice(format!("set a 0 0 1\r\n1\r\nset b 0 0 1\r\n2\r\n{}", "x".repeat(2049)).as_bytes());
-        let mut out = Vec::new();
-        assert_eq!(answer(&svc, &datagram, &mut out, -1), Some(9));
-        assert!(marks.borrow().iter().all(|&m| m <= out.len()), "marks {:?} past {} bytes", marks.borrow(), out.len());
+        let mut out = Output::datagrams();
+        assert_eq!(answer(&mut svc, &datagram, &mut out, -1), Some(9));
+        assert!(out.marks().iter().all(|&m| m <= out.len()), "marks {:?} past {} bytes", out.marks(), out.len());
         let mut datagrams = 0;
-        each_datagram(9, &out, &marks.borrow(), &mut Vec::new(), &mut |_| datagrams += 1);
+        each_datagram(9, &out, out.marks(), &mut Vec::new(), &mut |_| datagrams += 1);
         assert_eq!((out.len(), datagrams), (0, 0));
     }
 }

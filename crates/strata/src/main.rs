@@ -63,7 +63,13 @@ fn main() -> ExitCode {
     // -o handover: the running process stops and writes its memory file
     // back before this one opens it; its sockets become this one's.
     if let Some(path) = &settings.handover {
-        match strata_server::handover::take_over(path, &settings) {
+        // What could fail once the old process has stopped: the TLS
+        // certificates load.
+        let check = || match &settings.tls {
+            Some(tls) => strata_server::tls::TlsState::new(tls.clone(), 0).map(drop),
+            None => Ok(()),
+        };
+        match strata_server::handover::take_over(path, &settings, check) {
             Ok(None) => {}
             Ok(Some(t)) => strata_server::log_line!(
                 "strata: handover: took {} listeners and {} connections over from the previous process ({} ms)",
@@ -127,7 +133,7 @@ fn main() -> ExitCode {
             strata_server::log_line!("strata: could not write pid file {}: {e}", path.display());
         }
     }
-    let engine = match server.shared.io_engine {
+    let engine = match server.runtime.core.io_engine {
         strata_server::settings::IoEngine::Uring => "io_uring",
         _ => "epoll",
     };
@@ -140,20 +146,16 @@ fn main() -> ExitCode {
             strata_server::log_line!("strata: metrics on http://{addr}/metrics");
         }
     }
-    if let Err(e) = process::stop_on_signals(signals, server.shared.clone()) {
+    if let Err(e) = process::stop_on_signals(signals, server.runtime.clone()) {
         strata_server::log_line!("strata: could not start the signal thread: {e}");
         return ExitCode::from(1);
     }
-    let shared = server.shared.clone();
+    let runtime = server.runtime.clone();
     server.wait();
     // Every stop that gets here is clean: the memory file is written back
-    // and marked so (a crash skips this; recovery then checks every item).
-    shared.journal.close(strata_store::clock::unix_time());
-    let saved = shared.engine.close();
-    if let Err(e) = &saved {
-        strata_server::log_line!("strata: could not write the memory file back: {e}");
-    }
-    strata_server::handover::outgoing::finish(&shared, &saved);
+    // and marked so (a crash skips this; recovery then checks every item),
+    // and a handover's connections and journal are passed on.
+    let _ = runtime.close();
     if let Some(path) = &opts.pid_file {
         let _ = std::fs::remove_file(path);
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
-use strata_server::shared::Shared;
+use strata_server::runtime::Runtime;
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
@@ -69,22 +69,22 @@ pub fn catch_signals() -> io::Result<Signals> {
 /// `-Y` and SASL credential files, and with `-Z` the TLS certificate, key
 /// and CA (a failed reload keeps the old ones and logs why). A signal caught
 /// before the server ran is handled now.
-pub fn stop_on_signals(mut signals: Signals, shared: Arc<Shared>) -> io::Result<()> {
+pub fn stop_on_signals(mut signals: Signals, rt: Arc<Runtime>) -> io::Result<()> {
     std::thread::Builder::new().name("strata-signals".into()).spawn(move || {
         for signal in signals.forever() {
             if signal == SIGHUP {
-                for line in shared.reload_credentials() {
+                for line in rt.auth.reload() {
                     strata_server::log_line!("strata: SIGHUP: {line}");
                 }
-                if let Some(tls) = &shared.tls {
-                    match tls.refresh(shared.clock.now()) {
+                if let Some(tls) = &rt.tls {
+                    match tls.refresh(rt.core.clock.now()) {
                         Ok(()) => strata_server::log_line!("strata: SIGHUP: reloaded the TLS certificates"),
                         Err(e) => strata_server::log_line!("strata: Could not reload TLS certificates on SIGHUP: {e}"),
                     }
                 }
                 continue;
             }
-            shared.request_shutdown();
+            rt.core.request_shutdown();
             return;
         }
     })?;

@@ -16,6 +16,7 @@ use strata_store::{
 };
 
 use super::{reply, Admission};
+use crate::output::Output;
 use crate::service::{Origin, Read, ReadAs, Service};
 
 /// ` k<key>`, base64-encoded with a trailing ` b` for binary keys.
@@ -77,7 +78,7 @@ fn opt_expiry(svc: &Service<'_>, raw: Option<i32>) -> Option<RelTime> {
     raw.map(|e| svc.expiry(e))
 }
 
-pub(super) fn get(svc: &Service<'_>, req: &MetaRequest<'_>, out: &mut Vec<u8>) {
+pub(super) fn get(svc: &mut Service<'_>, req: &MetaRequest<'_>, out: &mut Output) {
     let now = svc.now();
     let f = &req.flags;
     let ttl = opt_expiry(svc, f.new_ttl);
@@ -184,7 +185,7 @@ pub(super) fn get(svc: &Service<'_>, req: &MetaRequest<'_>, out: &mut Vec<u8>) {
         return reply(out, "CLIENT_ERROR opaque token too long", false);
     }
     if hit {
-        svc.pin(key);
+        out.pin(key);
     }
     if !hit && !f.quiet {
         out.extend_from_slice(b"EN");
@@ -206,7 +207,7 @@ pub fn admit(svc: &Service<'_>, req: &MetaRequest<'_>, value_len: usize) -> Admi
     }
 }
 
-pub fn set(svc: &Service<'_>, req: &MetaRequest<'_>, data: &[u8], out: &mut Vec<u8>) {
+pub fn set(svc: &mut Service<'_>, req: &MetaRequest<'_>, data: &[u8], out: &mut Output) {
     let (value, tail) = data.split_at(data.len() - 2);
     if tail != b"\r\n" {
         reply(out, BAD_CHUNK, false);
@@ -266,7 +267,7 @@ pub fn set(svc: &Service<'_>, req: &MetaRequest<'_>, data: &[u8], out: &mut Vec<
     out.extend_from_slice(b"\r\n");
 }
 
-pub(super) fn delete(svc: &Service<'_>, req: &MetaRequest<'_>, out: &mut Vec<u8>) {
+pub(super) fn delete(svc: &mut Service<'_>, req: &MetaRequest<'_>, out: &mut Output) {
     let f = &req.flags;
     // `x` (1.6.45) leaves an empty item with the `F` flags and the `T`
     // TTL (none without `T`).
@@ -295,7 +296,7 @@ pub(super) fn delete(svc: &Service<'_>, req: &MetaRequest<'_>, out: &mut Vec<u8>
     out.extend_from_slice(b"\r\n");
 }
 
-pub(super) fn arith(svc: &Service<'_>, req: &MetaRequest<'_>, out: &mut Vec<u8>) {
+pub(super) fn arith(svc: &mut Service<'_>, req: &MetaRequest<'_>, out: &mut Output) {
     let f = &req.flags;
     let incr = !matches!(f.mode, Some(b'D' | b'd' | b'-'));
     let ttl = opt_expiry(svc, f.new_ttl);
@@ -308,7 +309,7 @@ pub(super) fn arith(svc: &Service<'_>, req: &MetaRequest<'_>, out: &mut Vec<u8>)
         vivify: vivify.map(|n| created_ttl(req, ttl.unwrap_or(0), n)),
         initial: f.initial.unwrap_or(0),
         touch: ttl.filter(|_| req.effective_order().contains(&b'T')),
-        in_place: !svc.is_pinned(req.key.bytes()),
+        in_place: !out.is_pinned(req.key.bytes()),
         new_cas: f.explicit_cas,
     };
     let bad_opaque = req.opaque_too_long();
@@ -373,7 +374,7 @@ pub(super) fn arith(svc: &Service<'_>, req: &MetaRequest<'_>, out: &mut Vec<u8>)
     }
 }
 
-pub(super) fn debug(svc: &Service<'_>, raw_key: &[u8], base64_key: bool, out: &mut Vec<u8>) {
+pub(super) fn debug(svc: &mut Service<'_>, raw_key: &[u8], base64_key: bool, out: &mut Output) {
     let mut decoded = Vec::new();
     let key = if base64_key {
         if !base64::decode(raw_key, &mut decoded) {
@@ -386,9 +387,9 @@ pub(super) fn debug(svc: &Service<'_>, raw_key: &[u8], base64_key: bool, out: &m
         raw_key
     };
     let now = svc.now();
-    let cas_enabled = !svc.shared.settings.cas_disabled;
+    let cas_enabled = !svc.core.settings.cas_disabled;
     let opts = GetOptions { no_bump: true, uncounted: true, no_token: true, ..GetOptions::default() };
-    let classes = &svc.shared.classes;
+    let classes = &svc.core.classes;
     let mark = out.len();
     // memcached's cmd_meta counts `me` only (service/hooks.rs, row 7).
     let read = svc.read(Origin::Meta, ReadAs::MetaDebug, key, 0, opts, &mut |item, _| {

@@ -1,6 +1,6 @@
 //! `binary`: the binary protocol's framing and validation
 //! (`strata_proto::binary`) and a connection's binary requests
-//! (`conn::binary_step`) over an in-process store.
+//! (`front::binary::step`) over an in-process store.
 //!
 //! Input: one byte choosing how the rest arrives in pieces, then the bytes
 //! a client sends. Checked: every header's verdict fits its lengths, a
@@ -25,15 +25,14 @@ pub fn binary(data: &[u8]) {
     let Some((&seed, stream)) = data.split_first() else { return };
     check_headers(stream);
     let shared = super::server(Settings::default(), None, None);
-    let stats = shared.worker_stats[0].clone();
-    let svc = Service::new(&shared, &stats);
+    let mut svc = Service::new(&shared, 0);
     let mut conn = Conn::new(false, None);
     conn.protocol = Protocol::Binary;
     let mut replies = Vec::new();
-    let bound = max_request(shared.settings.item_size_max);
+    let bound = max_request(shared.core.settings.item_size_max);
     for range in super::chunks(seed, stream.len()) {
         conn.input.extend_from_slice(&stream[range]);
-        let closed = super::pump(&mut conn, &svc, &mut replies);
+        let closed = super::pump(&mut conn, &mut svc, &mut replies);
         assert!(conn.awaiting <= bound.max(conn.input.len()), "waits for {} bytes", conn.awaiting);
         if closed {
             break;

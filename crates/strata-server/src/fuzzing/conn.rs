@@ -1,23 +1,30 @@
-//! The `conn` fuzz target's body: a [`Script`] run through the real
-//! connection state machine (`Conn::process`), front ends and service,
-//! in process, with the harness in the worker's place: it delivers bytes
-//! in the script's pieces, writes replies out, and completes flash reads
-//! in the script's order, after whichever other connections ran meanwhile.
+//! The `conn` fuzz target's body: a [`Script`] run through a worker's real
+//! connection lifecycle (`session/`: open, receive, drive, the reaction to
+//! each `Progress`, close), its connections (`Conn::process`), front ends
+//! and service, in process, over an in-memory I/O engine ([`Memory`]) in
+//! the kernel's place. As with io_uring, bytes arrive as "completions": a
+//! `Deliver` hands the script's next bytes to the session's receive path
+//! (the input, its pooled buffer, the accounting); a `Process` is one drive
+//! (the requests, at most the step's budget, then their replies written to
+//! a byte string); flash reads finish in the script's order, after
+//! whichever other connections ran meanwhile.
 //!
 //! ```text
-//!  script ─► clients[0..4]: queued bytes ─Deliver─► Conn.input ─Process─► Conn.out ─► replies
+//!  script ─► clients[0..4]: queued bytes ─Deliver: receive─► Conn.input ─Process: drive─►
+//!            Conn.out ─send─► replies
 //!                                     flash reads: parked ─submit─► in flight ─Complete(pick, ok)─► done
-//!  trace: (client, bytes each Process consumed), in order
+//!  trace: (client, bytes each drive consumed), in order
 //!     └─► canonical run: a fresh SegStore, each traced piece delivered whole
-//!         and processed to the end, in the same order ─► replies, compared
+//!         and driven to the end, in the same order ─► replies, compared
 //! ```
 //!
 //! The oracle, in layers:
 //! - (a) every call returns (libFuzzer's `-timeout` catches a hang), the
 //!   harness's loops are bounded (a connection that neither consumes nor
-//!   finishes is a panic), `out` stays under what the bytes sent can ask
-//!   for, input under what was delivered, and with a flash tier every read
-//!   handed out is finished or abandoned (`extstore_io_queue` returns).
+//!   finishes is a panic), the replies of a drive stay under what the
+//!   bytes sent can ask for, input under what was delivered, and with a
+//!   flash tier every read handed out is finished or abandoned
+//!   (`extstore_io_queue` returns).
 //! - (b)+(c) without flash (a fresh `MapStore` per input): each client's
 //!   replies equal a canonical run's, where the same requests run in the
 //!   same order across connections, each delivered whole, over a fresh
@@ -48,6 +55,8 @@
 //! With flash (`flash_store.rs`), the store is shared between inputs, so
 //! only (a) runs.
 
+use std::io;
+use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
 use strata_store::{Clock, EngineConfig, MapStore, RelTime, SegStore};
@@ -55,11 +64,15 @@ use strata_store::{Clock, EngineConfig, MapStore, RelTime, SegStore};
 use super::flash_store;
 use super::replies::{comparable, Compare};
 use super::script::{Script, Step, CONNS};
-use crate::conn::{Conn, Progress};
-use crate::flash_io::ReadState;
-use crate::service::Service;
+use crate::conn::Progress;
+use crate::flash::ReadState;
+use crate::protocol::Protocol;
+use crate::runtime::Runtime;
+use crate::service::Hooks;
+use crate::new_conn::NewConn;
+use crate::session::{Filled, Io, ReadPool, Room, Session, Sessions};
 use crate::settings::{ProtocolChoice, Settings};
-use crate::shared::Shared;
+use crate::stats::WorkerStats;
 
 /// Process calls one connection may take to finish its input at the end
 /// of a script (each must consume a request, swallow bytes or wait for a
@@ -115,23 +128,23 @@ pub fn run(script: &Script) -> Outcome {
     }
     let settings = settings(script);
     let config = engine_config(settings.item_size_max);
-    let mut run = Run::new(Arc::new(Shared::new(settings.clone(), Box::new(MapStore::new(config.clone())), clock())));
+    let mut run = Run::new(Arc::new(Runtime::new(settings.clone(), Box::new(MapStore::new(config.clone())), clock())));
     run.script(script);
     let outcome = run.outcome();
     let engine = SegStore::new(config);
-    let mut canonical = Run::new(Arc::new(Shared::new(settings, Box::new(engine), clock())));
+    let mut canonical = Run::new(Arc::new(Runtime::new(settings, Box::new(engine), clock())));
     for (c, piece) in std::mem::take(&mut run.trace) {
         canonical.send(c, &piece);
         canonical.deliver(c, usize::MAX);
         canonical.drain(c);
     }
-    for (c, (got, want)) in run.clients.iter().zip(&canonical.clients).enumerate() {
+    for (c, got) in run.clients.iter().enumerate() {
         let how = Compare {
-            binary: got.conn.protocol == crate::ctx::Protocol::Binary,
+            binary: run.io.wires[c].binary,
             access_times: !run.clock_far && !canonical.clock_far,
             dump_items: !got.dump_overlapped,
         };
-        let (got_replies, want_replies) = (comparable(&got.replies, how), comparable(&want.replies, how));
+        let (got_replies, want_replies) = (comparable(&run.io.wires[c].replies, how), comparable(&canonical.io.wires[c].replies, how));
         if got_replies != want_replies {
             panic!(
                 "connection {c}: replies differ from the canonical run's\n  split:     {:?}\n  canonical: {:?}",
@@ -171,27 +184,93 @@ fn clock() -> Clock {
     Clock::starting_at(1_700_000_000)
 }
 
-/// One client connection as the harness sees it.
+/// The harness's I/O engine: bytes come in as the script delivers them
+/// ([`Run::deliver`], the session's receive path, as io_uring's
+/// completions do), replies go out to a byte string (all at once), and
+/// flash reads are finished by the script ([`Run::complete`]). A link is
+/// the connection's slot: what it wrote outlives its close, for the
+/// harness to compare.
+#[derive(Default)]
+struct Memory {
+    wires: Vec<Wire>,
+}
+
+#[derive(Default)]
+struct Wire {
+    /// Every reply byte written.
+    replies: Vec<u8>,
+    /// The connection spoke the binary protocol (its replies compare as
+    /// binary), as it was last seen or as it closed.
+    binary: bool,
+}
+
+impl Io for Memory {
+    type Link = usize;
+    type Endpoint = ();
+
+    fn open(&mut self, slot: usize, _: ()) -> io::Result<usize> {
+        if slot >= self.wires.len() {
+            self.wires.resize_with(slot + 1, Wire::default);
+        }
+        Ok(slot)
+    }
+
+    fn socket(_: &usize) -> Option<BorrowedFd<'_>> {
+        None
+    }
+
+    /// Bytes arrive by delivery, not by reading: nothing to do here.
+    fn fill(&mut self, _: &mut Session<usize>, _: Room, _: &mut ReadPool, _: Hooks<'_>, _: &WorkerStats) -> Filled {
+        Filled::Wait
+    }
+
+    fn send(&mut self, s: &mut Session<usize>, _: &WorkerStats) -> io::Result<()> {
+        let out = &mut s.conn.out;
+        self.wires[s.link].replies.extend_from_slice(out.pending());
+        out.consume(out.pending_len());
+        Ok(())
+    }
+
+    fn sent(&self, s: &Session<usize>) -> bool {
+        s.conn.pending_output() == 0
+    }
+
+    /// Every read goes to the harness; none fails at submission.
+    fn submit_flash(&mut self, s: &mut Session<usize>, _: usize) -> bool {
+        let none_left = s.conn.flash.submit(|_| true);
+        assert!(!none_left, "reads in flight");
+        false
+    }
+
+    fn writer(_: &mut usize) -> Option<&mut dyn std::io::Write> {
+        None
+    }
+
+    fn close(&mut self, slot: usize, s: Session<usize>) {
+        self.wires[slot].binary = s.conn.protocol == Protocol::Binary;
+    }
+}
+
+/// One client connection as the harness sees it (its session is the
+/// sessions' slot of the same number, None once closed).
 #[derive(Default)]
 struct Client {
-    conn: Conn,
     /// Bytes the script sent that the connection has not read yet.
     queued: Vec<u8>,
     /// Every byte delivered, and how many of them requests consumed.
     delivered: Vec<u8>,
     consumed: usize,
-    /// Every reply byte written out.
-    replies: Vec<u8>,
-    closed: bool,
     /// Another connection ran requests while this one's dump was in
     /// progress (`replies.rs`: its `stats cachedump` lines may show them).
     dump_overlapped: bool,
 }
 
 struct Run {
-    shared: Arc<Shared>,
+    shared: Arc<Runtime>,
+    sessions: Sessions<usize>,
+    io: Memory,
     clients: Vec<Client>,
-    /// (client, the bytes one process call consumed), in order.
+    /// (client, the bytes one drive consumed), in order.
     trace: Vec<(usize, Vec<u8>)>,
     /// Bytes the script sent, on all connections.
     sent: usize,
@@ -205,10 +284,20 @@ struct Run {
 }
 
 impl Run {
-    fn new(shared: Arc<Shared>) -> Run {
-        let clients = (0..CONNS).map(|_| Client { conn: Conn::new(shared.requires_auth(), None), ..Client::default() }).collect();
-        let clock_start = shared.clock.now();
-        Run { shared, clients, trace: Vec::new(), sent: 0, largest_step: 0, parks: 0, clock_start, clock_far: false }
+    /// The harness's worker, its connections opened (slots 0 to 3, as
+    /// the acceptor would count them).
+    fn new(shared: Arc<Runtime>) -> Run {
+        let mut sessions = Sessions::new(shared.clone(), 0);
+        let mut io = Memory::default();
+        for c in 0..CONNS {
+            shared.core.curr_connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let opening = NewConn { stream: (), peer: format!("tcp:127.0.0.1:{}", 50_000 + c), listen: "tcp:127.0.0.1:11211".into(), tls: Default::default(), resume: None };
+            assert_eq!(sessions.open(&mut io, opening), Some(c), "the harness's connection {c}");
+        }
+        sessions.ready.clear();
+        let clock_start = shared.core.clock.now();
+        let clients = (0..CONNS).map(|_| Client::default()).collect();
+        Run { shared, sessions, io, clients, trace: Vec::new(), sent: 0, largest_step: 0, parks: 0, clock_start, clock_far: false }
     }
 
     fn script(&mut self, script: &Script) {
@@ -230,7 +319,7 @@ impl Run {
     }
 
     fn outcome(&self) -> Outcome {
-        Outcome { parks: self.parks, pieces: self.trace.len(), replies: self.clients.iter().map(|c| c.replies.clone()).collect() }
+        Outcome { parks: self.parks, pieces: self.trace.len(), replies: self.io.wires.iter().map(|w| w.replies.clone()).collect() }
     }
 
     fn send(&mut self, c: usize, bytes: &[u8]) {
@@ -239,20 +328,25 @@ impl Run {
         self.largest_step = self.largest_step.max(bytes.len());
     }
 
-    /// Move up to `n` queued bytes into the connection's input (nothing
-    /// once it closed: the socket is gone).
-    fn deliver(&mut self, c: usize, n: usize) {
-        let client = &mut self.clients[c];
-        if client.closed {
-            return;
-        }
-        let n = n.min(client.queued.len());
-        client.conn.input.extend_from_slice(&client.queued[..n]);
-        client.delivered.extend_from_slice(&client.queued[..n]);
-        client.queued.drain(..n);
+    fn closed(&self, c: usize) -> bool {
+        self.sessions.get(c).is_none()
     }
 
-    /// [`Run::process_once`], again while a crawler dump (`lru_crawler
+    /// Hand up to `n` queued bytes to the connection, as a receive's
+    /// completion does (nothing once it closed: the socket is gone).
+    fn deliver(&mut self, c: usize, n: usize) {
+        if self.closed(c) {
+            return;
+        }
+        let client = &mut self.clients[c];
+        let n = n.min(client.queued.len());
+        let bytes: Vec<u8> = client.queued.drain(..n).collect();
+        client.delivered.extend_from_slice(&bytes);
+        self.sessions.receive(c, n, |s| s.take_in(&bytes));
+        self.sessions.ready.clear();
+    }
+
+    /// [`Run::drive`], again while a crawler dump (`lru_crawler
     /// metadump|mgdump`) is in progress, until it ends. A server runs such
     /// a dump on threads of its own, beside the worker; the harness's
     /// `inline_background` runs it on the worker, so that its coverage is
@@ -260,38 +354,47 @@ impl Run {
     /// runs, as the canonical run does. (What a dump shows of writes made
     /// during it, and the `BUSY` another crawler request gets meanwhile,
     /// the e2e `dumps` tests check.)
-    fn process(&mut self, c: usize, budget: usize) -> Progress {
+    fn process(&mut self, c: usize, budget: usize) -> Option<Progress> {
         for _ in 0..DRAIN_ROUNDS {
-            let progress = self.process_once(c, budget);
-            if self.clients[c].closed || !self.clients[c].conn.holds_crawler() {
+            let progress = self.drive(c, budget);
+            if !self.sessions.get(c).is_some_and(|s| s.conn.holds_crawler()) {
                 return progress;
             }
         }
         panic!("connection {c}: a crawler dump still going after {DRAIN_ROUNDS} turns");
     }
 
-    /// One `Conn::process` as a worker's turn runs it, then the replies
-    /// written out; a park hands its reads to the "kernel" (the harness).
-    fn process_once(&mut self, c: usize, budget: usize) -> Progress {
-        let stats = self.shared.worker_stats[0].clone();
-        let client = &mut self.clients[c];
-        if client.closed {
-            return Progress::Close;
-        }
-        let before = client.conn.input.len();
-        let progress = {
-            let exec = Service::new(&self.shared, &stats).for_conn(c as u64 + 1);
-            client.conn.process(&exec, budget)
-        };
-        self.clock_far |= self.shared.clock.now().abs_diff(self.clock_start) > ACCESS_SPAN;
-        let after = client.conn.input.len();
-        assert!(after <= before, "input grew during process: {before} -> {after}");
-        assert!(before <= client.delivered.len() - client.consumed, "input holds more than was delivered and not consumed");
+    /// One drive of the connection, as a worker's turn runs it (at most
+    /// `budget` requests, then its replies written); a park hands its
+    /// reads to the "kernel" (the harness).
+    fn drive(&mut self, c: usize, budget: usize) -> Option<Progress> {
+        let Some(s) = self.sessions.get(c) else { return Some(Progress::Close) };
+        let unread = s.conn.input.len();
+        let client = &self.clients[c];
+        assert!(unread <= client.delivered.len() - client.consumed, "input holds more than was delivered and not consumed");
+        let replies_before = self.io.wires[c].replies.len();
+        // A new turn: no connection has yielded in it yet.
+        self.sessions.due_now();
+        self.sessions.ready.clear();
+        self.sessions.budget = budget;
+        let progress = self.sessions.drive(&mut self.io, c);
+        self.sessions.ready.clear();
+        self.clock_far |= self.shared.core.clock.now().abs_diff(self.clock_start) > ACCESS_SPAN;
         // A close can turn on bytes it did not consume (an overlong line
         // after requests it answered: memcached drops their replies and
-        // closes), so the canonical run gets all the input this call saw.
-        let closing = matches!(progress, Progress::Close | Progress::CloseAfterWrite);
-        let seen = if closing { before } else { before - after };
+        // closes), so the canonical run gets all the input this drive saw.
+        let left = match self.sessions.get(c) {
+            Some(s) => {
+                let client = &self.clients[c];
+                assert!(s.conn.input.capacity() <= 2 * client.delivered.len() + 64 * 1024, "input capacity {}", s.conn.input.capacity());
+                self.io.wires[c].binary = s.conn.protocol == Protocol::Binary;
+                s.conn.input.len()
+            }
+            None => 0,
+        };
+        assert!(left <= unread, "input grew during a drive: {unread} -> {left}");
+        let seen = unread - left;
+        let client = &mut self.clients[c];
         if seen > 0 {
             let piece = client.delivered[client.consumed..client.consumed + seen].to_vec();
             client.consumed += piece.len();
@@ -301,25 +404,16 @@ impl Run {
         // 2 bytes per value of at most one step's bytes, `stats` groups of
         // a few KiB per request), input within what was delivered.
         let out_bound = 64 * 1024 + self.sent * (self.largest_step + 4096);
-        assert!(client.conn.out.len() <= out_bound, "{} reply bytes pending after {} sent", client.conn.out.len(), self.sent);
-        assert!(client.conn.input.capacity() <= 2 * client.delivered.len() + 64 * 1024, "input capacity {}", client.conn.input.capacity());
-        let pending = client.conn.pending_output();
-        client.replies.extend_from_slice(&client.conn.out[client.conn.wpos..]);
-        client.conn.consume_output(pending);
-        match progress {
-            Progress::Close | Progress::CloseAfterWrite => self.close(c),
-            Progress::FlashWait => {
-                assert!(self.shared.flash_on, "a request parked without a flash tier");
-                // Every read goes to the harness; none fails at submission.
-                let none_left = client.conn.flash.submit(|_| true);
-                assert!(!none_left, "reads in flight");
-                self.parks += 1;
-            }
-            Progress::NeedInput | Progress::Yield | Progress::OutputFull | Progress::Dumping => {}
+        let replied = self.io.wires[c].replies.len() - replies_before;
+        assert!(replied <= out_bound, "{replied} reply bytes after {} sent", self.sent);
+        if progress == Some(Progress::FlashWait) {
+            assert!(self.shared.flash.on, "a request parked without a flash tier");
+            self.parks += 1;
         }
         if seen > 0 {
             for (d, other) in self.clients.iter_mut().enumerate() {
-                other.dump_overlapped |= d != c && other.conn.is_dumping() && !other.conn.is_watching();
+                let dumping = self.sessions.get(d).is_some_and(|s| s.conn.is_dumping() && !s.conn.is_watching());
+                other.dump_overlapped |= d != c && dumping;
             }
         }
         progress
@@ -328,7 +422,8 @@ impl Run {
     /// Finish in-flight read `pick` (modulo their number) of client `c`:
     /// the bytes read from the file, or a failed read (`ok` false).
     fn complete(&mut self, c: usize, pick: usize, ok: bool) {
-        let waits = &mut self.clients[c].conn.flash;
+        let Some(s) = self.sessions.get(c) else { return };
+        let waits = &s.conn.flash;
         let in_flight: Vec<usize> = waits.0.iter().filter(|w| matches!(w.state, ReadState::InFlight)).map(|w| w.key_index).collect();
         if in_flight.is_empty() {
             return;
@@ -336,48 +431,41 @@ impl Run {
         let key_index = in_flight[pick % in_flight.len()];
         let wait = waits.0.iter().find(|w| w.key_index == key_index).expect("the wait just found");
         let buf = if ok { wait.read.read_blocking().ok() } else { None };
-        waits.complete(key_index, buf);
+        self.sessions.flash_done(c, None, key_index, buf);
+        self.sessions.ready.clear();
     }
 
-    /// Run client `c` until it has consumed all it was delivered (or
+    /// Drive client `c` until it has consumed all it was delivered (or
     /// closed), finishing its flash reads as they are asked for.
     fn drain(&mut self, c: usize) {
         for _ in 0..DRAIN_ROUNDS {
-            if self.clients[c].closed {
+            if self.closed(c) {
                 return;
             }
             match self.process(c, usize::MAX) {
                 // Everything delivered is consumed or waits for more bytes.
-                Progress::NeedInput | Progress::Close | Progress::CloseAfterWrite => return,
+                Some(Progress::NeedInput | Progress::Close | Progress::CloseAfterWrite) | None => return,
                 // A watcher waits for events; nothing more to run.
-                Progress::Dumping if self.clients[c].conn.is_watching() => return,
-                Progress::FlashWait => {
-                    while self.clients[c].conn.flash.pending() {
+                Some(Progress::Dumping) if self.sessions.get(c).is_some_and(|s| s.conn.is_watching()) => return,
+                Some(Progress::FlashWait) => {
+                    while self.sessions.get(c).is_some_and(|s| s.conn.flash.pending()) {
                         self.complete(c, 0, true);
                     }
                 }
                 // A dump refilled (`inline_background`: it never rests).
-                Progress::Yield | Progress::OutputFull | Progress::Dumping => {}
+                Some(Progress::Yield | Progress::OutputFull | Progress::Dumping) => {}
             }
         }
         panic!("connection {c} still busy after {DRAIN_ROUNDS} turns");
     }
-
-    /// The connection closes: reads it still holds are abandoned, as the
-    /// worker's close does.
-    fn close(&mut self, c: usize) {
-        let client = &mut self.clients[c];
-        client.closed = true;
-        if let Some(tier) = self.shared.engine.flash() {
-            client.conn.flash.abandon(tier);
-        }
-    }
 }
 
 impl Drop for Run {
+    /// The connections close, as a worker closes them: reads they still
+    /// hold are abandoned.
     fn drop(&mut self) {
         for c in 0..CONNS {
-            self.close(c);
+            self.sessions.close(&mut self.io, c);
         }
     }
 }

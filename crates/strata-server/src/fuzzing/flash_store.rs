@@ -36,7 +36,7 @@ use strata_store::{Clock, Engine, EngineConfig, ExtConfig, ExtPath, ExtTunable, 
 
 use super::script::{key, FLASH_KEYS, RAM_KEYS};
 use crate::settings::Settings;
-use crate::shared::Shared;
+use crate::runtime::Runtime;
 
 const RAM_BYTES: u64 = 2 << 20;
 /// Inputs one store serves before it is built anew.
@@ -47,7 +47,7 @@ const FLASH_BYTES: u64 = 16 << 20;
 const LARGE_VALUE_BYTES: usize = 600;
 
 pub struct FlashStore {
-    pub shared: Arc<Shared>,
+    pub shared: Arc<Runtime>,
     /// The tier's tunables, for `ext_item_age` while priming.
     tunables: Arc<ExtTunables>,
     dir: PathBuf,
@@ -75,7 +75,7 @@ pub fn store() -> MutexGuard<'static, Option<FlashStore>> {
     // its `lru_crawler sleep 1000000` rest a second per 1,000 items in
     // every later crawl or dump of this store.
     store.shared.ops.verbose.set(0);
-    store.shared.ops.crawler.restore(&store.shared.settings);
+    store.shared.ops.crawler.restore(&store.shared.core.settings);
     if store.on_flash() < usize::from(FLASH_KEYS) {
         store.prime();
     }
@@ -99,7 +99,7 @@ impl FlashStore {
         let mut engine = SegStore::new(EngineConfig { memory_limit_bytes: RAM_BYTES, ..EngineConfig::default() });
         engine.attach_flash(ext).expect("fuzz flash tier");
         let settings = Settings { threads: 1, inline_background: true, ..Settings::default() };
-        let shared = Arc::new(Shared::new(settings, Box::new(engine), Clock::starting_at(1_700_000_000)));
+        let shared = Arc::new(Runtime::new(settings, Box::new(engine), Clock::starting_at(1_700_000_000)));
         let store = FlashStore { shared, tunables, dir, inputs: 0 };
         store.prime();
         store
@@ -108,9 +108,9 @@ impl FlashStore {
     /// Put every flash key on the file and every RAM key in RAM (module
     /// docs).
     fn prime(&self) {
-        let engine = self.shared.engine.as_ref();
+        let engine = self.shared.core.engine.as_ref();
         let tier = engine.flash().expect("the fuzz store has a flash tier");
-        let now = self.shared.clock.now();
+        let now = self.shared.core.clock.now();
         set_keys(engine, RAM_KEYS..RAM_KEYS + FLASH_KEYS, now);
         let age = self.tunables.item_age.load(Ordering::Relaxed);
         self.tunables.set(ExtTunable::ItemAge(0));
@@ -122,9 +122,9 @@ impl FlashStore {
 
     /// Flash keys not in RAM that the tier finds on flash.
     fn on_flash(&self) -> usize {
-        let engine = self.shared.engine.as_ref();
+        let engine = self.shared.core.engine.as_ref();
         let Some(tier) = engine.flash() else { return 0 };
-        let now = self.shared.clock.now();
+        let now = self.shared.core.clock.now();
         (RAM_KEYS..RAM_KEYS + FLASH_KEYS)
             .filter(|&n| {
                 let in_ram = engine.get(&key(n), Default::default(), now, &mut |_, _| Default::default());
@@ -136,7 +136,7 @@ impl FlashStore {
 
     /// `extstore_io_queue`: reads handed out and not yet finished.
     pub fn io_queue(&self) -> u64 {
-        self.shared.engine.flash().map_or(0, |tier| tier.ext_stats().io_queue)
+        self.shared.core.engine.flash().map_or(0, |tier| tier.ext_stats().io_queue)
     }
 }
 

@@ -8,7 +8,7 @@
 //! served only to `GET` or `HEAD` of that path; every reply head is one
 //! HTTP/1.1 response with the route's status.
 
-use crate::ops::metrics_http::{response_head, route, Head, Route, CONTENT_TYPE, MAX_HEAD_BYTES};
+use crate::report::metrics_http::{response_head, route, Head, Route, CONTENT_TYPE, MAX_HEAD_BYTES};
 
 pub fn http(data: &[u8]) {
     let Some((&seed, stream)) = data.split_first() else { return };

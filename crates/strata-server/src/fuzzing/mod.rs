@@ -8,7 +8,8 @@
 //! own tests) and the journal's row of the
 //! damaged-file benchmark (`examples/journal_damage.rs`). And `conn`
 //! ([`conn::fuzz_conn`]): scripts of requests over a few connections
-//! through `Conn::process`, split anywhere, flash reads finished in any
+//! through a worker's real connection lifecycle (`session/`, over an
+//! in-memory I/O engine), split anywhere, flash reads finished in any
 //! order; input format in [`script`]. And [`catalog`]: every command the
 //! text service knows as client sessions, the seeds
 //! `examples/fuzz_cross_seeds.rs` wraps for conn, sasl and udp.
@@ -39,12 +40,12 @@ use strata_store::{Clock, EngineConfig, MapStore};
 use crate::auth::Credentials;
 use crate::conn::{Conn, Progress};
 use crate::service::Service;
-use crate::shared::Shared;
+use crate::runtime::Runtime;
 use crate::Settings;
 
 /// A fresh in-process server per input (so a crash replays from its input
 /// alone): one worker, a 16 MiB map store, `-I 1m`.
-pub(crate) fn server(settings: Settings, text_auth: Option<Credentials>, sasl_auth: Option<Credentials>) -> Arc<Shared> {
+pub(crate) fn server(settings: Settings, text_auth: Option<Credentials>, sasl_auth: Option<Credentials>) -> Arc<Runtime> {
     // The fuzzers' builds have `debugtime` (debug assertions); a stable
     // replay of their inputs must parse them as they did.
     strata_proto::enable_debugtime();
@@ -54,7 +55,8 @@ pub(crate) fn server(settings: Settings, text_auth: Option<Credentials>, sasl_au
     let base = BASE.get_or_init(EngineConfig::default).clone();
     let config = EngineConfig { memory_limit_bytes: settings.memory_limit_bytes, item_size_max_bytes: settings.item_size_max, ..base };
     let engine = Box::new(MapStore::new(config));
-    Arc::new(Shared::with_credentials(settings, engine, Clock::starting_at(1_700_000_000), text_auth, sasl_auth))
+    let auth = crate::auth::Auth { text: text_auth, sasl: sasl_auth };
+    Arc::new(Runtime::with_auth(settings, engine, Clock::starting_at(1_700_000_000), auth))
 }
 
 /// Chunk lengths for feeding a stream in pieces: from one seed byte, a
@@ -76,11 +78,11 @@ fn chunks(seed: u8, len: usize) -> impl Iterator<Item = std::ops::Range<usize>> 
 
 /// Run what `conn` has buffered until it needs input or closes, moving its
 /// replies to `replies`. Returns whether the connection is closed.
-fn pump(conn: &mut Conn, svc: &Service<'_>, replies: &mut Vec<u8>) -> bool {
+fn pump(conn: &mut Conn, svc: &mut Service<'_>, replies: &mut Vec<u8>) -> bool {
     loop {
         let progress = conn.process(svc, 16);
-        replies.extend_from_slice(&conn.out[conn.wpos..]);
-        let n = conn.out.len() - conn.wpos;
+        replies.extend_from_slice(conn.out.pending());
+        let n = conn.out.pending_len();
         conn.consume_output(n);
         match progress {
             Progress::Yield | Progress::OutputFull => continue,

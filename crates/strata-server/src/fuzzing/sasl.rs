@@ -50,8 +50,7 @@ fn table() -> Credentials {
 fn exchange(stream: &[u8], binary: bool) -> bool {
     let (text_auth, sasl_auth) = if binary { (None, Some(table())) } else { (Some(table()), None) };
     let shared = super::server(Settings::default(), text_auth, sasl_auth);
-    let stats = shared.worker_stats[0].clone();
-    let svc = Service::new(&shared, &stats);
+    let mut svc = Service::new(&shared, 0);
     let mut conn = Conn::new(true, None);
     conn.protocol = if binary { Protocol::Binary } else { Protocol::Text };
     conn.input.extend_from_slice(stream);
@@ -61,9 +60,9 @@ fn exchange(stream: &[u8], binary: bool) -> bool {
         let before = conn.input.filled().to_vec();
         let front = &before[conn.swallowing().min(before.len())..];
         let was_unauthenticated = conn.unauthenticated;
-        let progress = conn.process(&svc, 1);
-        replies.extend_from_slice(&conn.out[conn.wpos..]);
-        let n = conn.out.len() - conn.wpos;
+        let progress = conn.process(&mut svc, 1);
+        replies.extend_from_slice(conn.out.pending());
+        let n = conn.out.pending_len();
         conn.consume_output(n);
         if was_unauthenticated {
             let login = if binary { binary_login(front) } else { text_login(front) };

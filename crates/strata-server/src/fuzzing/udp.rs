@@ -8,10 +8,9 @@
 //! and consecutive sequence numbers from 0; a reply object stays within
 //! `-o udp_max_reply` (or is the refusal that replaces it).
 
-use std::cell::RefCell;
-
 use strata_proto::udp::{UdpHeader, HEADER_LEN, MAX_DATAGRAM, MAX_PAYLOAD};
 
+use crate::output::Output;
 use crate::service::Service;
 use crate::Settings;
 
@@ -20,25 +19,22 @@ const REFUSAL_MAX: usize = 64;
 
 pub fn udp(data: &[u8]) {
     let shared = super::server(Settings::default(), None, None);
-    let stats = shared.worker_stats[0].clone();
-    let marks = RefCell::new(Vec::new());
-    let (mut out, mut scratch) = (Vec::new(), Vec::new());
-    let limit = shared.settings.udp_max_reply_bytes;
+    let (mut out, mut scratch) = (Output::datagrams(), Vec::new());
+    let limit = shared.core.settings.udp_max_reply_bytes;
     let mut rest = data;
     while rest.len() >= 2 {
         let len = usize::from(u16::from_be_bytes([rest[0], rest[1]]));
         let datagram = &rest[2..(2 + len).min(rest.len())];
         rest = &rest[2 + datagram.len()..];
-        marks.borrow_mut().clear();
-        let svc = Service::with_marks(&shared, &stats, &marks);
+        let mut svc = Service::new(&shared, 0);
         let header = UdpHeader::parse(datagram);
-        let Some(id) = crate::udp::answer(&svc, datagram, &mut out, -1) else {
+        let Some(id) = crate::udp::answer(&mut svc, datagram, &mut out, -1) else {
             assert!(header.map_or(true, |h| h.seq != 0 || h.total != 1), "{header:?} was not answered");
             continue;
         };
         let header = header.expect("an answered datagram has a header");
         assert!(header.seq == 0 && header.total == 1 && header.request_id == id);
-        let marks = marks.borrow();
+        let marks = out.marks().to_vec();
         assert!(marks.windows(2).all(|w| w[0] <= w[1]) && marks.last().map_or(true, |&m| m <= out.len()), "marks {marks:?} of {}", out.len());
         // Reply objects, as each_datagram cuts them, re-assembled.
         let mut objects: Vec<(Vec<u8>, u16, u16)> = Vec::new();
@@ -65,7 +61,7 @@ pub fn udp(data: &[u8]) {
             assert!(limit == 0 || bytes.len() <= limit.max(REFUSAL_MAX), "a reply of {} bytes over -o udp_max_reply", bytes.len());
             joined.extend_from_slice(bytes);
         }
-        assert!(joined == out, "the datagrams do not add up to the replies");
+        assert!(joined[..] == out[..], "the datagrams do not add up to the replies");
     }
 }
 

@@ -18,7 +18,6 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::{Resume, CONN, JOURNAL, LISTENERS, MAX_CARRIED_INPUT_BYTES, REFUSED, SAVED, TAKEOVER};
-use crate::conn::Conn;
 use crate::sys::fdpass::{self, MAX_FDS};
 use crate::sys::{Listener, Stream};
 use crate::new_conn::NewConn;
@@ -28,7 +27,7 @@ use crate::new_conn::NewConn;
 const STEP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The largest journal export: its header, 4,096 marks, the largest ring.
-const JOURNAL_MAX_BYTES: usize = 16 + 4096 * 16 + 4 * crate::journal::MAX_ENTRIES;
+const JOURNAL_MAX_BYTES: usize = 16 + 4096 * 16 + 4 * crate::settings::JOURNAL_MAX_ENTRIES;
 
 struct Inherited {
     listeners: Vec<(SocketAddr, std::net::TcpListener)>,
@@ -56,12 +55,11 @@ fn invalid(why: String) -> io::Error {
 /// Ok(None): nothing serves there (a plain start). Err: the old process
 /// refused or could not be reached properly; it keeps serving unless it
 /// already sent its listeners (then it is stopping anyway). What can fail
-/// later is checked first (the TLS certificates load), so a bad new
-/// configuration leaves the old process serving.
-pub fn take_over(path: &Path, settings: &crate::Settings) -> io::Result<Option<TakenOver>> {
-    if let Some(tls) = &settings.tls {
-        crate::tls::TlsState::new(tls.clone(), 0).map_err(|e| invalid(format!("not taking over: {e}")))?;
-    }
+/// later is checked first (`check`: the caller's, that the TLS
+/// certificates load), so a bad new configuration leaves the old process
+/// serving.
+pub fn take_over(path: &Path, settings: &crate::Settings, check: impl FnOnce() -> Result<(), String>) -> io::Result<Option<TakenOver>> {
+    check().map_err(|e| invalid(format!("not taking over: {e}")))?;
     let started = Instant::now();
     let control = match fdpass::connect(path) {
         Ok(control) => control,
@@ -151,16 +149,13 @@ fn ports_free(settings: &crate::Settings) -> io::Result<()> {
     Ok(())
 }
 
-/// Replay the old process's journal into this one's (`Server::start`,
-/// before any request), so the node answers peers for windows before its
+/// The old process's journal, its pieces joined (empty: none), taken
+/// once: the runtime replays it into this one's before any request
+/// (`journal/carry.rs`), so the node answers peers for windows before its
 /// own start.
-pub fn restore_journal(journal: &crate::journal::Journal) {
+pub fn take_journal() -> Vec<u8> {
     let mut slot = INHERITED.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(inherited) = slot.as_mut() else { return };
-    let bytes = std::mem::take(&mut inherited.journal);
-    if !bytes.is_empty() && !journal.import(&bytes) {
-        crate::log_line!("strata: handover: the previous process's journal did not parse; this one starts empty");
-    }
+    slot.as_mut().map(|inherited| std::mem::take(&mut inherited.journal)).unwrap_or_default()
 }
 
 /// The inherited listener bound to `addr`, if any (`Server::start`).
@@ -189,17 +184,9 @@ pub fn conns() -> Vec<NewConn> {
             stream: Stream::Tcp(mio::net::TcpStream::from_std(stream)),
             peer: format!("tcp:{peer}"),
             listen: format!("tcp:{local}"),
-            tls: crate::tls::ListenTls::Off,
+            tls: crate::settings::ListenTls::Off,
             resume: Some(Box::new(resume)),
         });
     }
     out
-}
-
-/// Give a new connection the state it had in the old process.
-pub fn resume(conn: &mut Conn, resume: Option<Box<Resume>>) {
-    if let Some(resume) = resume {
-        conn.input.extend_from_slice(&resume.input);
-        conn.unauthenticated = resume.unauthenticated;
-    }
 }

@@ -56,10 +56,4 @@ pub(crate) const REFUSED: &[u8] = b"refused ";
 /// Unread input larger than this is not carried (the connection closes).
 pub const MAX_CARRIED_INPUT_BYTES: usize = 32 << 10;
 
-/// A client connection's state that moves with it: the requests read and
-/// not yet run (often part of one), and whether it still has to log in.
-#[derive(Debug, Default)]
-pub struct Resume {
-    pub input: Vec<u8>,
-    pub unauthenticated: bool,
-}
+pub use crate::new_conn::Resume;

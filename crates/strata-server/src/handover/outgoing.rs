@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{Resume, CONN, JOURNAL, LISTENERS, REFUSED, SAVED, TAKEOVER};
-use crate::shared::Shared;
+use crate::core::Core;
 use crate::sys::fdpass::{self, Packet};
 
 /// How long a connected new process has to send its request.
@@ -70,7 +70,7 @@ impl Outgoing {
     /// Take a stopping connection for the new process: true when taken (the
     /// worker then closes only its own descriptor, which leaves the
     /// connection open). `carry` is what the connection takes along, None
-    /// when it cannot move (`lifecycle::carry`: only a plain connection with
+    /// when it cannot move (`session::carry`: only a plain connection with
     /// every reply written).
     pub fn offer(&self, socket: BorrowedFd<'_>, carry: impl FnOnce() -> Option<Resume>) -> bool {
         if !self.is_active() {
@@ -88,10 +88,10 @@ impl Outgoing {
 
 /// Serve the control socket at `path` on its own thread; `listeners` are
 /// duplicates of the listening sockets, sent to a process that takes over.
-pub fn serve(shared: &Arc<Shared>, path: &Path, listeners: Vec<OwnedFd>) -> io::Result<()> {
+pub fn serve(core: &Arc<Core>, handover: &Arc<Outgoing>, path: &Path, listeners: Vec<OwnedFd>) -> io::Result<()> {
     let socket = fdpass::listen(path)?;
-    *shared.handover.listeners.lock().unwrap_or_else(|e| e.into_inner()) = listeners;
-    let shared = shared.clone();
+    *handover.listeners.lock().unwrap_or_else(|e| e.into_inner()) = listeners;
+    let (shared, handover) = (core.clone(), handover.clone());
     let path = path.to_path_buf();
     std::thread::Builder::new().name("strata-handover".into()).spawn(move || loop {
         let control = match fdpass::accept(&socket) {
@@ -102,10 +102,10 @@ pub fn serve(shared: &Arc<Shared>, path: &Path, listeners: Vec<OwnedFd>) -> io::
                 continue;
             }
         };
-        match hand_listeners(&shared, &control) {
+        match hand_listeners(&shared, &handover, &control) {
             Ok(()) => {
                 crate::log_line!("strata: handover: a new process took the listeners; stopping (connections are passed, not closed)");
-                *shared.handover.control.lock().unwrap_or_else(|e| e.into_inner()) = Some(control);
+                *handover.control.lock().unwrap_or_else(|e| e.into_inner()) = Some(control);
                 shared.request_shutdown();
                 return;
             }
@@ -117,7 +117,7 @@ pub fn serve(shared: &Arc<Shared>, path: &Path, listeners: Vec<OwnedFd>) -> io::
 
 /// Read the request and send the listeners; Ok once they are sent (the
 /// handover is then active).
-fn hand_listeners(shared: &Shared, control: &Packet) -> io::Result<()> {
+fn hand_listeners(shared: &Core, handover: &Outgoing, control: &Packet) -> io::Result<()> {
     control.set_timeout(Some(REQUEST_TIMEOUT))?;
     // Only this process's user (or root) may take its sockets.
     let uid = control.peer_uid()?;
@@ -136,30 +136,32 @@ fn hand_listeners(shared: &Shared, control: &Packet) -> io::Result<()> {
         let _ = control.send(&[REFUSED, b"already stopping"].concat(), &[]);
         return Err(io::Error::other("already stopping"));
     }
-    let listeners = shared.handover.listeners.lock().unwrap_or_else(|e| e.into_inner());
+    let listeners = handover.listeners.lock().unwrap_or_else(|e| e.into_inner());
     let fds: Vec<BorrowedFd<'_>> = listeners.iter().map(|fd| fd.as_fd()).collect();
     // Active before the send returns: the new process may start the
     // moment it has them, and this process must not close a connection.
-    shared.handover.active.store(true, Ordering::Release);
-    *shared.handover.began.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    handover.active.store(true, Ordering::Release);
+    *handover.began.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
     if let Err(e) = control.send(LISTENERS, &fds) {
-        shared.handover.active.store(false, Ordering::Release);
+        handover.active.store(false, Ordering::Release);
         return Err(e);
     }
     Ok(())
 }
 
 /// After the server stopped and the memory file was written back (`main`):
-/// pass the connections, then say "saved". Nothing without a handover.
-pub fn finish(shared: &Shared, saved: &io::Result<()>) {
-    if !shared.handover.is_active() {
+/// pass the connections, then the journal (`journal`: its export, asked
+/// for only when a handover runs), then say "saved". Nothing without a
+/// handover.
+pub fn finish(handover: &Outgoing, journal: impl FnOnce() -> Option<Vec<u8>>, saved: &io::Result<()>) {
+    if !handover.is_active() {
         return;
     }
-    let began = *shared.handover.began.lock().unwrap_or_else(|e| e.into_inner());
+    let began = *handover.began.lock().unwrap_or_else(|e| e.into_inner());
     let stopped_ms = began.map_or(0, |t| t.elapsed().as_millis());
-    let Some(control) = shared.handover.control.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
+    let Some(control) = handover.control.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
     let _ = control.set_timeout(Some(Duration::from_secs(10)));
-    let conns = std::mem::take(&mut *shared.handover.conns.lock().unwrap_or_else(|e| e.into_inner()));
+    let conns = std::mem::take(&mut *handover.conns.lock().unwrap_or_else(|e| e.into_inner()));
     let mut passed = 0usize;
     for (fd, resume) in &conns {
         let mut msg = Vec::with_capacity(CONN.len() + 1 + resume.input.len());
@@ -173,7 +175,7 @@ pub fn finish(shared: &Shared, saved: &io::Result<()>) {
         passed += 1;
     }
     // The journal goes on in the new process (`journal/carry.rs`).
-    if let Some(journal) = shared.journal.export() {
+    if let Some(journal) = journal() {
         for piece in journal.chunks(PIECE_BYTES) {
             if let Err(e) = control.send(&[JOURNAL, piece].concat(), &[]) {
                 crate::log_line!("strata: handover: passing the journal failed: {e}");
@@ -191,7 +193,7 @@ pub fn finish(shared: &Shared, saved: &io::Result<()>) {
     crate::log_line!(
         "strata: handover: passed {passed} of {} connections ({} closed: TLS, dumps, mid-block); {note}; stopped in {stopped_ms} ms, passed in {} ms; exiting",
         conns.len(),
-        shared.handover.closed.load(Ordering::Relaxed) as usize + conns.len() - passed,
+        handover.closed.load(Ordering::Relaxed) as usize + conns.len() - passed,
         began.map_or(0, |t| t.elapsed().as_millis()) - stopped_ms
     );
 }

@@ -14,8 +14,9 @@
 //!  restored_cas_max: the CAS counter when the node listened
 //! ```
 //!
-//! Before any request touches a key (the journal's hook in service/hooks.rs, and
-//! `read_item` in service/flash.rs), a suspect key's item is deleted if it was
+//! Before any request touches a key (the journal's and the catch-up's hooks
+//! in service/hooks.rs, which the service runs before every read and
+//! mutation), a suspect key's item is deleted if it was
 //! restored (its CAS is at or below `restored_cas_max`: an item stored since
 //! has a higher one), so it is a miss, never a stale hit. A peer that
 //! cannot answer a poll makes every restored item suspect. When the period
@@ -28,6 +29,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use strata_store::{DeleteRequest, DeleteResult, Engine, GetAction, GetOptions, RelTime, Visit, WalkCursor};
+
+use crate::core::Core;
 
 const BITS_LOG2: u32 = 23;
 const POLL_EVERY: Duration = Duration::from_millis(100);
@@ -147,13 +150,12 @@ impl CatchUp {
 /// rolling restart) is asked again at every poll from where its last answer
 /// left off, its journal covering its own downtime; one that refuses, or is
 /// still unreachable when the period ends, makes every restored item a miss.
-pub fn spawn(shared: Arc<crate::shared::Shared>, peers: Vec<std::net::SocketAddr>, from_unix: i64, born_by_unix: i64, login: Option<Vec<u8>>) {
+pub fn spawn(shared: Arc<Core>, catchup: Arc<CatchUp>, peers: Vec<std::net::SocketAddr>, from_unix: i64, born_by_unix: i64, login: Option<Vec<u8>>) {
     let seconds = shared.settings.warm.catchup_s;
     let margin = shared.settings.warm.margin_s as i64;
     let timeout = Duration::from_millis(shared.settings.warm.peer_timeout_ms.max(1));
-    let on_failure = shared.clone();
+    let (on_failure, failing) = (shared.clone(), catchup.clone());
     let spawned = std::thread::Builder::new().name("strata-catchup".into()).spawn(move || {
-        let catchup = &shared.catchup;
         let end = Instant::now() + Duration::from_secs(seconds);
         // Per peer: the unix second its changes are known up to, and
         // whether it was gone at its last poll.
@@ -200,7 +202,7 @@ pub fn spawn(shared: Arc<crate::shared::Shared>, peers: Vec<std::net::SocketAddr
     });
     if let Err(e) = spawned {
         crate::log_line!("strata: cannot start the warm return catch-up ({e}); every restored item is now a miss");
-        on_failure.catchup.all.store(true, Ordering::Relaxed);
-        on_failure.catchup.finish(&*on_failure.engine, on_failure.clock.now());
+        failing.all.store(true, Ordering::Relaxed);
+        failing.finish(&*on_failure.engine, on_failure.clock.now());
     }
 }

@@ -49,7 +49,7 @@ mod sorted;
 pub mod warm;
 
 pub use answer::answer;
-pub use warm::{warm_return, WarmReport, WarmSettings};
+pub use warm::{warm_return, WarmReport, WarmReturn, WarmSettings};
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,7 +63,7 @@ use persist::{MARKS_AT, SLOTS_AT, W_ALIVE, W_FLUSH, W_HEAD};
 const MARKS_MAX: usize = 4096;
 /// Default `-o journal_size` at `-m` 256 MiB and above: entries (8 bytes
 /// each: 4 MiB). Below that, [`default_entries`].
-pub const DEFAULT_ENTRIES: usize = 1 << 19;
+pub const DEFAULT_ENTRIES: usize = crate::settings::JOURNAL_DEFAULT_ENTRIES;
 /// The smallest default (512 KiB).
 const MIN_DEFAULT_ENTRIES: usize = 1 << 16;
 /// The default journal's slots take at most `-m` / this.
@@ -82,10 +82,10 @@ pub fn default_entries(memory_limit_bytes: u64) -> usize {
     pow2.clamp(MIN_DEFAULT_ENTRIES, DEFAULT_ENTRIES)
 }
 /// Largest `-o journal_size` accepted (2 GiB of slots).
-pub const MAX_ENTRIES: usize = 1 << 28;
+pub const MAX_ENTRIES: usize = crate::settings::JOURNAL_MAX_ENTRIES;
 
 /// Byte offsets of the journal file's marks and slots (`persist.rs`), for
-/// the damage harness (`crate::fuzzing::journal`).
+/// the damage harness (`fuzzing/journal.rs`).
 #[doc(hidden)]
 pub const FILE_MARKS_AT: usize = persist::MARKS_AT * 8;
 #[doc(hidden)]

@@ -19,28 +19,12 @@ use std::time::{Duration, Instant};
 
 use strata_store::{DeleteRequest, Engine, Visit, WalkCursor};
 
-/// The `-o` settings of warm return.
-#[derive(Clone, Debug)]
-pub struct WarmSettings {
-    /// `journal_size`: journal entries (0: off).
-    pub journal_entries: usize,
-    /// `restart_max_downtime`: seconds away after which restored items are dropped.
-    pub max_downtime_s: Option<u64>,
-    /// `restart_peers`: HOST:PORT of every node (this one is skipped).
-    pub peers: Vec<String>,
-    /// `restart_margin`: seconds asked for before the last heartbeat.
-    pub margin_s: u64,
-    /// `restart_peer_timeout`: milliseconds a peer has to answer in full.
-    pub peer_timeout_ms: u64,
-    /// `restart_catchup`: seconds of polling peers after listening (0: off).
-    pub catchup_s: u64,
-}
+pub use crate::settings::WarmSettings;
 
-impl Default for WarmSettings {
-    fn default() -> Self {
-        WarmSettings { journal_entries: super::DEFAULT_ENTRIES, max_downtime_s: None, peers: Vec::new(), margin_s: 2, peer_timeout_ms: 2000, catchup_s: 30 }
-    }
-}
+use std::sync::Arc;
+
+use super::catchup::CatchUp;
+use crate::core::Core;
 
 /// What the start did (`stats`: `restart_*` beside the store's).
 #[derive(Clone, Debug, Default)]
@@ -209,15 +193,43 @@ pub fn peer_login(settings: &crate::settings::Settings) -> Option<Vec<u8>> {
     settings.auth_file.as_deref().and_then(first_login)
 }
 
-/// Start the catch-up (`catchup.rs`) on a server that listened after a
-/// warm return that asked peers.
-pub fn after_listening(shared: &std::sync::Arc<crate::shared::Shared>) {
-    let Some(w) = shared.warm.as_ref() else { return };
-    if w.cold_reason.is_some() || w.peers_asked.is_empty() || !shared.catchup.is_active() {
-        return;
+/// A warm return's part of the runtime: what the start did about
+/// staleness (None: no memory file was restored), and the catch-up that
+/// goes on after listening.
+pub struct WarmReturn {
+    pub report: Option<WarmReport>,
+    /// After a warm return that asked peers: peers polled for a while
+    /// (`catchup.rs`); the request path's hook checks it before a key.
+    pub catchup: Arc<CatchUp>,
+}
+
+impl WarmReturn {
+    /// The state after `report` (a catch-up armed when the start synced
+    /// from peers and `-o restart_catchup` is on).
+    pub fn new(report: Option<WarmReport>, core: &Core) -> WarmReturn {
+        let synced = report.as_ref().is_some_and(|w| w.cold_reason.is_none() && !w.peers_asked.is_empty());
+        let catchup = match synced && core.settings.warm.catchup_s > 0 {
+            true => CatchUp::started(core.engine.cas_counter()),
+            false => CatchUp::default(),
+        };
+        WarmReturn { report, catchup: Arc::new(catchup) }
     }
-    let login = peer_login(&shared.settings);
-    super::catchup::spawn(shared.clone(), w.peers_asked.clone(), w.synced_from_unix, w.last_alive_unix, login);
+
+    /// Start the catch-up (`catchup.rs`) on a server that listened after a
+    /// warm return that asked peers.
+    pub fn after_listening(&self, core: &Arc<Core>) {
+        let Some(w) = self.report.as_ref() else { return };
+        if w.cold_reason.is_some() || w.peers_asked.is_empty() || !self.catchup.is_active() {
+            return;
+        }
+        let login = peer_login(&core.settings);
+        super::catchup::spawn(core.clone(), self.catchup.clone(), w.peers_asked.clone(), w.synced_from_unix, w.last_alive_unix, login);
+    }
+
+    /// `stats` (and `stats journal`) lines of a start on a memory file.
+    pub fn lines(&self, out: &mut dyn FnMut(&str, String)) {
+        warm_lines(self.report.as_ref(), &self.catchup, out);
+    }
 }
 
 /// `user pass` from the first `user:password` line of a `-Y` file.
@@ -249,7 +261,7 @@ pub fn journal_lines(journal: &super::Journal, out: &mut dyn FnMut(&str, String)
 }
 
 /// `stats` (and `stats journal`) lines of a start on a memory file.
-pub fn warm_lines(warm: Option<&WarmReport>, catchup: &super::catchup::CatchUp, out: &mut dyn FnMut(&str, String)) {
+fn warm_lines(warm: Option<&WarmReport>, catchup: &CatchUp, out: &mut dyn FnMut(&str, String)) {
     use std::sync::atomic::Ordering::Relaxed;
     let Some(w) = warm else { return };
     out("restart_downtime_seconds", w.downtime_s.to_string());

@@ -9,7 +9,7 @@
 //!    source.rs  read cap / used / limit events / PSI  (cgroup v1, v2, or host)
 //!    policy.rs  Policy::step(reading, held bytes) -> new limit + reason
 //!    on a change: Engine::set_memory_limit (cache_memlimit's mechanism),
-//!                 Shared::memory_limit_bytes (limit_maxbytes in stats),
+//!                 Core::memory_limit_bytes (limit_maxbytes in stats),
 //!                 and on a shrink Engine::shed_to_limit (seg/shrink.rs:
 //!                 evict whole segments, MADV_DONTNEED their pages);
 //!                 after a shrink, read again at once (no sleep), up to
@@ -42,7 +42,7 @@ use std::time::Duration;
 
 use self::policy::{Policy, Reason};
 use self::source::Source;
-use crate::shared::Shared;
+use crate::core::Core;
 
 /// Time between readings: a neighbour allocating 300 MiB/s takes 30 MiB of
 /// a 64 MiB headroom per tick, and a shrink is done well within one.
@@ -52,14 +52,7 @@ pub const FAST_TICK: Duration = Duration::from_millis(10);
 /// Readings in a row, without sleeping, while each one shrinks the limit.
 pub const BURST_STEPS: usize = 200;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GovernorConfig {
-    /// `-m auto` (else a fixed `-m` with `memory_pressure_yield`).
-    pub auto: bool,
-    pub source: Source,
-    /// The limit at start, and the most it grows back to.
-    pub max_limit_bytes: u64,
-}
+pub use crate::settings::GovernorConfig;
 
 /// `-m auto`'s starting limit and where it came from.
 pub fn auto_config() -> Result<GovernorConfig, String> {
@@ -112,7 +105,7 @@ impl Governor {
     /// `cache_memlimit`: a fixed limit from now on (the ceiling, if
     /// yielding). Set again under the policy's lock, so a reading that was
     /// deciding meanwhile cannot put its own limit over it.
-    pub fn on_cache_memlimit(&self, shared: &Shared, bytes: u64, yield_on_pressure: bool) {
+    pub fn on_cache_memlimit(&self, shared: &Core, bytes: u64, yield_on_pressure: bool) {
         let mut p = self.policy();
         *p = Policy::new(bytes);
         shared.engine.set_memory_limit(bytes);
@@ -135,7 +128,7 @@ impl Governor {
     }
 
     /// Full readings while they shrink the limit (a burst), at most BURST_STEPS.
-    fn settle(&self, shared: &Shared) {
+    fn settle(&self, shared: &Core) {
         for _ in 0..BURST_STEPS {
             if !self.tick(shared) {
                 return;
@@ -144,7 +137,7 @@ impl Governor {
     }
 
     /// One reading and, if the policy says so, a new limit; true if it shrank.
-    fn tick(&self, shared: &Shared) -> bool {
+    fn tick(&self, shared: &Core) -> bool {
         if !self.active.load(Ordering::Relaxed) {
             return false;
         }
@@ -201,13 +194,12 @@ impl Governor {
 }
 
 /// Start the `strata-memory` thread when a governor is configured.
-pub fn start(shared: &Arc<Shared>) -> std::io::Result<Option<std::thread::JoinHandle<()>>> {
-    if shared.memory_governor.is_none() {
+pub fn start(core: &Arc<Core>, governor: Option<&Arc<Governor>>) -> std::io::Result<Option<std::thread::JoinHandle<()>>> {
+    let Some(g) = governor.cloned() else {
         return Ok(None);
-    }
-    let shared = shared.clone();
+    };
+    let shared = core.clone();
     let handle = std::thread::Builder::new().name("strata-memory".into()).spawn(move || {
-        let Some(g) = &shared.memory_governor else { return };
         let mut last_full = std::time::Instant::now();
         while !shared.is_shutting_down() {
             if last_full.elapsed() >= TICK || g.short_now() {

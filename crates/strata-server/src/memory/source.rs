@@ -28,12 +28,8 @@ use std::path::{Path, PathBuf};
 
 use super::policy::{headroom_bytes, Reading};
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Source {
-    CgroupV1(PathBuf),
-    CgroupV2(PathBuf),
-    Host,
-}
+/// The settings' [`MemorySource`](crate::settings::MemorySource): read here.
+pub use crate::settings::MemorySource as Source;
 
 impl Source {
     /// The memory cgroup this process is in, if one with a memory

@@ -24,13 +24,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::ctx::Ctx;
-use crate::shared::{ConnInfo, ConnKind, Shared};
+use crate::core::Core;
+use crate::registry::{ConnInfo, ConnKind};
 
 type Stats = Vec<(String, String)>;
 
 /// Register the listening sockets and each worker's UDP sockets, as
 /// memcached keeps a connection for each.
-pub(crate) fn register_sockets(shared: &Shared, tcp: &[SocketAddr], udp: &[SocketAddr]) {
+pub fn register_sockets(shared: &Core, tcp: &[SocketAddr], udp: &[SocketAddr]) {
     let now = shared.clock.now();
     let listening: Vec<String> = match &shared.settings.unix_socket {
         Some(path) => vec![format!("unix:{}", path.display())],
@@ -56,10 +57,10 @@ fn memcached_addr(addr: &str) -> String {
     }
 }
 
-pub(crate) fn conns(ctx: &Ctx<'_>, t: &mut Stats) {
-    let now = ctx.shared.clock.now();
+pub fn conns(ctx: &Ctx<'_>, t: &mut Stats) {
+    let now = ctx.core.clock.now();
     let mut push = |id: u64, field: &str, value: String| t.push((format!("{id}:{field}"), value));
-    for (id, info) in ctx.shared.conns.snapshot() {
+    for (id, info) in ctx.core.conns.snapshot() {
         let state = match info.kind {
             ConnKind::Listening => "conn_listening",
             ConnKind::Udp => {

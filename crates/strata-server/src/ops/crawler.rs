@@ -27,9 +27,9 @@ use strata_proto::admin::{Classes, MAX_CLASSES};
 use strata_store::{Visit, WalkCursor, WALK_BATCH};
 
 use strata_store::SlabClasses;
+use crate::core::Core;
 use crate::ctx::Ctx;
 use crate::settings::Settings;
-use crate::shared::Shared;
 
 /// Items checked between two pauses (memcached's `crawls_persleep`).
 const CRAWLS_PER_SLEEP: u64 = 1000;
@@ -54,11 +54,11 @@ pub struct Crawler {
 }
 
 /// The crawler, held by a crawl or a dump; released when dropped.
-pub struct Busy(Arc<Shared>);
+pub struct Busy(Arc<Crawler>);
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.ops.crawler.running.store(false, Ordering::Release);
+        self.0.running.store(false, Ordering::Release);
     }
 }
 
@@ -108,10 +108,10 @@ impl Crawler {
     }
 
     /// Take the crawler, or None if a crawl or dump holds it.
-    pub fn begin(&self, shared: &Arc<Shared>) -> Option<Busy> {
+    pub fn begin(self: &Arc<Crawler>) -> Option<Busy> {
         self.running.compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed).ok()?;
         self.starts.fetch_add(1, Ordering::Relaxed);
-        Some(Busy(shared.clone()))
+        Some(Busy(self.clone()))
     }
 }
 
@@ -124,8 +124,7 @@ pub struct Totals {
     pub items_checked: u64,
 }
 
-pub fn totals(ctx: &Ctx<'_>) -> Totals {
-    let crawler = &ctx.shared.ops.crawler;
+pub fn totals(crawler: &Crawler) -> Totals {
     let counts = crawler.counts.lock().unwrap_or_else(|e| e.into_inner());
     Totals {
         enabled: crawler.enabled(),
@@ -140,20 +139,18 @@ pub fn totals(ctx: &Ctx<'_>) -> Totals {
 /// state `lru_crawler enable|disable|sleep|tocrawl` and `stats detail
 /// on|off` left): `lru_crawler`, `lru_crawler_sleep`, `lru_crawler_tocrawl`,
 /// `detail_enabled`, in that order, for the settings group to place.
-pub fn settings_values(ctx: &Ctx<'_>) -> [(&'static str, String); 4] {
-    let crawler = &ctx.shared.ops.crawler;
+pub fn settings_values(crawler: &Crawler, detail_on: bool) -> [(&'static str, String); 4] {
     let yes_no = |on: bool| if on { "yes" } else { "no" }.to_string();
     [
         ("lru_crawler", yes_no(crawler.enabled())),
         ("lru_crawler_sleep", crawler.sleep_us().to_string()),
         ("lru_crawler_tocrawl", crawler.tocrawl().to_string()),
-        ("detail_enabled", yes_no(ctx.shared.ops.detail.on())),
+        ("detail_enabled", yes_no(detail_on)),
     ]
 }
 
 /// `lru_crawler crawl <classes>`.
-pub fn crawl(ctx: &Ctx<'_>, classes: Classes) -> &'static str {
-    let crawler = &ctx.shared.ops.crawler;
+pub fn crawl(crawler: &Arc<Crawler>, ctx: &Ctx<'_>, classes: Classes) -> &'static str {
     if !crawler.enabled() {
         return "CLIENT_ERROR lru crawler disabled";
     }
@@ -169,17 +166,18 @@ pub fn crawl(ctx: &Ctx<'_>, classes: Classes) -> &'static str {
         Classes::List(0) => return "NOTSTARTED no items to crawl",
         _ => {}
     }
-    let Some(busy) = crawler.begin(ctx.shared) else {
+    let Some(busy) = crawler.begin() else {
         return "BUSY currently processing crawler request";
     };
-    let sizes = ctx.shared.classes.clone();
-    if ctx.shared.settings.inline_background {
-        run(busy, classes, sizes);
+    let sizes = ctx.core.classes.clone();
+    if ctx.core.settings.inline_background {
+        run(ctx.core, busy, classes, sizes);
         return "OK";
     }
+    let core = ctx.core.clone();
     let spawned = std::thread::Builder::new()
         .name("strata-crawler".into())
-        .spawn(move || run(busy, classes, sizes));
+        .spawn(move || run(&core, busy, classes, sizes));
     match spawned {
         Ok(_) => "OK",
         Err(_) => "ERROR an unknown error happened",
@@ -189,9 +187,8 @@ pub fn crawl(ctx: &Ctx<'_>, classes: Classes) -> &'static str {
 /// A crawl's thread (or, with `inline_background`, the worker's call,
 /// which never pauses): walk everything, reclaim the expired items of
 /// `classes`, then add up the counts and let go of the crawler.
-fn run(busy: Busy, classes: Classes, sizes: SlabClasses) {
-    let shared = busy.0.clone();
-    let crawler = &shared.ops.crawler;
+fn run(shared: &Core, busy: Busy, classes: Classes, sizes: SlabClasses) {
+    let crawler = busy.0.clone();
     let tocrawl = u64::from(crawler.tocrawl());
     let mut counts = [ClassCounts::default(); CLASSES];
     let mut cursor = WalkCursor::default();
@@ -233,21 +230,21 @@ fn run(busy: Busy, classes: Classes, sizes: SlabClasses) {
 }
 
 /// `lru_crawler tocrawl <n>`.
-pub fn set_tocrawl(ctx: &Ctx<'_>, n: u32) -> &'static str {
-    ctx.shared.ops.crawler.tocrawl.store(n, Ordering::Relaxed);
+pub fn set_tocrawl(crawler: &Crawler, n: u32) -> &'static str {
+    crawler.tocrawl.store(n, Ordering::Relaxed);
     "OK"
 }
 
 /// `lru_crawler sleep <us>` (the parser refused more than a second).
-pub fn set_sleep(ctx: &Ctx<'_>, us: u32) -> &'static str {
-    ctx.shared.ops.crawler.sleep_us.store(us, Ordering::Relaxed);
+pub fn set_sleep(crawler: &Crawler, us: u32) -> &'static str {
+    crawler.sleep_us.store(us, Ordering::Relaxed);
     "OK"
 }
 
 /// `lru_crawler enable|disable`: memcached refuses to start a crawler
 /// thread that runs already; stopping a stopped one is fine.
-pub fn enable(ctx: &Ctx<'_>, on: bool) -> &'static str {
-    let was = ctx.shared.ops.crawler.enabled.swap(on, Ordering::Relaxed);
+pub fn enable(crawler: &Crawler, on: bool) -> &'static str {
+    let was = crawler.enabled.swap(on, Ordering::Relaxed);
     match (on, was) {
         (true, true) => "ERROR failed to start lru crawler thread",
         _ => "OK",
@@ -257,7 +254,7 @@ pub fn enable(ctx: &Ctx<'_>, on: bool) -> &'static str {
 /// `slabs reassign <src> <dst>`: memcached's checks, then the answer for
 /// a class with no page to give (segments are not slab pages).
 pub fn reassign(ctx: &Ctx<'_>, src: i32, dst: i32) -> &'static str {
-    let largest = ctx.shared.classes.len() as i32;
+    let largest = ctx.core.classes.len() as i32;
     if src == dst {
         "SAME src and dst class are identical"
     } else if !(0..=largest).contains(&src) || !(0..=largest).contains(&dst) {

@@ -130,12 +130,11 @@ impl Detail {
 }
 
 /// `stats detail <on|off|dump>`, as memcached 1.6.45 answers it.
-pub fn command(ctx: &Ctx<'_>, args: &Tokens<'_>, out: &mut Vec<u8>) {
+pub fn command(detail: &Detail, ctx: &Ctx<'_>, args: &Tokens<'_>, out: &mut Vec<u8>) {
     const USAGE: &str = "CLIENT_ERROR usage: stats detail on|off|dump";
-    if !ctx.shared.settings.dumps_enabled {
+    if !ctx.core.settings.dumps_enabled {
         return push_line(out, "CLIENT_ERROR stats detail not allowed");
     }
-    let detail = &ctx.shared.ops.detail;
     let sub = args.get(2);
     let is = |name: &[u8]| !sub.is_empty() && name.starts_with(sub);
     if args.len() < 3 {
@@ -157,11 +156,10 @@ pub fn command(ctx: &Ctx<'_>, args: &Tokens<'_>, out: &mut Vec<u8>) {
 /// `detail on`/`detail off` answer the empty closing stat; `detail dump`
 /// sends the dump text as the value of a stat named `detailed` first;
 /// anything else, or `-X`, is `KEY_ENOENT`.
-pub fn binary_stat(ctx: &Ctx<'_>, req: &Request<'_>, out: &mut Vec<u8>) {
+pub fn binary_stat(detail: &Detail, ctx: &Ctx<'_>, req: &Request<'_>, out: &mut Vec<u8>) {
     let (code, opaque) = (req.header.opcode, req.header.opaque);
-    let detail = &ctx.shared.ops.detail;
     let rest = &req.key[b"detail".len()..];
-    if !ctx.shared.settings.dumps_enabled {
+    if !ctx.core.settings.dumps_enabled {
         return write_error(out, code, Status::KeyNotFound, opaque);
     }
     if rest.starts_with(b" dump") {

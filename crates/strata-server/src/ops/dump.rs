@@ -54,13 +54,14 @@ use strata_proto::admin::Classes;
 use strata_proto::Tokens;
 use strata_store::{Visit, WalkCursor, WALK_BATCH};
 
-use super::crawler::Busy;
+use super::crawler::{Busy, Crawler};
 use super::dump_feed::{Fed, Feed};
 use super::dump_lines::{Kind, Printer};
 use super::watch::Watcher;
 use super::{refused, Started};
 use crate::ctx::Ctx;
-use crate::shared::Shared;
+use crate::output::Output;
+use crate::core::Core;
 
 /// Refill when fewer pending output bytes than this remain.
 const REFILL_BELOW_BYTES: usize = 16 << 10;
@@ -103,17 +104,19 @@ pub struct Walk {
     /// as its printer thread's does, so the connection's next request
     /// finds none of it pending (a metadump after it is no pipelined one).
     ended: bool,
+    /// The crawler's `lru_crawler sleep` paces the walk's rests.
+    crawler: Arc<Crawler>,
 }
 
 /// `lru_crawler metadump|mgdump <classes>`, checked as memcached 1.6.45
 /// checks it; the dump itself starts with `OK`.
-pub fn start_crawler_dump(ctx: &Ctx<'_>, mg: bool, classes: Classes, out: &mut Vec<u8>) -> Started {
-    let crawler = &ctx.shared.ops.crawler;
+pub fn start_crawler_dump(ops: &super::Ops, ctx: &Ctx<'_>, mg: bool, classes: Classes, out: &mut Output) -> Started {
+    let crawler = &ops.crawler;
     let refusal = if !crawler.enabled() {
         Some("CLIENT_ERROR lru crawler disabled")
-    } else if !ctx.shared.settings.dumps_enabled {
+    } else if !ctx.core.settings.dumps_enabled {
         Some(if mg { "ERROR key dump not allowed" } else { "ERROR metadump not allowed" })
-    } else if ctx.has_stacked_replies(out) {
+    } else if out.has_stacked_replies() {
         Some(if mg {
             "ERROR cannot pipeline other commands before mgdump"
         } else {
@@ -121,7 +124,7 @@ pub fn start_crawler_dump(ctx: &Ctx<'_>, mg: bool, classes: Classes, out: &mut V
         })
     } else if classes == Classes::Bad {
         Some("BADCLASS invalid class id")
-    } else if ctx.is_datagram() {
+    } else if out.is_datagram() {
         Some("SERVER_ERROR key dumps are not served over UDP")
     } else {
         None
@@ -129,15 +132,15 @@ pub fn start_crawler_dump(ctx: &Ctx<'_>, mg: bool, classes: Classes, out: &mut V
     if let Some(line) = refusal {
         return refused(out, line);
     }
-    let Some(busy) = crawler.begin(ctx.shared) else {
+    let Some(busy) = crawler.begin() else {
         return refused(out, "BUSY currently processing crawler request");
     };
     let printer = Printer::new(ctx, if mg { Kind::Mg } else { Kind::Meta }, classes);
-    if ctx.shared.settings.inline_background {
+    if ctx.core.settings.inline_background {
         out.extend_from_slice(b"OK\r\n");
-        return Some(Box::new(Dump::Walk(Walk::new(printer, WalkCursor::default(), Some(busy)))));
+        return Some(Box::new(Dump::Walk(Walk::new(printer, WalkCursor::default(), Some(busy), crawler.clone()))));
     }
-    let Some(feed) = Feed::spawn(ctx.shared.clone(), printer, Some(busy)) else {
+    let Some(feed) = Feed::spawn(ctx.core.clone(), crawler.clone(), printer, Some(busy)) else {
         // memcached's answer when its crawler cannot start.
         return refused(out, "ERROR an unknown error happened");
     };
@@ -146,8 +149,8 @@ pub fn start_crawler_dump(ctx: &Ctx<'_>, mg: bool, classes: Classes, out: &mut V
 }
 
 /// `stats cachedump <class> <limit>`.
-pub fn start_cachedump(ctx: &Ctx<'_>, args: &Tokens<'_>, out: &mut Vec<u8>) -> Started {
-    if !ctx.shared.settings.dumps_enabled {
+pub fn start_cachedump(ops: &super::Ops, ctx: &Ctx<'_>, args: &Tokens<'_>, out: &mut Output) -> Started {
+    if !ctx.core.settings.dumps_enabled {
         return refused(out, "CLIENT_ERROR stats cachedump not allowed");
     }
     if args.len() < 4 {
@@ -160,12 +163,12 @@ pub fn start_cachedump(ctx: &Ctx<'_>, args: &Tokens<'_>, out: &mut Vec<u8>) -> S
     if class >= strata_proto::admin::MAX_CLASSES {
         return refused(out, "CLIENT_ERROR Illegal slab id");
     }
-    if ctx.is_datagram() {
+    if out.is_datagram() {
         return refused(out, "SERVER_ERROR key dumps are not served over UDP");
     }
     let classes = Classes::List(1u64 << class);
     let printer = Printer::new(ctx, Kind::Cache { limit }, classes);
-    Some(Box::new(Dump::Walk(Walk::new(printer, WalkCursor::default(), None))))
+    Some(Box::new(Dump::Walk(Walk::new(printer, WalkCursor::default(), None, ops.crawler.clone()))))
 }
 
 impl Dump {
@@ -181,16 +184,16 @@ impl Dump {
 }
 
 impl Walk {
-    fn new(printer: Printer, cursor: WalkCursor, busy: Option<Busy>) -> Walk {
-        Walk { printer, cursor, resume_at: None, busy, ended: false }
+    fn new(printer: Printer, cursor: WalkCursor, busy: Option<Busy>, crawler: Arc<Crawler>) -> Walk {
+        Walk { printer, cursor, resume_at: None, busy, ended: false, crawler }
     }
 
-    /// Walk until `out` has `FILL_TO_BYTES` pending past `wpos` or the
-    /// walk ends; true when the dump is complete (terminator written, and
-    /// for a crawler dump sent).
-    fn refill(&mut self, shared: &Shared, out: &mut Vec<u8>, wpos: usize) -> bool {
+    /// Walk until `out` has `FILL_TO_BYTES` pending or the walk ends;
+    /// true when the dump is complete (terminator written, and for a
+    /// crawler dump sent).
+    fn refill(&mut self, shared: &Core, out: &mut Output) -> bool {
         if self.ended {
-            return out.len() == wpos;
+            return out.pending_len() == 0;
         }
         let started = Instant::now();
         if self.resume_at.is_some_and(|at| started < at) {
@@ -212,7 +215,7 @@ impl Walk {
                 self.ended = self.busy.is_some();
                 return !self.ended;
             }
-            if out.len() - wpos >= FILL_TO_BYTES {
+            if out.pending_len() >= FILL_TO_BYTES {
                 break;
             }
         }
@@ -222,7 +225,7 @@ impl Walk {
             return false;
         }
         let busy = started.elapsed();
-        let sleep_us = u64::from(shared.ops.crawler.sleep_us()) * looked as u64 / 1000;
+        let sleep_us = u64::from(self.crawler.sleep_us()) * looked as u64 / 1000;
         self.resume_at = Some(started + busy + (busy * IDLE_PER_BUSY).max(Duration::from_micros(sleep_us)));
         false
     }
@@ -269,47 +272,26 @@ pub enum Pumped {
     Close,
 }
 
-/// The connection-side hook, run before each request: start `started` (a
-/// dump the last command handed over), refill the running dump's output,
-/// and say whether the connection must wait (`Some`) or may run its next
-/// request (`None`).
-#[inline]
-pub fn pump(
-    slot: &mut Option<Box<Dump>>,
-    started: Started,
-    shared: &Arc<Shared>,
-    out: &mut Vec<u8>,
-    wpos: usize,
-    socket: Option<RawFd>,
-) -> Option<Pumped> {
-    if slot.is_none() {
-        *slot = Some(started?);
-    }
-    pump_running(slot, shared, out, wpos, socket)
-}
-
+/// The connection-side hook, run before each request while a dump runs:
+/// refill its output, and say whether the connection must wait (`Some`)
+/// or may run its next request (`None`: the dump ended).
 #[cold]
-fn pump_running(
-    slot: &mut Option<Box<Dump>>,
-    shared: &Arc<Shared>,
-    out: &mut Vec<u8>,
-    wpos: usize,
-    socket: Option<RawFd>,
-) -> Option<Pumped> {
+pub fn pump(slot: &mut Option<Box<Dump>>, shared: &Core, out: &mut Output, socket: Option<RawFd>) -> Option<Pumped> {
     let dump = slot.as_mut()?;
     if let Dump::Watch(watcher) = &mut **dump {
         // A watcher is driven every tick even while its client is not
         // reading: its lines must keep moving out of the workers' buffers
         // (and be counted as skipped once its own buffer is full).
-        watcher.refill(out, FILL_TO_BYTES.saturating_sub(out.len() - wpos));
+        let room = FILL_TO_BYTES.saturating_sub(out.pending_len());
+        watcher.refill(out, room);
         return Some(Pumped::Dumping);
     }
-    if out.len() - wpos >= REFILL_BELOW_BYTES {
+    if out.pending_len() >= REFILL_BELOW_BYTES {
         return Some(Pumped::OutputFull);
     }
     let finished = match &mut **dump {
-        Dump::Walk(walk) => walk.refill(shared, out, wpos),
-        Dump::Feed(feed) => match feed.poll(out.len() - wpos, socket) {
+        Dump::Walk(walk) => walk.refill(shared, out),
+        Dump::Feed(feed) => match feed.poll(out.pending_len(), socket) {
             Fed::More => false,
             Fed::Finished => true,
             Fed::Failed => {

@@ -71,7 +71,8 @@ use strata_store::{ItemMeta, ItemView, Visit, WalkCursor};
 
 use super::crawler::Busy;
 use super::dump_lines::Printer;
-use crate::shared::Shared;
+use super::crawler::Crawler;
+use crate::core::Core;
 use crate::sys::socket_writer::SocketWriter;
 
 /// A chunk is sent once it holds this much. Small, because a send is a
@@ -117,7 +118,7 @@ struct Inner {
 }
 
 impl Inner {
-    fn stopping(&self, shared: &Shared) -> bool {
+    fn stopping(&self, shared: &Core) -> bool {
         self.cancelled.load(Ordering::Relaxed) || shared.is_shutting_down()
     }
 
@@ -217,7 +218,7 @@ pub enum Fed {
 impl Feed {
     /// Start a dump's two threads, the walker and the printer; `None` if
     /// they could not be started.
-    pub(super) fn spawn(shared: Arc<Shared>, printer: Printer, busy: Option<Busy>) -> Option<Feed> {
+    pub(super) fn spawn(shared: Arc<Core>, crawler: Arc<Crawler>, printer: Printer, busy: Option<Busy>) -> Option<Feed> {
         let inner = Arc::new(Inner::default());
         // Stages go round: empty ones to the walker, full ones to the printer.
         let (to_walker, empties) = std::sync::mpsc::sync_channel::<Staged>(STAGES);
@@ -228,7 +229,7 @@ impl Feed {
         let (walker_shared, walker_inner) = (shared.clone(), inner.clone());
         std::thread::Builder::new()
             .name("strata-dumpwalk".into())
-            .spawn(move || walk(&walker_shared, &walker_inner, empties, to_printer))
+            .spawn(move || walk(&walker_shared, &crawler, &walker_inner, empties, to_printer))
             .ok()?;
         let theirs = inner.clone();
         std::thread::Builder::new()
@@ -281,7 +282,7 @@ impl Drop for Feed {
 /// The walker thread: one walk step (one shard lock) at a time into an
 /// empty stage, handed to the printer, until the walk ends or the printer
 /// goes (cancelled: it drops its ends of the channels).
-fn walk(shared: &Shared, inner: &Inner, empties: Receiver<Staged>, to_printer: SyncSender<Staged>) {
+fn walk(shared: &Core, crawler: &Crawler, inner: &Inner, empties: Receiver<Staged>, to_printer: SyncSender<Staged>) {
     let mut cursor = WalkCursor::with_flash();
     let mut since_sleep = 0;
     while let Ok(mut staged) = empties.recv() {
@@ -306,7 +307,7 @@ fn walk(shared: &Shared, inner: &Inner, empties: Receiver<Staged>, to_printer: S
         }
         since_sleep += STEP_ITEMS;
         if since_sleep >= ITEMS_PER_SLEEP {
-            let us = u64::from(shared.ops.crawler.sleep_us());
+            let us = u64::from(crawler.sleep_us());
             nap(shared, inner, Duration::from_micros(us * since_sleep as u64 / ITEMS_PER_SLEEP as u64));
             since_sleep = 0;
         }
@@ -316,7 +317,7 @@ fn walk(shared: &Shared, inner: &Inner, empties: Receiver<Staged>, to_printer: S
 /// Sleep `lru_crawler sleep`'s share, in slices, so that a cancelled or
 /// stopping walk lets go of its thread at once rather than after the
 /// whole sleep (up to a second a slice of `ITEMS_PER_SLEEP` items).
-fn nap(shared: &Shared, inner: &Inner, total: Duration) {
+fn nap(shared: &Core, inner: &Inner, total: Duration) {
     const SLICE: Duration = Duration::from_millis(5);
     let end = Instant::now() + total;
     while !inner.stopping(shared) {
@@ -331,7 +332,7 @@ fn nap(shared: &Shared, inner: &Inner, total: Duration) {
 /// The printer thread: format each stage into 16 KiB chunks and send
 /// them to the client, until the walk's last stage, a cancel, a failed
 /// socket, or a shutdown.
-fn print(shared: &Shared, inner: &Inner, mut printer: Printer, busy: Option<Busy>, fulls: Receiver<Staged>, to_walker: SyncSender<Staged>) {
+fn print(shared: &Core, inner: &Inner, mut printer: Printer, busy: Option<Busy>, fulls: Receiver<Staged>, to_walker: SyncSender<Staged>) {
     let mut busy = busy;
     let mut socket = None;
     let mut filling = Vec::with_capacity(CHUNK_BYTES + (4 << 10));
@@ -390,7 +391,7 @@ fn send(inner: &Inner, writer: &SocketWriter, chunk: &[u8], stop: impl Fn() -> b
 
 /// The client's socket once the worker hands it over; `None` if the dump
 /// is cancelled first.
-fn handed_socket(inner: &Inner, shared: &Shared) -> Option<SocketWriter> {
+fn handed_socket(inner: &Inner, shared: &Core) -> Option<SocketWriter> {
     let mut sink = inner.sink.lock().unwrap_or_else(|e| e.into_inner());
     loop {
         if let Some(socket) = sink.socket.take() {

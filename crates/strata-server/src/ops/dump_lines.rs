@@ -54,9 +54,9 @@ impl Printer {
         Printer {
             kind,
             classes,
-            sizes: ctx.shared.classes.clone(),
-            origin_unix: ctx.shared.clock.process_started_unix(),
-            cas_enabled: !ctx.shared.settings.cas_disabled,
+            sizes: ctx.core.classes.clone(),
+            origin_unix: ctx.core.clock.process_started_unix(),
+            cas_enabled: !ctx.core.settings.cas_disabled,
             shown: 0,
             bytes: 0,
             full: false,

@@ -34,7 +34,7 @@ pub fn command(ctx: &Ctx<'_>, set: Option<Wire>) -> &'static str {
         // Deprecated in memcached: checked, accepted, ignored.
         Wire::FreeMemchunks => return "OK",
     };
-    ctx.shared.settings.ext.tunables.set(change);
+    ctx.core.settings.ext.tunables.set(change);
     "OK"
 }
 
@@ -42,7 +42,7 @@ pub fn command(ctx: &Ctx<'_>, set: Option<Wire>) -> &'static str {
 /// extstore, as Debian's and 1.6.45's are, prints them with or without
 /// `ext_path`), `slab_automove_freeratio` among them.
 pub fn settings_lines(ctx: &Ctx<'_>, stat: &mut dyn FnMut(&'static str, String)) {
-    let settings = &ctx.shared.settings;
+    let settings = &ctx.core.settings;
     let ext = &settings.ext;
     let t = &ext.tunables;
     let load = |a: &std::sync::atomic::AtomicU32| a.load(Ordering::Relaxed).to_string();
@@ -62,7 +62,7 @@ pub fn settings_lines(ctx: &Ctx<'_>, stat: &mut dyn FnMut(&'static str, String))
 
 /// Strata's small store settings, among Strata's own after memcached's.
 pub fn small_settings_lines(ctx: &Ctx<'_>, stat: &mut dyn FnMut(&'static str, String)) {
-    let ext = &ctx.shared.settings.ext;
+    let ext = &ctx.core.settings.ext;
     stat("ext_small_item_max", ext.small_item_max.to_string());
     stat("ext_log_share", ext.log_percent.to_string());
     stat("ext_set_size", ext.set_size_bytes.to_string());
@@ -183,7 +183,7 @@ pub fn small_lines(e: &ExtStats, stat: &mut dyn FnMut(&'static str, String)) {
 /// page (`N:version`, `N:bytes`, `N:bucket`, `N:free_bucket`); nothing
 /// without a flash tier.
 pub fn pages(ctx: &Ctx<'_>, stat: &mut dyn FnMut(String, String)) {
-    let Some(e) = ctx.shared.engine.flash().map(|tier| tier.ext_stats()) else { return };
+    let Some(e) = ctx.core.engine.flash().map(|tier| tier.ext_stats()) else { return };
     for (i, p) in e.pages.iter().enumerate() {
         stat(format!("{i}:version"), p.version.to_string());
         stat(format!("{i}:bytes"), p.bytes_used.to_string());

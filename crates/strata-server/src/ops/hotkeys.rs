@@ -38,8 +38,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::ctx::Protocol;
-use crate::shared::Shared;
+use crate::protocol::Protocol;
 
 pub const SAMPLE_ONE_IN: u32 = 128;
 pub const CAPACITY: usize = 64;
@@ -224,11 +223,10 @@ impl<'a> Tokens<'a> {
 
 /// Every worker's sketch, summed by key, hottest first: (key, estimated
 /// requests).
-pub fn top(shared: &Shared, n: usize) -> Vec<(Vec<u8>, u64)> {
-    let now_s = shared.clock.now();
+pub fn top<'a>(workers: impl Iterator<Item = &'a WorkerHotkeys>, now_s: u32, n: usize) -> Vec<(Vec<u8>, u64)> {
     let mut sum: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
-    for w in &shared.worker_stats {
-        let mut sketch = w.requests.hotkeys.sketch.lock().unwrap_or_else(|e| e.into_inner());
+    for w in workers {
+        let mut sketch = w.sketch.lock().unwrap_or_else(|e| e.into_inner());
         sketch.decay(now_s);
         for (key, &count) in sketch.keys.iter().zip(sketch.counts.iter()) {
             *sum.entry(key.clone()).or_default() += count;
@@ -254,11 +252,11 @@ fn escaped(key: &[u8]) -> String {
 }
 
 /// `stats hotkeys`.
-pub fn stats(shared: &Shared, t: &mut Vec<(String, String)>) {
-    t.push(("enabled".into(), u8::from(shared.settings.hotkeys).to_string()));
+pub fn stats<'a>(workers: impl Iterator<Item = &'a WorkerHotkeys>, on: bool, now_s: u32, t: &mut Vec<(String, String)>) {
+    t.push(("enabled".into(), u8::from(on).to_string()));
     t.push(("sample_one_in".into(), SAMPLE_ONE_IN.to_string()));
     t.push(("half_life_seconds".into(), HALF_LIFE_S.to_string()));
-    for (rank, (key, count)) in top(shared, TOP).into_iter().enumerate() {
+    for (rank, (key, count)) in top(workers, now_s, TOP).into_iter().enumerate() {
         t.push((format!("{}:{}", rank + 1, escaped(&key)), count.to_string()));
     }
 }

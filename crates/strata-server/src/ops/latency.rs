@@ -40,8 +40,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::ctx::Protocol;
-use crate::shared::Shared;
+use crate::protocol::Protocol;
 
 /// Command families, in report order.
 pub const FAMILIES: [&str; 7] = ["get", "set", "delete", "arith", "touch", "noop", "other"];
@@ -340,19 +339,19 @@ fn binary_family(request: &[u8]) -> u8 {
 }
 
 /// Every worker's histograms summed, since start or the last reset.
-pub fn snapshot(shared: &Shared) -> Snapshot {
+pub fn snapshot(workers: &[WorkerRequests]) -> Snapshot {
     let mut sum = Snapshot::empty();
-    for w in &shared.worker_stats {
-        w.requests.latency.add_to(&mut sum);
+    for w in workers {
+        w.latency.add_to(&mut sum);
     }
     sum
 }
 
 /// `stats reset`.
-pub fn reset(shared: &Shared) {
-    for w in &shared.worker_stats {
-        w.requests.latency.reset();
-        w.requests.hotkeys.reset();
+pub fn reset(workers: &[WorkerRequests]) {
+    for w in workers {
+        w.latency.reset();
+        w.hotkeys.reset();
     }
 }
 
@@ -363,10 +362,9 @@ fn micros(ticks: u64, ns_per_tick: f64) -> String {
 
 /// `stats latency`: `STAT <family>_count`, `_p50_us`, `_p90_us`, `_p99_us`,
 /// `_p999_us`, `_max_us` for every family.
-pub fn stats(shared: &Shared, t: &mut Vec<(String, String)>) {
-    let on = shared.settings.latency_stats;
+pub fn stats(workers: &[WorkerRequests], on: bool, t: &mut Vec<(String, String)>) {
     t.push(("enabled".into(), u8::from(on).to_string()));
-    let s = snapshot(shared);
+    let s = snapshot(workers);
     let rate = crate::sys::tsc::ns_per_tick();
     for (f, name) in FAMILIES.iter().enumerate() {
         t.push((format!("{name}_count"), s.count(f).to_string()));
@@ -397,8 +395,8 @@ pub struct PromHistogram {
 /// `strata_request_duration_seconds{family="..."}`). A fine bucket is
 /// counted under `le` when its upper bound is at most `le` (so a bucket
 /// edge may place a value one Prometheus bucket up).
-pub fn prometheus_histograms(shared: &Shared) -> Vec<PromHistogram> {
-    let s = snapshot(shared);
+pub fn prometheus_histograms(workers: &[WorkerRequests]) -> Vec<PromHistogram> {
+    let s = snapshot(workers);
     let rate = crate::sys::tsc::ns_per_tick();
     FAMILIES
         .iter()

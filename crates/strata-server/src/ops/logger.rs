@@ -56,7 +56,7 @@ struct SinkBuf {
     skipped: u64,
 }
 
-/// The server's log state (in `OpsState`).
+/// The server's log state (in `Ops`).
 pub struct Logger {
     /// The union of the attached watchers' streams (shared with the
     /// store's eviction hook).

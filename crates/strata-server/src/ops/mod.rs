@@ -6,18 +6,19 @@
 //! per-prefix statistics (`detail.rs`), `watch` (`watch.rs`, over
 //! `logger.rs`), `-vv` and
 //! `verbosity` (`verbose.rs`), the flash tier's `extstore` tunables
-//! (`extstore.rs`), the Prometheus `/metrics` endpoint (`metrics.rs`
-//! renders, `metrics_http.rs` serves), `stats latency` (`latency.rs`) and
-//! `stats hotkeys` (`hotkeys.rs`), whose per-worker state lives in each
-//! worker's `WorkerStats::requests`, and `stats mrc` (`mrc.rs` over
-//! `mrc_sim.rs`, state in `Shared::mrc`).
+//! (`extstore.rs`), `stats latency` (`latency.rs`) and
+//! `stats hotkeys` (`hotkeys.rs`), whose per-worker state is
+//! [`Ops::requests`], and `stats mrc` (`mrc.rs` over `mrc_sim.rs`).
 //!
-//! Their run-time state is one [`OpsState`] in `Shared`; the request path
-//! reads `detail`'s on/off flag, the verbosity level and `watch`'s stream
-//! mask (one relaxed load each per request), and `latency.rs` and
-//! `hotkeys.rs` record every request unless switched off.
+//! Their run-time state is one [`Ops`], built from the core and kept in
+//! the runtime; the request path reaches it through the service's hooks
+//! (`service/hooks.rs`), reading `detail`'s on/off flag, the verbosity
+//! level and `watch`'s stream mask (one relaxed load each per request),
+//! and `latency.rs` and `hotkeys.rs` record every request unless switched
+//! off. The groups of `stats` that read every feature, `stats memory` and
+//! `/metrics` are the runtime's report (`report/`), not a part of ops.
 
-pub(crate) mod conns;
+pub mod conns;
 pub mod crawler;
 pub mod detail;
 pub mod dump;
@@ -25,44 +26,62 @@ pub mod extstore;
 
 pub mod dump_feed;
 mod dump_lines;
-pub(crate) mod slab_view;
+pub mod slab_view;
 pub mod logger;
-pub mod metrics;
-pub mod metrics_http;
 pub mod verbose;
 pub mod watch;
 pub mod latency;
-pub mod memory;
 pub mod hotkeys;
 pub mod mrc;
 pub mod mrc_feed;
 pub mod mrc_index;
 pub mod mrc_sim;
-pub mod stats_cmd;
+
+use std::sync::Arc;
 
 use strata_proto::admin::Admin;
 use strata_proto::Tokens;
 
+use crate::core::Core;
 use crate::ctx::Ctx;
-use crate::settings::Settings;
+use crate::output::Output;
 
 /// Run-time state of the operator features.
-pub struct OpsState {
-    pub crawler: crawler::Crawler,
+pub struct Ops {
+    pub crawler: Arc<crawler::Crawler>,
     pub detail: detail::Detail,
     /// The log path behind `watch` (`logger.rs`).
-    pub log: logger::Logger,
+    pub log: Arc<logger::Logger>,
     /// `-v` / `verbosity N` (`verbose.rs`).
     pub verbose: verbose::Verbosity,
+    /// `stats mrc` (`mrc.rs`), unless `-o no_mrc`.
+    pub mrc: Option<Arc<mrc::Mrc>>,
+    /// Each worker's latency histograms and hot-key sketch (`latency.rs`,
+    /// `hotkeys.rs`), by worker index; written by that worker only.
+    pub requests: Vec<latency::WorkerRequests>,
 }
 
-impl OpsState {
-    pub fn new(settings: &Settings) -> OpsState {
-        OpsState {
-            crawler: crawler::Crawler::new(settings),
+impl Ops {
+    /// The operator features of `core`: with them, the engine's sampler
+    /// (`stats mrc`) and eviction log (`watch evictions`) are installed.
+    pub fn new(core: &Arc<Core>) -> Ops {
+        let settings = &core.settings;
+        let log = Arc::new(logger::Logger::new(settings));
+        watch::EvictionWatch::install(core, &log);
+        let requests = (0..settings.threads.max(1))
+            .map(|_| {
+                let r = latency::WorkerRequests::default();
+                r.configure(settings);
+                r
+            })
+            .collect();
+        Ops {
+            crawler: Arc::new(crawler::Crawler::new(settings)),
             detail: detail::Detail::new(settings),
-            log: logger::Logger::new(settings),
+            log,
             verbose: verbose::Verbosity::new(settings.verbose),
+            mrc: settings.mrc.then(|| mrc::Mrc::install(core.engine.as_ref(), settings.memory_limit_bytes)),
+            requests,
         }
     }
 }
@@ -71,16 +90,18 @@ impl OpsState {
 /// before its next request (`dump::pump`), or nothing.
 pub type Started = Option<Box<dump::Dump>>;
 
-/// `lru_crawler ...`, `lru ...`, `slabs ...`.
-pub fn admin(ctx: &Ctx<'_>, cmd: Admin, out: &mut Vec<u8>) -> Started {
+/// `lru_crawler ...`, `lru ...`, `slabs ...`, `watch`, `extstore` (`mj`,
+/// the journal's, is answered by the journal: `Admin::Journal` never
+/// comes here).
+pub fn admin(ops: &Ops, ctx: &Ctx<'_>, cmd: Admin, out: &mut Output) -> Started {
     let line = match cmd {
-        Admin::Dump { mg, classes } => return dump::start_crawler_dump(ctx, mg, classes, out),
-        Admin::Crawl(classes) => crawler::crawl(ctx, classes),
-        Admin::Tocrawl(n) => crawler::set_tocrawl(ctx, n),
-        Admin::Sleep(us) => crawler::set_sleep(ctx, us),
-        Admin::Enable(on) => crawler::enable(ctx, on),
+        Admin::Dump { mg, classes } => return dump::start_crawler_dump(ops, ctx, mg, classes, out),
+        Admin::Crawl(classes) => crawler::crawl(&ops.crawler, ctx, classes),
+        Admin::Tocrawl(n) => crawler::set_tocrawl(&ops.crawler, n),
+        Admin::Sleep(us) => crawler::set_sleep(&ops.crawler, us),
+        Admin::Enable(on) => crawler::enable(&ops.crawler, on),
         Admin::Reassign { src, dst } => crawler::reassign(ctx, src, dst),
-        Admin::Watch(mask) => return watch::start(ctx, mask, out).map(|w| Box::new(dump::Dump::Watch(w))),
+        Admin::Watch(mask) => return watch::start(&ops.log, ctx, mask, out).map(|w| Box::new(dump::Dump::Watch(w))),
         Admin::Extstore { set, noreply } => {
             let line = extstore::command(ctx, set);
             if !noreply {
@@ -88,10 +109,7 @@ pub fn admin(ctx: &Ctx<'_>, cmd: Admin, out: &mut Vec<u8>) -> Started {
             }
             return None;
         }
-        Admin::Journal { since_unix } => {
-            crate::journal::answer(&ctx.shared.journal, since_unix, strata_store::clock::unix_time(), out);
-            return None;
-        }
+        Admin::Journal { .. } => unreachable!("mj is the journal's"),
         Admin::Reply(line) => line,
     };
     refused(out, line)
@@ -99,7 +117,7 @@ pub fn admin(ctx: &Ctx<'_>, cmd: Admin, out: &mut Vec<u8>) -> Started {
 
 /// `stats detail ...` and `stats cachedump ...` over the text protocol;
 /// None for any other group.
-pub fn stats(ctx: &Ctx<'_>, args: &Tokens<'_>, out: &mut Vec<u8>) -> Option<Started> {
+pub fn stats(ops: &Ops, ctx: &Ctx<'_>, args: &Tokens<'_>, out: &mut Output) -> Option<Started> {
     let group = args.get(1);
     if group.is_empty() {
         return None;
@@ -107,11 +125,11 @@ pub fn stats(ctx: &Ctx<'_>, args: &Tokens<'_>, out: &mut Vec<u8>) -> Option<Star
     // memcached matches a group by prefix (`stats d` is `stats detail`;
     // `stats c` is `stats cachedump`, tried before `conns`).
     if b"detail".starts_with(group) {
-        detail::command(ctx, args, out);
+        detail::command(&ops.detail, ctx, args, out);
         return Some(None);
     }
     if b"cachedump".starts_with(group) {
-        return Some(dump::start_cachedump(ctx, args, out));
+        return Some(dump::start_cachedump(ops, ctx, args, out));
     }
     None
 }

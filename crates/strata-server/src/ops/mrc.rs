@@ -59,7 +59,7 @@ use strata_store::{AccessSampler, Engine};
 
 use super::mrc_feed::{Event, Feed};
 use super::mrc_sim::{segments_per_shard, Sim};
-use crate::shared::Shared;
+use crate::core::Core;
 
 /// Cache sizes simulated, in quarters of the limit: 0.25x .. 8x.
 pub const SCALES_QUARTERS: [u64; 6] = [1, 2, 4, 8, 16, 32];
@@ -185,14 +185,14 @@ impl AccessSampler for Mrc {
     }
 }
 
-fn gets(shared: &Shared) -> u64 {
+fn gets(shared: &Core) -> u64 {
     let s = shared.stats();
     s.get_hits + s.get_misses
 }
 
 /// Once a second (the acceptor's tick): follow the limit, roll the window.
-pub fn tick(shared: &Shared) {
-    let Some(mrc) = &shared.mrc else { return };
+pub fn tick(mrc: Option<&Arc<Mrc>>, shared: &Core) {
+    let Some(mrc) = mrc else { return };
     let now_s = shared.clock.now();
     let limit = shared.memory_limit_bytes.load(Ordering::Relaxed);
     let mut c = mrc.curve();
@@ -211,21 +211,21 @@ pub fn tick(shared: &Shared) {
 
 /// Heap bytes of the simulations (`stats memory` `mrc_bytes`; 0 with
 /// `-o no_mrc`).
-pub fn bytes(shared: &Shared) -> u64 {
-    let Some(mrc) = &shared.mrc else { return 0 };
+pub fn bytes(mrc: Option<&Arc<Mrc>>) -> u64 {
+    let Some(mrc) = mrc else { return 0 };
     (mrc.feed.bytes() + mrc.curve().sims.iter().map(|s| s.bytes()).sum::<usize>()) as u64
 }
 
 /// `stats reset`: count from now (the simulated caches stay warm).
-pub fn reset(shared: &Shared) {
-    if let Some(mrc) = &shared.mrc {
+pub fn reset(mrc: Option<&Arc<Mrc>>, shared: &Core) {
+    if let Some(mrc) = mrc {
         mrc.curve().restart(gets(shared));
     }
 }
 
 /// (megabytes of `-m`, estimated miss ratio) for each simulated size.
-pub fn curve(shared: &Shared) -> Vec<(f64, f64)> {
-    let Some(mrc) = &shared.mrc else { return Vec::new() };
+pub fn curve(mrc: Option<&Arc<Mrc>>, shared: &Core) -> Vec<(f64, f64)> {
+    let Some(mrc) = mrc else { return Vec::new() };
     let c = mrc.curve();
     let all_gets = gets(shared).saturating_sub(c.gets_prev);
     SCALES_QUARTERS
@@ -242,7 +242,7 @@ pub fn curve(shared: &Shared) -> Vec<(f64, f64)> {
         .collect()
 }
 
-fn megabytes(mb: f64) -> String {
+pub fn megabytes(mb: f64) -> String {
     if mb.fract() == 0.0 {
         format!("{}", mb as u64)
     } else {
@@ -251,22 +251,14 @@ fn megabytes(mb: f64) -> String {
 }
 
 /// `stats mrc`.
-pub fn stats(shared: &Shared, t: &mut Vec<(String, String)>) {
-    t.push(("enabled".into(), u8::from(shared.mrc.is_some()).to_string()));
-    let Some(mrc) = &shared.mrc else { return };
+pub fn stats(mrc: Option<&Arc<Mrc>>, shared: &Core, t: &mut Vec<(String, String)>) {
+    t.push(("enabled".into(), u8::from(mrc.is_some()).to_string()));
+    let Some(mrc) = mrc else { return };
     let one_in = mrc.curve().sample_one_in;
     t.push(("sample_one_in".into(), one_in.to_string()));
     t.push(("window_seconds".into(), WINDOW_S.to_string()));
-    for (mb, ratio) in curve(shared) {
+    for (mb, ratio) in curve(Some(mrc), shared) {
         t.push((format!("mrc:{}", megabytes(mb)), format!("{ratio:.4}")));
-    }
-}
-
-/// `/metrics`: one gauge sample per simulated size.
-pub fn prometheus(x: &mut super::metrics::Exposition, shared: &Shared) {
-    let help = "Estimated miss ratio at this many megabytes of -m (stats mrc: sampled S3-FIFO simulations).";
-    for (mb, ratio) in curve(shared) {
-        x.sample("strata_mrc_miss_ratio", help, super::metrics::Kind::Gauge, &[("megabytes", &megabytes(mb))], ratio);
     }
 }
 

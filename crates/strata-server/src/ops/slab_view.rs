@@ -21,7 +21,7 @@ use strata_store::{ClassCounters, ClassStats, SlabClasses};
 
 use crate::ctx::Ctx;
 
-/// `(name, value)` pairs, as `stats_cmd` collects them.
+/// `(name, value)` pairs, as `report/stats.rs` collects them.
 type Stats = Vec<(String, String)>;
 
 fn push(out: &mut Stats, name: String, value: impl Display) {
@@ -33,11 +33,11 @@ fn live_classes(stats: &ClassStats) -> impl Iterator<Item = (usize, &ClassCounte
     stats.classes.iter().enumerate().skip(1).filter(|(_, c)| c.number() > 0)
 }
 
-pub(crate) fn items(ctx: &Ctx<'_>, out: &mut Stats) {
-    let stats = ctx.shared.engine.class_stats(ctx.shared.clock.now());
+pub fn items(crawler: &super::crawler::Crawler, ctx: &Ctx<'_>, out: &mut Stats) {
+    let stats = ctx.core.engine.class_stats(ctx.core.clock.now());
     for (id, c) in live_classes(&stats) {
         let age = c.age_hot.max(c.age_warm);
-        let crawled = ctx.shared.ops.crawler.class_counts(id);
+        let crawled = crawler.class_counts(id);
         let fields: [(&str, u64); 28] = [
             ("number", c.number()),
             ("number_hot", c.number_hot),
@@ -80,9 +80,9 @@ fn pages(classes: &SlabClasses, id: usize, peak: u64) -> u64 {
     peak.div_ceil(classes.chunks_per_page(id) as u64).max(1)
 }
 
-pub(crate) fn slabs(ctx: &Ctx<'_>, out: &mut Stats) {
-    let stats = ctx.shared.engine.class_stats(ctx.shared.clock.now());
-    let classes = &ctx.shared.classes;
+pub fn slabs(ctx: &Ctx<'_>, out: &mut Stats) {
+    let stats = ctx.core.engine.class_stats(ctx.core.clock.now());
+    let classes = &ctx.core.classes;
     let mut active = 0;
     for (id, c) in stats.classes.iter().enumerate().skip(1).filter(|(_, c)| c.number_max > 0) {
         active += 1;
@@ -112,13 +112,13 @@ pub(crate) fn slabs(ctx: &Ctx<'_>, out: &mut Stats) {
         }
     }
     push(out, "active_slabs".to_string(), active);
-    push(out, "total_malloced".to_string(), ctx.shared.engine.stats().malloced_bytes);
+    push(out, "total_malloced".to_string(), ctx.core.engine.stats().malloced_bytes);
 }
 
-pub(crate) fn sizes(ctx: &Ctx<'_>, out: &mut Stats) {
-    let stats = ctx.shared.engine.class_stats(ctx.shared.clock.now());
+pub fn sizes(ctx: &Ctx<'_>, out: &mut Stats) {
+    let stats = ctx.core.engine.class_stats(ctx.core.clock.now());
     match &stats.sizes {
-        Some(sizes) if ctx.shared.settings.track_sizes => {
+        Some(sizes) if ctx.core.settings.track_sizes => {
             for (bucket, &count) in sizes.iter().enumerate().filter(|(_, &n)| n > 0) {
                 push(out, (bucket * 32).to_string(), count);
             }

@@ -1,7 +1,7 @@
 //! `-vv` / `-vvv` and the `verbosity` command: memcached's request trace on
 //! stderr (`settings.verbose > 1` in memcached.c and proto_text.c).
 //!
-//! The level is one `AtomicU8` in [`crate::ops::OpsState`], set from `-v`
+//! The level is one `AtomicU8` in [`crate::ops::Ops`], set from `-v`
 //! flags at start and by `verbosity N` at run time (clamped to 2 as
 //! memcached's `MAX_VERBOSITY_LEVEL`); `stats settings` reads it. The
 //! request path pays one relaxed load of it per request ([`tracing`]); the

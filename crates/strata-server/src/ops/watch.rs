@@ -22,25 +22,28 @@ use strata_proto::number::push_u64;
 use super::dump_lines::uriencode;
 use super::logger::Sink;
 use super::push_line;
+use super::logger::Logger;
+use crate::core::Core;
 use crate::ctx::Ctx;
-use crate::shared::Shared;
+use crate::output::Output;
+use crate::stats::WorkerStats;
 
 /// One attached watcher.
 pub struct Watcher {
     sink: Arc<Sink>,
-    shared: Arc<Shared>,
+    log: Arc<Logger>,
 }
 
 impl Drop for Watcher {
     fn drop(&mut self) {
-        self.shared.ops.log.detach(&self.sink);
+        self.log.detach(&self.sink);
     }
 }
 
 impl Watcher {
     /// Collect, then move up to `max_bytes` of this watcher's lines to `out`.
     pub fn refill(&self, out: &mut Vec<u8>, max_bytes: usize) {
-        self.shared.ops.log.collect();
+        self.log.collect();
         self.sink.drain(out, max_bytes);
     }
 }
@@ -48,28 +51,28 @@ impl Watcher {
 /// `watch ...`, checked in memcached's order: the watcher on `OK`, or
 /// None with the refusal written. The caller hands the watcher to the
 /// connection as a dump (`ops::admin`, `Dump::Watch`).
-pub fn start(ctx: &Ctx<'_>, mask: Option<u32>, out: &mut Vec<u8>) -> Option<Watcher> {
+pub fn start(log: &Arc<Logger>, ctx: &Ctx<'_>, mask: Option<u32>, out: &mut Output) -> Option<Watcher> {
     let refused = |out: &mut Vec<u8>, line: &str| {
         push_line(out, line);
         None
     };
-    if !ctx.shared.settings.watch_enabled {
+    if !ctx.core.settings.watch_enabled {
         return refused(out, "CLIENT_ERROR watch commands not allowed");
     }
-    if ctx.has_stacked_replies(out) {
+    if out.has_stacked_replies() {
         return refused(out, "ERROR cannot pipeline other commands before watch");
     }
     let Some(mask) = mask else {
         return refused(out, "ERROR");
     };
-    if ctx.is_datagram() {
+    if out.is_datagram() {
         return refused(out, "WATCHER_FAILED failed to add log watcher");
     }
-    let Some(sink) = ctx.shared.ops.log.attach(mask) else {
+    let Some(sink) = log.attach(mask) else {
         return refused(out, "WATCHER_TOO_MANY log watcher limit reached");
     };
     out.extend_from_slice(b"OK\r\n");
-    Some(Watcher { sink, shared: ctx.shared.clone() })
+    Some(Watcher { sink, log: log.clone() })
 }
 
 /// What deleted an item (memcached's `LOG_TYPE_DELETE`, `LOG_TYPE_META_DELETE`).
@@ -81,16 +84,16 @@ pub enum DeleteCmd {
 
 /// A watcher wants `stream`: the request path's check.
 #[inline]
-pub fn wants(ctx: &Ctx<'_>, stream: u32) -> bool {
-    ctx.shared.ops.log.wants(stream)
+pub fn wants(log: &Logger, stream: u32) -> bool {
+    log.wants(stream)
 }
 
 /// `type=deleted key=<k> cmd=<delete|md> clsid=<c> size=<value bytes>`.
 /// `item` is (flags, value length) of the deleted item.
 #[cold]
-pub fn deleted(ctx: &Ctx<'_>, key: &[u8], item: (u32, usize), cmd: DeleteCmd) {
+pub fn deleted(log: &Logger, ctx: &Ctx<'_>, key: &[u8], item: (u32, usize), cmd: DeleteCmd) {
     let class = class_of(ctx, key, item);
-    ctx.shared.ops.log.log(&ctx.shared.worker_stats, ctx.stats, streams::DELETIONS, |line| {
+    log.log(&ctx.core.worker_stats, ctx.stats, streams::DELETIONS, |line| {
         line.extend_from_slice(b"type=deleted key=");
         uriencode(key, line);
         line.extend_from_slice(match cmd {
@@ -105,9 +108,9 @@ pub fn deleted(ctx: &Ctx<'_>, key: &[u8], item: (u32, usize), cmd: DeleteCmd) {
 
 /// The memcached size class of an item (as the dumps compute it).
 fn class_of(ctx: &Ctx<'_>, key: &[u8], (flags, value_len): (u32, usize)) -> u64 {
-    let cas = !ctx.shared.settings.cas_disabled;
+    let cas = !ctx.core.settings.cas_disabled;
     let size = strata_store::memcached_item_size(key.len(), flags, value_len, cas);
-    u64::from(ctx.shared.classes.class_of(size))
+    u64::from(ctx.core.classes.class_of(size))
 }
 
 /// The flags and value length of the item under `key`, read without
@@ -115,7 +118,7 @@ fn class_of(ctx: &Ctx<'_>, key: &[u8], (flags, value_len): (u32, usize)) -> u64 
 pub fn peek(ctx: &Ctx<'_>, key: &[u8]) -> Option<(u32, usize)> {
     let mut found = None;
     let opts = strata_store::GetOptions { no_bump: true, uncounted: true, no_token: true, ..Default::default() };
-    ctx.shared.engine.get(key, opts, ctx.shared.clock.now(), &mut |item, _| {
+    ctx.core.engine.get(key, opts, ctx.core.clock.now(), &mut |item, _| {
         found = Some((item.meta.flags, item.value.len()));
         strata_store::GetAction::default()
     });
@@ -128,11 +131,11 @@ pub fn peek(ctx: &Ctx<'_>, key: &[u8]) -> Option<(u32, usize)> {
 /// key=<k> status=found|not_found clsid=<c> cfd=<conn> size=<value bytes>`.
 /// Returns what was found, for a store's line to follow.
 #[inline]
-pub fn fetched(ctx: &Ctx<'_>, key: &[u8]) -> Option<Found> {
-    if !wants(ctx, streams::FETCHERS | streams::MUTATIONS) {
+pub fn fetched(log: &Logger, ctx: &Ctx<'_>, key: &[u8]) -> Option<Found> {
+    if !log.wants(streams::FETCHERS | streams::MUTATIONS) {
         return None;
     }
-    fetched_cold(ctx, key)
+    fetched_cold(log, ctx, key)
 }
 
 /// An item as a hook saw it.
@@ -148,31 +151,31 @@ pub struct Found {
 /// bytes, exptime), RAM or flash alike; no second read. The caller checks
 /// `wants(FETCHERS)` first.
 #[cold]
-pub fn fetched_as(ctx: &Ctx<'_>, key: &[u8], seen: Option<(u32, usize, u32)>) {
-    let now = ctx.shared.clock.now();
+pub fn fetched_as(log: &Logger, ctx: &Ctx<'_>, key: &[u8], seen: Option<(u32, usize, u32)>) {
+    let now = ctx.core.clock.now();
     let found = seen.map(|(flags, value_len, exptime)| Found {
         flags,
         value_len,
         ttl_secs: if exptime == 0 { 0 } else { exptime.saturating_sub(now) },
     });
-    log_fetch(ctx, key, found);
+    log_fetch(log, ctx, key, found);
 }
 
 #[cold]
-fn fetched_cold(ctx: &Ctx<'_>, key: &[u8]) -> Option<Found> {
+fn fetched_cold(log: &Logger, ctx: &Ctx<'_>, key: &[u8]) -> Option<Found> {
     let found = peek_found(ctx, key);
-    log_fetch(ctx, key, found);
+    log_fetch(log, ctx, key, found);
     found
 }
 
 #[cold]
-fn log_fetch(ctx: &Ctx<'_>, key: &[u8], found: Option<Found>) {
-    if wants(ctx, streams::FETCHERS) {
+fn log_fetch(log: &Logger, ctx: &Ctx<'_>, key: &[u8], found: Option<Found>) {
+    if log.wants(streams::FETCHERS) {
         let (class, size) = match found {
             Some(f) => (class_of(ctx, key, (f.flags, f.value_len)), f.value_len),
             None => (0, 0),
         };
-        ctx.shared.ops.log.log(&ctx.shared.worker_stats, ctx.stats, streams::FETCHERS, |line| {
+        log.log(&ctx.core.worker_stats, ctx.stats, streams::FETCHERS, |line| {
             line.extend_from_slice(b"type=item_get key=");
             uriencode(key, line);
             line.extend_from_slice(if found.is_some() { b" status=found clsid=" } else { b" status=not_found clsid=" });
@@ -216,15 +219,15 @@ impl StoreCmd {
 /// with the old item's TTL). `before` is what [`fetched`] saw.
 #[allow(clippy::too_many_arguments)]
 #[inline]
-pub fn stored(ctx: &Ctx<'_>, key: &[u8], cmd: StoreCmd, result: strata_store::StoreResult, flags: u32, value_len: usize, ttl_secs: u32, before: Option<Found>) {
-    if wants(ctx, streams::MUTATIONS) {
-        stored_cold(ctx, key, cmd, result, flags, value_len, ttl_secs, before);
+pub fn stored(log: &Logger, ctx: &Ctx<'_>, key: &[u8], cmd: StoreCmd, result: strata_store::StoreResult, flags: u32, value_len: usize, ttl_secs: u32, before: Option<Found>) {
+    if log.wants(streams::MUTATIONS) {
+        stored_cold(log, ctx, key, cmd, result, flags, value_len, ttl_secs, before);
     }
 }
 
 #[allow(clippy::too_many_arguments)]
 #[cold]
-fn stored_cold(ctx: &Ctx<'_>, key: &[u8], cmd: StoreCmd, result: strata_store::StoreResult, flags: u32, value_len: usize, ttl_secs: u32, before: Option<Found>) {
+fn stored_cold(log: &Logger, ctx: &Ctx<'_>, key: &[u8], cmd: StoreCmd, result: strata_store::StoreResult, flags: u32, value_len: usize, ttl_secs: u32, before: Option<Found>) {
     use strata_store::StoreResult as R;
     let joined = matches!(cmd, StoreCmd::Append | StoreCmd::Prepend) && matches!(result, R::Stored { .. });
     let (flags, value_len, ttl_secs) = match before {
@@ -248,7 +251,7 @@ fn stored_cold(ctx: &Ctx<'_>, key: &[u8], cmd: StoreCmd, result: strata_store::S
         StoreCmd::Prepend => b"prepend",
         StoreCmd::Cas => b"cas",
     };
-    ctx.shared.ops.log.log(&ctx.shared.worker_stats, ctx.stats, streams::MUTATIONS, |line| {
+    log.log(&ctx.core.worker_stats, ctx.stats, streams::MUTATIONS, |line| {
         line.extend_from_slice(b"type=item_store key=");
         uriencode(key, line);
         line.extend_from_slice(b" status=");
@@ -268,14 +271,14 @@ fn stored_cold(ctx: &Ctx<'_>, key: &[u8], cmd: StoreCmd, result: strata_store::S
 
 /// Seconds left of a store request's exptime (0: none).
 pub fn ttl_left(ctx: &Ctx<'_>, exptime: u32) -> u32 {
-    if exptime == 0 { 0 } else { exptime.saturating_sub(ctx.shared.clock.now()) }
+    if exptime == 0 { 0 } else { exptime.saturating_sub(ctx.core.clock.now()) }
 }
 
 fn peek_found(ctx: &Ctx<'_>, key: &[u8]) -> Option<Found> {
-    let now = ctx.shared.clock.now();
+    let now = ctx.core.clock.now();
     let mut found = None;
     let opts = strata_store::GetOptions { no_bump: true, uncounted: true, no_token: true, ..Default::default() };
-    ctx.shared.engine.get(key, opts, now, &mut |item, _| {
+    ctx.core.engine.get(key, opts, now, &mut |item, _| {
         let ttl_secs = if item.meta.exptime == 0 { 0 } else { item.meta.exptime.saturating_sub(now) };
         found = Some(Found { flags: item.meta.flags, value_len: item.value.len(), ttl_secs });
         strata_store::GetAction::default()
@@ -289,19 +292,19 @@ fn peek_found(ctx: &Ctx<'_>, key: &[u8]) -> Option<Found> {
 /// (`tcp:<ip>:<port>`, `unix:...`); `stats` is the logging worker's;
 /// `closed` the close's reason (`normal`, `error`, `idle_timeout`, `shutdown`).
 #[inline]
-pub fn conn_event(shared: &Shared, stats: &crate::stats::WorkerStats, peer: &str, id: u64, closed: Option<&'static str>) {
-    if shared.ops.log.wants(streams::CONNEVENTS) {
-        conn_event_cold(shared, stats, peer, id, closed);
+pub fn conn_event(log: &Logger, core: &Core, stats: &WorkerStats, peer: &str, id: u64, closed: Option<&'static str>) {
+    if log.wants(streams::CONNEVENTS) {
+        conn_event_cold(log, core, stats, peer, id, closed);
     }
 }
 
 #[cold]
-fn conn_event_cold(shared: &Shared, stats: &crate::stats::WorkerStats, peer: &str, id: u64, closed: Option<&'static str>) {
+fn conn_event_cold(log: &Logger, core: &Core, stats: &WorkerStats, peer: &str, id: u64, closed: Option<&'static str>) {
     let (rip, rport, transport) = match peer.strip_prefix("tcp:").and_then(|a| a.rsplit_once(':')) {
         Some((ip, port)) => (ip.trim_start_matches('[').trim_end_matches(']'), port, "tcp"),
         None => ("unix", "0", "local"),
     };
-    shared.ops.log.log(&shared.worker_stats, stats, streams::CONNEVENTS, |line| {
+    log.log(&core.worker_stats, stats, streams::CONNEVENTS, |line| {
         line.extend_from_slice(if closed.is_some() { b"type=conn_close rip=" } else { b"type=conn_new rip=" });
         line.extend_from_slice(rip.as_bytes());
         line.extend_from_slice(b" rport=");
@@ -320,16 +323,17 @@ fn conn_event_cold(shared: &Shared, stats: &crate::stats::WorkerStats, peer: &st
 /// The store's eviction hook: memcached's `type=eviction key=<k>
 /// fetch=yes|no ttl=<secs left, -1: none> la=<secs since last access>
 /// clsid=<c> size=<value bytes>` lines (`evictions`). Holds the server
-/// weakly (the server owns the store that owns this).
+/// weakly (the core owns the store that owns this).
 pub struct EvictionWatch {
     streams: Arc<std::sync::atomic::AtomicU32>,
-    shared: std::sync::Weak<Shared>,
+    core: std::sync::Weak<Core>,
+    log: Arc<Logger>,
 }
 
 impl EvictionWatch {
-    pub fn install(shared: &Arc<Shared>) {
-        let watch = EvictionWatch { streams: shared.ops.log.streams_flag(), shared: Arc::downgrade(shared) };
-        shared.engine.set_eviction_log(Arc::new(watch));
+    pub fn install(core: &Arc<Core>, log: &Arc<Logger>) {
+        let watch = EvictionWatch { streams: log.streams_flag(), core: Arc::downgrade(core), log: log.clone() };
+        core.engine.set_eviction_log(Arc::new(watch));
     }
 }
 
@@ -340,11 +344,11 @@ impl strata_store::EvictionLog for EvictionWatch {
 
     #[cold]
     fn evicted(&self, item: &strata_store::Evicted<'_>) {
-        let Some(shared) = self.shared.upgrade() else { return };
+        let Some(shared) = self.core.upgrade() else { return };
         let cas = !shared.settings.cas_disabled;
         let size = strata_store::memcached_item_size(item.key.len(), item.flags, item.value_len, cas);
         let class = u64::from(shared.classes.class_of(size));
-        shared.ops.log.log_other(streams::EVICTIONS, |line| {
+        self.log.log_other(streams::EVICTIONS, |line| {
             line.extend_from_slice(b"type=eviction key=");
             uriencode(item.key, line);
             line.extend_from_slice(if item.fetched { b" fetch=yes ttl=" } else { b" fetch=no ttl=" });

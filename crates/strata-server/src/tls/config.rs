@@ -28,7 +28,7 @@ use rustls::server::{ClientHello, ResolvesServerCert, StoresServerSessions, WebP
 use rustls::sign::CertifiedKey;
 use rustls::{RootCertStore, ServerConfig, SupportedCipherSuite};
 
-use super::settings::{ListenTls, TlsSettings, VerifyMode};
+use crate::settings::{ListenTls, TlsSettings, VerifyMode};
 
 /// Sessions kept with `ssl_session_cache` (OpenSSL's default cache size).
 const SESSION_CACHE_ENTRIES: usize = 20 * 1024;

@@ -8,7 +8,7 @@
 //!   socket ◄─ciphertext─ TlsSession::seal / write_to ◄─plaintext─ Conn.out
 //! ```
 //!
-//! - [`TlsState`] (in `Shared`) holds the three rustls server configs a
+//! - [`TlsState`] (the runtime's, with `-Z`) holds the three rustls server configs a
 //!   listener can ask for (the `ssl_verify_mode` one, `btls:`'s without a
 //!   client certificate, `mtls:`'s requiring one) behind one `RwLock`,
 //!   swapped whole by `refresh_certs` and SIGHUP ([`TlsState::refresh`]):
@@ -25,22 +25,22 @@
 mod cn;
 mod config;
 mod session;
-mod settings;
 pub mod stats;
 
 pub use cn::common_name;
 pub use config::{TlsState, TlsStats};
 pub use session::{Fault, Received, TlsSession};
-pub use settings::{min_version_text, ListenTls, TlsSettings, VerifyMode};
+pub use crate::settings::{min_version_text, ListenTls, TlsSettings, VerifyMode};
 
-/// The rustls state for a new connection from a listener of `mode`:
-/// `Ok(None)` for a plain one; `Err` when TLS is wanted and no session can
-/// be made (counted as a handshake error; the caller closes).
-pub fn session_for(shared: &crate::shared::Shared, mode: ListenTls) -> Result<Option<Box<TlsSession>>, ()> {
-    let Some(state) = shared.tls.as_ref().filter(|_| mode != ListenTls::Off) else { return Ok(None) };
+/// The rustls state for a new connection from a listener of `mode` (`tls`:
+/// the server's, None without `-Z`): `Ok(None)` for a plain one; `Err`
+/// when TLS is wanted and no session can be made (counted as a handshake
+/// error; the caller closes).
+pub fn session_for(tls: Option<&TlsState>, mode: ListenTls, now: u32) -> Result<Option<Box<TlsSession>>, ()> {
+    let Some(state) = tls.filter(|_| mode != ListenTls::Off) else { return Ok(None) };
     let session = state
         .config_for(mode)
-        .and_then(|config| TlsSession::new(config, state.stats.clone(), shared.clock.now(), state.settings.wbuf_size_bytes));
+        .and_then(|config| TlsSession::new(config, state.stats.clone(), now, state.settings.wbuf_size_bytes));
     match session {
         Some(session) => Ok(Some(Box::new(session))),
         None => {
@@ -52,10 +52,10 @@ pub fn session_for(shared: &crate::shared::Shared, mode: ListenTls) -> Result<Op
 
 /// `refresh_certs`: memcached's replies (`OK`, or the load error; without
 /// `-Z`, `Error TLS not enabled`).
-pub fn refresh_command(shared: &crate::shared::Shared, out: &mut Vec<u8>) {
-    let result = match &shared.tls {
+pub fn refresh_command(tls: Option<&TlsState>, now: u32, out: &mut Vec<u8>) {
+    let result = match tls {
         None => Err("Error TLS not enabled".to_string()),
-        Some(tls) => tls.refresh(shared.clock.now()),
+        Some(tls) => tls.refresh(now),
     };
     match result {
         Ok(()) => out.extend_from_slice(b"OK\r\n"),

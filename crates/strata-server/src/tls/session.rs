@@ -175,4 +175,13 @@ impl TlsSession {
     pub fn close_notify(&mut self) {
         self.conn.send_close_notify();
     }
+
+    /// A connection closes: best effort, without blocking, at a pending
+    /// alert, or close_notify.
+    pub fn goodbye(&mut self, socket: &mut dyn Write) {
+        if self.is_established() {
+            self.close_notify();
+        }
+        let _ = self.write_to(socket);
+    }
 }

@@ -221,7 +221,7 @@ fn prometheus_histogram_is_cumulative() {
     // The last get is recorded after its reply went out, before this
     // connection's next request is read.
     call(&mut s, &mut r, "version\r\n", "");
-    let text = strata_server::ops::metrics::render(&server.shared);
+    let text = strata_server::report::metrics::render(&server.runtime);
     assert!(text.contains("# TYPE strata_request_duration_seconds histogram\n"), "{text}");
     assert!(text.contains("strata_request_duration_seconds_count{family=\"get\"} 5\n"), "{text}");
     assert!(text.contains("strata_request_duration_seconds_bucket{family=\"get\",le=\"+Inf\"} 5\n"), "{text}");

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use strata_server::conn::{Conn, Progress};
 use strata_server::service::Service;
-use strata_server::shared::Shared;
+use strata_server::runtime::Runtime;
 use strata_server::Settings;
 use strata_store::{Clock, Engine, EngineConfig, MapStore, SegStore};
 
@@ -58,18 +58,17 @@ fn without_index_stats(reply: &[u8]) -> Vec<u8> {
 fn exchange_per_engine(settings: Settings, input: &[u8]) -> Vec<Vec<u8>> {
     let mut replies = Vec::new();
     for engine in engines(settings.cas_disabled) {
-        let shared = Arc::new(Shared::new(settings.clone(), engine, Clock::starting_at(1_700_000_000)));
-        let stats = shared.worker_stats[0].clone();
-        let exec = Service::new(&shared, &stats);
+        let shared = Arc::new(Runtime::new(settings.clone(), engine, Clock::starting_at(1_700_000_000)));
+        let mut svc = Service::new(&shared, 0);
         let mut conn = Conn::new(false, None);
         conn.input.extend_from_slice(input);
         loop {
-            match conn.process(&exec, 1000) {
+            match conn.process(&mut svc, 1000) {
                 Progress::Yield | Progress::OutputFull => continue,
                 _ => break,
             }
         }
-        replies.push(conn.out);
+        replies.push(conn.out.to_vec());
     }
     replies
 }

@@ -10,22 +10,23 @@ use std::time::Duration;
 
 use strata_server::conn::{Conn, Progress};
 use strata_server::service::Service;
-use strata_server::shared::Shared;
+use strata_server::runtime::Runtime;
 use strata_server::settings::IoEngine;
 use strata_server::{Server, Settings};
 use strata_store::{Clock, EngineConfig, MapStore};
 
-fn shared() -> Arc<Shared> {
+fn shared() -> Arc<Runtime> {
     shared_with(Settings { threads: 1, ..Settings::default() }, None)
 }
 
-fn shared_with(settings: Settings, sasl: Option<strata_server::auth::Credentials>) -> Arc<Shared> {
+fn shared_with(settings: Settings, sasl: Option<strata_server::auth::Credentials>) -> Arc<Runtime> {
     let engine = MapStore::new(EngineConfig {
         item_size_max_bytes: settings.item_size_max,
         ..EngineConfig::default()
     });
     let clock = Clock::starting_at(1_700_000_000);
-    Arc::new(Shared::with_credentials(settings, Box::new(engine), clock, None, sasl))
+    let auth = strata_server::auth::Auth { text: None, sasl };
+    Arc::new(Runtime::with_auth(settings, Box::new(engine), clock, auth))
 }
 
 /// Feed `chunks` one after another to a fresh connection; return all replies.
@@ -33,20 +34,19 @@ fn run_chunks(chunks: &[&[u8]]) -> Vec<u8> {
     run_chunks_on(shared(), chunks)
 }
 
-fn run_chunks_on(shared: Arc<Shared>, chunks: &[&[u8]]) -> Vec<u8> {
-    let stats = shared.worker_stats[0].clone();
-    let exec = Service::new(&shared, &stats);
-    let mut conn = Conn::new(shared.requires_auth(), None);
+fn run_chunks_on(shared: Arc<Runtime>, chunks: &[&[u8]]) -> Vec<u8> {
+    let mut svc = Service::new(&shared, 0);
+    let mut conn = Conn::new(shared.auth.required(), None);
     for chunk in chunks {
         conn.input.extend_from_slice(chunk);
         loop {
-            match conn.process(&exec, 1000) {
+            match conn.process(&mut svc, 1000) {
                 Progress::Yield | Progress::OutputFull => continue,
                 _ => break,
             }
         }
     }
-    conn.out
+    conn.out.to_vec()
 }
 
 const STREAM: &[u8] = b"set a 5 0 3\r\nabc\r\nget a b\r\ngets a\r\nappend a 0 0 2 noreply\r\nde\r\n\
@@ -304,4 +304,95 @@ fn connection_limit(io_engine: IoEngine) {
     assert_eq!(got, b"ERROR Too many open connections\r\n");
     server.shutdown();
     server.wait();
+}
+
+/// The storage headers the server parsed, all workers (`stats` does not
+/// show this count: it is the tests').
+fn headers_parsed(rt: &Runtime) -> u64 {
+    rt.core.stats().store_headers_parsed
+}
+
+/// A storage command's header is parsed and admitted once, however many
+/// pieces its data block arrives in: the connection waits for the rest of
+/// the block (`Conn::awaiting`) and runs the command from the header it
+/// held. Here every byte is a piece of its own, run through `Conn::process`
+/// one after another.
+#[test]
+fn a_data_block_in_a_thousand_pieces_is_parsed_once() {
+    let value = vec![b'v'; 1000];
+    let mut set = b"set k 7 0 1000\r\n".to_vec();
+    set.extend_from_slice(&value);
+    set.extend_from_slice(b"\r\nms m 1000 T0 F3\r\n");
+    set.extend_from_slice(&value);
+    set.extend_from_slice(b"\r\nget k\r\nmg m v f\r\n");
+    let pieces: Vec<&[u8]> = set.chunks(1).collect();
+    let rt = shared();
+    let replies = run_chunks_on(rt.clone(), &pieces);
+    let text = String::from_utf8_lossy(&replies);
+    let value = String::from_utf8_lossy(&value);
+    assert_eq!(text, format!("STORED\r\nHD\r\nVALUE k 7 1000\r\n{value}\r\nEND\r\nVA 1000 f3\r\n{value}\r\n"));
+    assert_eq!(headers_parsed(&rt), 2, "each of the set's and the ms's lines parsed once");
+}
+
+/// `-R` counts the requests that run, not the times a request was looked
+/// at: under `-R 1` a set whose data block comes a byte at a time never
+/// yields (each piece only waits for the rest), and a pipeline of three
+/// gets runs one request a turn, yielding twice.
+#[test]
+fn reqs_per_event_counts_requests_that_run() {
+    let rt = shared();
+    let mut svc = Service::new(&rt, 0);
+    let mut conn = Conn::new(false, None);
+    let mut set = b"set k 0 0 1000\r\n".to_vec();
+    set.extend_from_slice(&[b'v'; 1000]);
+    set.extend_from_slice(b"\r\n");
+    for (i, piece) in set.chunks(1).enumerate() {
+        conn.input.extend_from_slice(piece);
+        assert_eq!(conn.process(&mut svc, 1), Progress::NeedInput, "byte {i}");
+    }
+    assert_eq!(conn.out.to_vec(), b"STORED\r\n");
+    assert_eq!(headers_parsed(&rt), 1);
+    conn.input.extend_from_slice(b"get k\r\nget k\r\nget k\r\n");
+    let turns: Vec<Progress> = (0..3).map(|_| conn.process(&mut svc, 1)).collect();
+    assert_eq!(turns, [Progress::Yield, Progress::Yield, Progress::NeedInput]);
+    assert_eq!(conn.out.to_vec().windows(5).filter(|w| w == b"VALUE").count(), 3);
+}
+
+/// The same over a socket, on each I/O engine: a 1 MiB `set` written a
+/// byte at a time (each byte its own write, Nagle off) is parsed once, and
+/// under `-R 1` it is one request (the connection never yields).
+#[test]
+fn a_megabyte_set_sent_a_byte_at_a_time_is_parsed_once() {
+    for engine in ENGINES {
+        let settings = Settings {
+            tcp_listen: vec!["127.0.0.1:0".parse().unwrap()],
+            threads: 1,
+            io_engine: engine,
+            item_size_max: 2 << 20,
+            reqs_per_event: 1,
+            ..Settings::default()
+        };
+        let engine_config = EngineConfig { item_size_max_bytes: settings.item_size_max, ..EngineConfig::default() };
+        let server = Server::start(settings, Box::new(MapStore::new(engine_config))).unwrap();
+        let mut stream = TcpStream::connect(server.tcp_addrs[0]).unwrap();
+        stream.set_nodelay(true).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let mut request = format!("set big 0 0 {}\r\n", 1 << 20).into_bytes();
+        request.extend((0..1 << 20).map(|i| b'a' + (i % 26) as u8));
+        request.extend_from_slice(b"\r\n");
+        for byte in &request {
+            stream.write_all(std::slice::from_ref(byte)).unwrap();
+        }
+        let mut reply = [0u8; 8];
+        stream.read_exact(&mut reply).unwrap();
+        assert_eq!(&reply, b"STORED\r\n", "{engine:?}");
+        stream.write_all(b"mg big s\r\n").unwrap();
+        let mut size = vec![0u8; "HD s1048576\r\n".len()];
+        stream.read_exact(&mut size).unwrap();
+        assert_eq!(size, b"HD s1048576\r\n", "{engine:?}");
+        assert_eq!(headers_parsed(&server.runtime), 1, "{engine:?}: the set's line parsed once");
+        assert_eq!(server.runtime.core.stats().conn_yields, 0, "{engine:?}: -R 1 counts the set once");
+        server.shutdown();
+        server.wait();
+    }
 }

@@ -10,8 +10,8 @@
 //!  conn.flash = [FlashWait { read, key_index, Unsubmitted }, ..]   request NOT consumed
 //!        │  (with it, up to READ_AHEAD reads in all: a multi-get's later keys
 //!        │  on flash, and those of the plain reads buffered behind it,
-//!        │  flash_peek.rs; all go to the device at once), the ahead ones
-//!        │  within a global bound of bytes (read_ahead_budget.rs)
+//!        │  peek.rs; all go to the device at once), the ahead ones
+//!        │  within a global bound of bytes (budget.rs)
 //!        │  Progress::FlashWait: replies before it are written, input is
 //!        │  still read (bounded), no later request runs
 //!        ▼
@@ -42,12 +42,14 @@
 //! finished or abandoned (`FlashTier::abandon_flash_read`: the connection
 //! closed), so `extstore_io_queue` stays true.
 
+use std::os::fd::AsRawFd;
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use strata_store::{FlashBuf, FlashRead};
 
-use crate::read_ahead_budget::AheadCharge;
+use super::budget::AheadCharge;
+use crate::sys::read_ring::ReadRing;
 
 /// Where a parked connection's read is.
 pub enum ReadState {
@@ -65,23 +67,28 @@ pub enum ReadState {
 /// The reads a parked request queues at once, its own and those of the
 /// requests buffered behind it (16 of 4-8 KiB: at most 128 KiB a parked
 /// connection). The reads queued ahead also take their bytes from one
-/// bound for all connections (`read_ahead_budget.rs`).
+/// bound for all connections (`budget.rs`).
 pub const READ_AHEAD: usize = 16;
+
+/// Waits of a parked request numbered from here are for the requests
+/// buffered behind it (`Turn::read_ahead_later`), found by key; below
+/// it, for the parked request's own keys, found by position.
+pub(super) const LATER: usize = usize::MAX / 2 + 1;
 
 /// A connection parked on a flash read.
 pub struct FlashWait {
     pub read: FlashRead,
     /// Which key of the request (a multi-get's position) the read is for;
-    /// for a request buffered behind it, an id from `service/flash.rs`'s
+    /// for a request buffered behind it, an id from `read_ahead.rs`'s
     /// `LATER` up (that request finds it by key). Unique among a
     /// connection's reads: a completion finds its wait by it.
     pub key_index: usize,
     pub state: ReadState,
     /// A read queued ahead: its bytes, held from the global bound
-    /// (`read_ahead_budget.rs`) until this wait is dropped.
+    /// (`budget.rs`) until this wait is dropped.
     pub charge: Option<AheadCharge>,
     /// Reads this key made before, each finding its record moved
-    /// (`FlashFinish::Moved`): bounded by `service/flash.rs`.
+    /// (`FlashFinish::Moved`): bounded by `turn.rs`.
     pub moved: u8,
 }
 
@@ -169,11 +176,76 @@ const READ_RING_ENTRIES: u32 = 256;
 /// An epoll worker's own flash read ring, its eventfd registered with the
 /// worker's poll as `token`; None where io_uring is missing or refused
 /// (the worker then uses the I/O threads).
-pub fn read_ring(registry: &mio::Registry, token: mio::Token) -> Option<crate::sys::read_ring::ReadRing> {
-    let ring = crate::sys::read_ring::ReadRing::new(READ_RING_ENTRIES).ok()?;
+fn read_ring(registry: &mio::Registry, token: mio::Token) -> Option<ReadRing> {
+    let ring = ReadRing::new(READ_RING_ENTRIES).ok()?;
     let fd = ring.event_fd();
     registry.register(&mut mio::unix::SourceFd(&fd), token, mio::Interest::READABLE).ok()?;
     Some(ring)
+}
+
+/// How an epoll worker reads flash without blocking: its own small
+/// io_uring, all of a turn's reads submitted in one call, its eventfd
+/// polled with the sockets; or, where the kernel has no io_uring, the
+/// `ext_threads` I/O threads ([`Pool`]), which wake it through its Waker.
+pub struct EpollReads {
+    ring: Option<ReadRing>,
+    threads: Option<(Arc<Pool>, Arc<Inbox>)>,
+}
+
+impl EpollReads {
+    /// The worker's reads (the ring's eventfd registered as `token`); the
+    /// I/O threads started by the first worker that needs them.
+    pub fn new(pool: &OnceLock<Arc<Pool>>, threads: u32, registry: &mio::Registry, token: mio::Token, waker: &Arc<mio::Waker>) -> std::io::Result<EpollReads> {
+        if let Some(ring) = read_ring(registry, token) {
+            return Ok(EpollReads { ring: Some(ring), threads: None });
+        }
+        if pool.get().is_none() {
+            let _ = pool.set(Arc::new(Pool::start(threads)?));
+        }
+        let threads = pool.get().map(|pool| (pool.clone(), Inbox::new(waker.clone())));
+        Ok(EpollReads { ring: None, threads })
+    }
+
+    /// Queue a parked request's new reads (`slot`, `conn_id`: its
+    /// connection); true when none is left in flight (see
+    /// [`FlashWaits::submit`]).
+    pub fn submit(&mut self, waits: &mut FlashWaits, slot: usize, conn_id: u64) -> bool {
+        let (ring, threads) = (&mut self.ring, &self.threads);
+        waits.submit(|wait| match (ring.as_mut(), threads) {
+            (Some(ring), _) => ring.read(wait.read.file.as_raw_fd(), (slot, conn_id, wait.key_index), wait.read.buffer(), wait.read.offset_bytes).is_ok(),
+            (None, Some((pool, inbox))) => {
+                pool.submit(wait, slot, conn_id, inbox);
+                true
+            }
+            // No I/O threads: the read fails, which is a miss.
+            (None, None) => false,
+        })
+    }
+
+    /// Hand this turn's queued ring reads to the kernel, all in one call; a
+    /// failed submit (EAGAIN, EBUSY: the kernel is short of room) leaves
+    /// them queued: true, and the next turn does not wait.
+    pub fn submit_queued(&mut self) -> bool {
+        let Some(ring) = self.ring.as_mut() else { return false };
+        let _ = ring.submit();
+        ring.has_queued()
+    }
+
+    /// The reads that finished, each to `done`.
+    pub fn finished(&mut self, done: &mut dyn FnMut(Finished)) {
+        if let Some(ring) = self.ring.as_mut() {
+            let mut back = Vec::new();
+            ring.completions(&mut back);
+            for d in back {
+                done(Finished { slot: d.slot, conn_id: d.conn_id, key_index: d.key_index, buf: whole(d.result, d.buf) });
+            }
+        }
+        if let Some((_, inbox)) = &self.threads {
+            let mut back = Vec::new();
+            inbox.drain(&mut back);
+            back.into_iter().for_each(done);
+        }
+    }
 }
 
 /// A read for an I/O thread (epoll engine without io_uring).

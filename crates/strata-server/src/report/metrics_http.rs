@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::shared::Shared;
+use crate::runtime::Runtime;
 
 /// Largest request head read; past it the answer is 431.
 pub const MAX_HEAD_BYTES: usize = 8 << 10;
@@ -43,7 +43,7 @@ pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
 }
 
 /// Start the `strata-metrics` thread on a bound listener.
-pub fn start(shared: &Arc<Shared>, listener: TcpListener) -> io::Result<JoinHandle<()>> {
+pub fn start(shared: &Arc<Runtime>, listener: TcpListener) -> io::Result<JoinHandle<()>> {
     let local = listener.local_addr()?;
     // A wildcard address is woken through loopback.
     let wake_addr = match local {
@@ -51,17 +51,17 @@ pub fn start(shared: &Arc<Shared>, listener: TcpListener) -> io::Result<JoinHand
         SocketAddr::V6(a) if a.ip().is_unspecified() => SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, a.port())),
         other => other,
     };
-    shared.on_shutdown(Box::new(move || {
+    shared.core.on_shutdown(Box::new(move || {
         let _ = TcpStream::connect_timeout(&wake_addr, Duration::from_millis(200));
     }));
     let shared = shared.clone();
     std::thread::Builder::new().name("strata-metrics".into()).spawn(move || serve(&shared, &listener))
 }
 
-fn serve(shared: &Arc<Shared>, listener: &TcpListener) {
+fn serve(shared: &Arc<Runtime>, listener: &TcpListener) {
     loop {
         let accepted = listener.accept();
-        if shared.is_shutting_down() {
+        if shared.core.is_shutting_down() {
             return;
         }
         match accepted {
@@ -87,7 +87,7 @@ pub enum Route {
 }
 
 /// Read one request head and answer it.
-fn answer(shared: &Arc<Shared>, mut stream: TcpStream) -> io::Result<()> {
+fn answer(shared: &Arc<Runtime>, mut stream: TcpStream) -> io::Result<()> {
     let route = read_head(&mut stream)?;
     match route {
         Route::Metrics { head_only } => {

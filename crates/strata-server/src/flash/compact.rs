@@ -13,22 +13,22 @@ use std::time::Duration;
 
 use strata_store::FlashCompact;
 
-use crate::shared::Shared;
+use crate::core::Core;
 
 /// Longest wait between two looks when no page needs emptying.
 const IDLE_WAIT: Duration = Duration::from_millis(100);
 
 /// Start the thread when the engine has a flash tier; None otherwise.
-pub fn start(shared: &Arc<Shared>) -> std::io::Result<Option<std::thread::JoinHandle<()>>> {
-    if shared.engine.flash().is_none() {
+pub fn start(core: &Arc<Core>) -> std::io::Result<Option<std::thread::JoinHandle<()>>> {
+    if core.engine.flash().is_none() {
         return Ok(None);
     }
-    let shared = shared.clone();
+    let core = core.clone();
     let thread = std::thread::Builder::new().name("strata-flash-compact".into()).spawn(move || {
-        let Some(tier) = shared.engine.flash() else { return };
+        let Some(tier) = core.engine.flash() else { return };
         let mut state = FlashCompact::default();
-        while !shared.is_shutting_down() {
-            if !tier.flash_compact(shared.clock.now(), &mut state) {
+        while !core.is_shutting_down() {
+            if !tier.flash_compact(core.clock.now(), &mut state) {
                 tier.flash_compact_wait(IDLE_WAIT);
             }
         }

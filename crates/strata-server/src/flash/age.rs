@@ -10,31 +10,31 @@ use std::time::Duration;
 
 use strata_store::FlashIdle;
 
-use crate::shared::Shared;
+use crate::core::Core;
 
 /// Time between passes.
 const PASS_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Start the thread when the engine has a flash tier; None otherwise.
-pub fn start(shared: &Arc<Shared>) -> std::io::Result<Option<std::thread::JoinHandle<()>>> {
-    if shared.engine.flash().is_none() {
+pub fn start(core: &Arc<Core>) -> std::io::Result<Option<std::thread::JoinHandle<()>>> {
+    if core.engine.flash().is_none() {
         return Ok(None);
     }
     let stop = Arc::new((Mutex::new(false), Condvar::new()));
     let on_stop = stop.clone();
-    shared.on_shutdown(Box::new(move || {
+    core.on_shutdown(Box::new(move || {
         *on_stop.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
         on_stop.1.notify_all();
     }));
-    let shared = shared.clone();
+    let core = core.clone();
     let thread = std::thread::Builder::new().name("strata-flash-age".into()).spawn(move || {
-        let Some(tier) = shared.engine.flash() else { return };
+        let Some(tier) = core.engine.flash() else { return };
         let mut state = FlashIdle::default();
         loop {
-            if shared.is_shutting_down() {
+            if core.is_shutting_down() {
                 return;
             }
-            tier.flash_write_idle(shared.clock.now(), &mut state);
+            tier.flash_write_idle(core.clock.now(), &mut state);
             let (lock, cvar) = &*stop;
             let stopped = lock.lock().unwrap_or_else(|e| e.into_inner());
             let (stopped, _) = cvar.wait_timeout_while(stopped, PASS_INTERVAL, |s| !*s).unwrap_or_else(|e| e.into_inner());

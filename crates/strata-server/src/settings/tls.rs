@@ -1,4 +1,4 @@
-//! The `-Z` / `-o ssl_*` settings, as memcached 1.6 names and prints them
+//! The `-Z` / `-o ssl_*` settings (`tls/` runs them), as memcached 1.6 names and prints them
 //! (`stats settings`), and the per-listener mode of `-l notls:|btls:|mtls:`.
 
 use std::path::PathBuf;

@@ -1,11 +1,11 @@
 //! The bound on the memory of flash read-ahead, across all workers.
 //!
 //! A request parked on a flash read queues the reads of the keys it and
-//! the requests behind it will need next (`service/read_ahead.rs`), up to
+//! the requests behind it will need next (`read_ahead.rs`), up to
 //! `READ_AHEAD` reads a connection, each a buffer of 4 KiB to 64 KiB. Per
 //! connection that is bounded; across thousands of pipelining connections
 //! it would not be. So every read queued *ahead* takes its buffer's bytes
-//! from one budget ([`ReadAheadBudget`], in `Shared`) and gives them back
+//! from one budget ([`ReadAheadBudget`], the flash feature's) and gives them back
 //! when its wait is dropped: used by its request, abandoned at the end of
 //! a run or when the connection closes, failed. The [`AheadCharge`] that
 //! holds them is a field of the wait, so no path can keep them.
@@ -19,7 +19,7 @@
 //! default [`default_max`]: a sixty-fourth of `-m`, at least 1 MiB. It is
 //! memory outside `-m`, like connection buffers, so it is kept a small
 //! share of it; 1 MiB still holds 256 reads of 4 KiB, a full flash ring of
-//! a worker (`flash_io.rs`), so a small `-m` still sends full batches.
+//! a worker (`io.rs`), so a small `-m` still sends full batches.
 //! `stats memory` shows the bytes held (`flash_read_ahead_bytes`).
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -5,7 +5,7 @@
 //!
 //! Nothing here runs on the request path: a scrape collects the same
 //! `(name, value)` pairs `stats`, `stats settings`, `stats items` and `stats
-//! slabs` print (`ops::stats_cmd::collect`, on the metrics thread), and maps
+//! slabs` print (`report::stats::collect`, on the metrics thread), and maps
 //! them as the exporter's collector (`pkg/exporter/exporter.go`) maps what
 //! it reads over the wire: the same keys, the same conditions (extstore
 //! families only when `extstore_limit_maxbytes` is there, the LRU crawler's
@@ -24,11 +24,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
-use std::sync::Arc;
 
-use super::stats_cmd::{collect as collect_stats, Group as StatsGroup};
+use super::stats::{collect as collect_stats, Group as StatsGroup};
 use crate::ctx::Ctx;
-use crate::shared::Shared;
+use crate::runtime::Runtime;
 use crate::stats::WorkerStats;
 
 /// A family's type line.
@@ -154,19 +153,19 @@ struct StatMaps {
     slabs_global: HashMap<String, String>,
 }
 
-fn group(ctx: &Ctx<'_>, name: &[u8]) -> Vec<(String, String)> {
-    match collect_stats(ctx, name) {
+fn group(rt: &Runtime, ctx: &Ctx<'_>, name: &[u8]) -> Vec<(String, String)> {
+    match collect_stats(rt, ctx, name) {
         StatsGroup::Values(v) => v,
         _ => Vec::new(),
     }
 }
 
 impl StatMaps {
-    fn collect(shared: &Arc<Shared>) -> StatMaps {
+    fn collect(rt: &Runtime) -> StatMaps {
         let scratch = WorkerStats::default();
-        let ctx = Ctx::new(shared, &scratch);
+        let ctx = Ctx::new(&rt.core, &scratch);
         let mut items: BTreeMap<u32, HashMap<String, String>> = BTreeMap::new();
-        for (k, v) in group(&ctx, b"items") {
+        for (k, v) in group(rt, &ctx, b"items") {
             let mut parts = k.splitn(3, ':');
             if let (Some("items"), Some(class), Some(field)) = (parts.next(), parts.next(), parts.next()) {
                 if let Ok(class) = class.parse() {
@@ -176,7 +175,7 @@ impl StatMaps {
         }
         let mut slabs: BTreeMap<u32, HashMap<String, String>> = BTreeMap::new();
         let mut slabs_global = HashMap::new();
-        for (k, v) in group(&ctx, b"slabs") {
+        for (k, v) in group(rt, &ctx, b"slabs") {
             match k.split_once(':').and_then(|(c, f)| Some((c.parse::<u32>().ok()?, f))) {
                 Some((class, field)) => {
                     slabs.entry(class).or_default().insert(field.to_string(), v);
@@ -187,8 +186,8 @@ impl StatMaps {
             }
         }
         StatMaps {
-            general: group(&ctx, b"").into_iter().collect(),
-            settings: group(&ctx, b"settings").into_iter().collect(),
+            general: group(rt, &ctx, b"").into_iter().collect(),
+            settings: group(rt, &ctx, b"settings").into_iter().collect(),
             items,
             slabs,
             slabs_global,
@@ -472,7 +471,7 @@ const STRATA_GENERAL: &[Simple] = &[
     c("strata_extstore_small_tail_blocked_total", "extstore_small_tail_blocked", "Times the flash log found every old page still holding small-store data."),
 ];
 
-fn strata_families(x: &mut Exposition, shared: &Shared, m: &StatMaps) {
+fn strata_families(x: &mut Exposition, rt: &Runtime, m: &StatMaps) {
     let version = m.general.get("strata_version").map_or("", String::as_str);
     let engine = m.settings.get("io_engine").map_or("", String::as_str);
     let help = "Strata's release and the I/O engine its workers run.";
@@ -480,7 +479,7 @@ fn strata_families(x: &mut Exposition, shared: &Shared, m: &StatMaps) {
     simple(x, STRATA_GENERAL, &m.general, &[]);
     // From the engine, not from `stats`: plain `stats` keeps memcached's
     // list of names (its t/stats.t counts them).
-    let e = shared.engine.stats();
+    let e = rt.core.engine.stats();
     x.sample("strata_index_slots", "Slots of the key index, every shard.", Kind::Gauge, &[], e.index_slots as f64);
     let help = "Lock-free get attempts repeated because a writer ran in the shard meanwhile.";
     x.sample("strata_get_retries_total", help, Kind::Counter, &[], e.get_retries as f64);
@@ -490,11 +489,11 @@ fn strata_families(x: &mut Exposition, shared: &Shared, m: &StatMaps) {
 
 /// The request latency histograms behind `stats latency`
 /// (`ops/latency.rs`), while they are collected.
-fn latency_families(x: &mut Exposition, shared: &Arc<Shared>) {
-    if !shared.settings.latency_stats {
+fn latency_families(x: &mut Exposition, rt: &Runtime) {
+    if !rt.core.settings.latency_stats {
         return;
     }
-    for h in super::latency::prometheus_histograms(shared) {
+    for h in crate::ops::latency::prometheus_histograms(&rt.ops.requests) {
         x.histogram(
             "strata_request_duration_seconds",
             "Time from a request's bytes being read to its reply being handed to the kernel.",
@@ -506,15 +505,33 @@ fn latency_families(x: &mut Exposition, shared: &Arc<Shared>) {
     }
 }
 
+/// `stats mrc`'s curve: one gauge sample per simulated size.
+fn mrc_families(x: &mut Exposition, rt: &Runtime) {
+    let help = "Estimated miss ratio at this many megabytes of -m (stats mrc: sampled S3-FIFO simulations).";
+    for (mb, ratio) in crate::ops::mrc::curve(rt.ops.mrc.as_ref(), &rt.core) {
+        x.sample("strata_mrc_miss_ratio", help, Kind::Gauge, &[("megabytes", &crate::ops::mrc::megabytes(mb))], ratio);
+    }
+}
+
+/// `/metrics`: `strata_memory_bytes{part="..."}`, one sample per line of
+/// `stats memory` (its name without `_bytes`).
+fn memory_families(x: &mut Exposition, rt: &Runtime) {
+    let help = "Resident memory by structure, as stats memory reports it (part=\"rss\": the whole; \"unaccounted\": rss less the other parts).";
+    for (name, bytes) in super::memory::breakdown(rt) {
+        let part = name.strip_suffix("_bytes").unwrap_or(name);
+        x.sample("strata_memory_bytes", help, Kind::Gauge, &[("part", part)], bytes as f64);
+    }
+}
+
 /// The whole `/metrics` body.
-pub fn render(shared: &Arc<Shared>) -> String {
-    let maps = StatMaps::collect(shared);
+pub fn render(rt: &Runtime) -> String {
+    let maps = StatMaps::collect(rt);
     let mut x = Exposition::default();
     exporter_families(&mut x, &maps);
-    strata_families(&mut x, shared, &maps);
-    latency_families(&mut x, shared);
-    super::mrc::prometheus(&mut x, shared);
-    super::memory::prometheus(&mut x, shared);
+    strata_families(&mut x, rt, &maps);
+    latency_families(&mut x, rt);
+    mrc_families(&mut x, rt);
+    memory_families(&mut x, rt);
     x.text()
 }
 

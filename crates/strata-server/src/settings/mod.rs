@@ -1,5 +1,20 @@
 //! Server settings: everything the command line decides, in one struct that
 //! the workers share read-only. Names and defaults are memcached's.
+//!
+//! Plain data: this module and its files (`tls.rs`, `warm.rs`,
+//! `memory.rs`: the settings of TLS, warm return and the memory governor)
+//! import no feature, so every part of the server can read its settings
+//! without depending on another part. The features re-export the types
+//! they own (`tls::TlsSettings`, `journal::WarmSettings`,
+//! `memory::GovernorConfig`).
+
+mod memory;
+mod tls;
+mod warm;
+
+pub use memory::{GovernorConfig, MemorySource};
+pub use tls::{min_version_text, ListenTls, TlsSettings, VerifyMode};
+pub use warm::{WarmSettings, JOURNAL_DEFAULT_ENTRIES, JOURNAL_MAX_ENTRIES};
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -33,10 +48,10 @@ pub struct Settings {
     pub restart_strict: bool,
     /// Warm return (`journal/`): `-o journal_size`, `restart_max_downtime`,
     /// `restart_peers`, `restart_margin`, `restart_peer_timeout`.
-    pub warm: crate::journal::WarmSettings,
+    pub warm: WarmSettings,
 
     /// `-m auto` or `-o memory_pressure_yield`: the memory governor (`memory/`).
-    pub memory_governor: Option<crate::memory::GovernorConfig>,
+    pub memory_governor: Option<GovernorConfig>,
     /// `-o memory_pressure_yield`.
     pub memory_pressure_yield: bool,
     /// `-o io_engine`.
@@ -48,9 +63,9 @@ pub struct Settings {
     pub tcp_port: u16,
     /// Each `tcp_listen` entry's TLS mode (`-Z`, `-l notls:|btls:|mtls:`);
     /// missing entries are plain.
-    pub tcp_listen_tls: Vec<crate::tls::ListenTls>,
+    pub tcp_listen_tls: Vec<ListenTls>,
     /// `-Z` and `-o ssl_*` (None: TLS off).
-    pub tls: Option<crate::tls::TlsSettings>,
+    pub tls: Option<TlsSettings>,
     /// `-p 0` turns TCP off (memcached's meaning); `-p -1` is an ephemeral
     /// port, which `tcp_listen` carries as port 0.
     pub tcp_enabled: bool,
@@ -206,7 +221,7 @@ impl Default for Settings {
             shutdown_enabled: false,
             memory_file: None,
             restart_strict: false,
-            warm: crate::journal::WarmSettings::default(),
+            warm: WarmSettings::default(),
 
             memory_governor: None,
             memory_pressure_yield: false,

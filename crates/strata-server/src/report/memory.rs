@@ -20,8 +20,8 @@
 //! Sources: the engine's `stats` (`strata-store`), each feature's own
 //! `bytes()` (`journal/`, `ops/mrc.rs`, `ops/latency.rs`, `ops/hotkeys.rs`),
 //! gauges the workers set when a structure changes size ([`WorkerMemory`],
-//! [`crate::shared::ConnInfo::note_buffers`], at the end of a connection's
-//! turn), the read-ahead budget (`read_ahead_budget.rs`), `/proc/self/status` (`VmRSS`), `/proc/self/smaps` (the binary's,
+//! [`crate::registry::ConnInfo::note_buffers`], at the end of a connection's
+//! turn), the read-ahead budget (`flash/budget.rs`), `/proc/self/status` (`VmRSS`), `/proc/self/smaps` (the binary's,
 //! the libraries' and io_uring's queues' pages, read at most once a
 //! second: [`MAPPED_FRESH`]) and the allocator
 //! (`sys/malloc.rs`). `unaccounted` is what no line
@@ -44,29 +44,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::shared::{ConnKind, Shared};
-
-/// One worker's structures that only it can measure, set by it when they
-/// change size (never per request).
-#[derive(Default, Debug)]
-pub struct WorkerMemory {
-    /// io_uring: the provided receive buffers and their ring of entries.
-    pub uring_recv_buffers: AtomicU64,
-    /// epoll: idle read buffers kept for the next connection that reads.
-    pub read_pool: AtomicU64,
-    /// The worker's connection slots (one per connection it ever held at once).
-    pub conn_slots: AtomicU64,
-}
-
-impl WorkerMemory {
-    /// Set `gauge` to `bytes`, writing only when it changed.
-    #[inline]
-    pub fn set(gauge: &AtomicU64, bytes: usize) {
-        if gauge.load(Ordering::Relaxed) != bytes as u64 {
-            gauge.store(bytes as u64, Ordering::Relaxed);
-        }
-    }
-}
+use crate::registry::ConnKind;
+use crate::runtime::Runtime;
+use crate::stats::WorkerMemory;
 
 /// `VmRSS` of /proc/self/status, in bytes.
 pub fn rss_bytes() -> u64 {
@@ -154,7 +134,8 @@ fn is_mapping_header(line: &str) -> bool {
 
 /// The breakdown, `(name, bytes)`, in the reply's order: `rss_bytes`
 /// first, `unaccounted_bytes` (RSS less every other line) last.
-pub fn breakdown(shared: &Shared) -> Vec<(&'static str, i64)> {
+pub fn breakdown(rt: &Runtime) -> Vec<(&'static str, i64)> {
+    let shared = &rt.core;
     let e = shared.engine.stats();
     // -m's allocated bytes hold the flash tier's and most of the index's
     // and the ghost's: each is reported once, on its own line.
@@ -166,7 +147,7 @@ pub fn breakdown(shared: &Shared) -> Vec<(&'static str, i64)> {
         ("index_bytes", e.index_bytes),
         ("ghost_bytes", e.ghost_bytes),
         ("store_meta_bytes", e.meta_bytes),
-        ("journal_bytes", shared.journal.resident_bytes()),
+        ("journal_bytes", rt.journal.resident_bytes()),
     ];
     let mapped = mapped_pages();
     let worker = |f: fn(&WorkerMemory) -> &AtomicU64| shared.worker_stats.iter().map(|w| f(&w.memory).load(Ordering::Relaxed)).sum::<u64>();
@@ -177,10 +158,10 @@ pub fn breakdown(shared: &Shared) -> Vec<(&'static str, i64)> {
     let conn_buffers = conns.iter().filter(|(_, c)| c.kind == ConnKind::Client).map(|(_, c)| c.buffer_bytes()).sum();
     parts.push(("conn_buffers_bytes", conn_buffers));
     parts.push(("conn_slots_bytes", worker(|m| &m.conn_slots)));
-    parts.push(("flash_read_ahead_bytes", shared.read_ahead.held()));
-    parts.push(("mrc_bytes", super::mrc::bytes(shared)));
-    parts.push(("latency_bytes", shared.worker_stats.iter().map(|w| w.requests.latency_bytes() as u64).sum()));
-    parts.push(("hotkeys_bytes", shared.worker_stats.iter().map(|w| w.requests.hotkeys.bytes() as u64).sum()));
+    parts.push(("flash_read_ahead_bytes", rt.flash.read_ahead.held()));
+    parts.push(("mrc_bytes", crate::ops::mrc::bytes(rt.ops.mrc.as_ref())));
+    parts.push(("latency_bytes", rt.ops.requests.iter().map(|w| w.latency_bytes() as u64).sum()));
+    parts.push(("hotkeys_bytes", rt.ops.requests.iter().map(|w| w.hotkeys.bytes() as u64).sum()));
     parts.push(("binary_bytes", mapped.binary));
     parts.push(("libraries_bytes", mapped.libraries));
     parts.push(("malloc_free_bytes", crate::sys::malloc::info().map_or(0, |m| m.free_bytes)));
@@ -194,19 +175,9 @@ pub fn breakdown(shared: &Shared) -> Vec<(&'static str, i64)> {
 }
 
 /// `stats memory`.
-pub fn stats(shared: &Shared, t: &mut Vec<(String, String)>) {
-    for (name, bytes) in breakdown(shared) {
+pub fn stats(rt: &Runtime, t: &mut Vec<(String, String)>) {
+    for (name, bytes) in breakdown(rt) {
         t.push((name.to_string(), bytes.to_string()));
-    }
-}
-
-/// `/metrics`: `strata_memory_bytes{part="..."}`, one sample per line of
-/// `stats memory` (its name without `_bytes`).
-pub fn prometheus(x: &mut super::metrics::Exposition, shared: &Shared) {
-    let help = "Resident memory by structure, as stats memory reports it (part=\"rss\": the whole; \"unaccounted\": rss less the other parts).";
-    for (name, bytes) in breakdown(shared) {
-        let part = name.strip_suffix("_bytes").unwrap_or(name);
-        x.sample("strata_memory_bytes", help, super::metrics::Kind::Gauge, &[("part", part)], bytes as f64);
     }
 }
 

@@ -12,28 +12,28 @@ use std::time::Duration;
 
 use strata_store::FlashRewrite;
 
-use crate::shared::Shared;
+use crate::core::Core;
 
 /// Longest wait between two looks when nothing is due.
 const IDLE_WAIT: Duration = Duration::from_millis(50);
 
 /// Start the thread when the engine has a small store; None otherwise.
-pub fn start(shared: &Arc<Shared>) -> std::io::Result<Option<std::thread::JoinHandle<()>>> {
-    if shared.engine.flash().is_none() || shared.settings.ext.small_item_max == 0 {
+pub fn start(core: &Arc<Core>) -> std::io::Result<Option<std::thread::JoinHandle<()>>> {
+    if core.engine.flash().is_none() || core.settings.ext.small_item_max == 0 {
         return Ok(None);
     }
-    let waker = shared.clone();
-    shared.on_shutdown(Box::new(move || {
+    let waker = core.clone();
+    core.on_shutdown(Box::new(move || {
         if let Some(tier) = waker.engine.flash() {
             tier.flash_rewrite_wake();
         }
     }));
-    let shared = shared.clone();
+    let core = core.clone();
     let thread = std::thread::Builder::new().name("strata-flash-merge".into()).spawn(move || {
-        let Some(tier) = shared.engine.flash() else { return };
+        let Some(tier) = core.engine.flash() else { return };
         let mut state = FlashRewrite::default();
-        while !shared.is_shutting_down() {
-            if !tier.flash_rewrite(shared.clock.now(), &mut state) {
+        while !core.is_shutting_down() {
+            if !tier.flash_rewrite(core.clock.now(), &mut state) {
                 tier.flash_rewrite_wait(IDLE_WAIT);
             }
         }

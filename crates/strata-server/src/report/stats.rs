@@ -1,5 +1,7 @@
-//! `stats`, `stats settings|items|slabs|conns|reset|detail`, with memcached's
-//! field names wherever a field means the same thing.
+//! `stats`, `stats settings|items|slabs|conns|reset|detail` and Strata's own
+//! groups, with memcached's field names wherever a field means the same
+//! thing: the one command that reads every feature's figures, so it is the
+//! runtime's, not a feature's.
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
@@ -7,18 +9,20 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use strata_proto::Tokens;
 
-use super::{push_line, Started};
 use crate::ctx::Ctx;
+use crate::ops::{push_line, Started};
+use crate::output::Output;
+use crate::runtime::Runtime;
 
 /// Collected `(name, value)` pairs, shared by the text and binary protocols.
-pub(crate) type Stats = Vec<(String, String)>;
+pub type Stats = Vec<(String, String)>;
 
 fn stat(out: &mut Stats, name: &str, value: impl std::fmt::Display) {
     out.push((name.to_string(), value.to_string()));
 }
 
 /// What a stats group asks for.
-pub(crate) enum Group {
+pub enum Group {
     Values(Stats),
     Reset,
     DetailUsage,
@@ -26,36 +30,35 @@ pub(crate) enum Group {
 }
 
 /// The stats of `group` (empty for the general stats).
-pub(crate) fn collect(ctx: &Ctx<'_>, group: &[u8]) -> Group {
+pub fn collect(rt: &Runtime, ctx: &Ctx<'_>, group: &[u8]) -> Group {
     let mut t = Stats::new();
     match group {
-        b"" => general(ctx, &mut t),
+        b"" => general(rt, &mut t),
         b"reset" => {
-            for w in &ctx.shared.worker_stats {
+            for w in &ctx.core.worker_stats {
                 w.reset();
             }
-            ctx.shared.engine.reset_stats();
-            ctx.shared.ops.detail.clear();
-            crate::ops::latency::reset(ctx.shared);
-            crate::ops::mrc::reset(ctx.shared);
+            ctx.core.engine.reset_stats();
+            rt.ops.detail.clear();
+            crate::ops::latency::reset(&rt.ops.requests);
+            crate::ops::mrc::reset(rt.ops.mrc.as_ref(), &rt.core);
             return Group::Reset;
         }
         b"detail" => return Group::DetailUsage,
-        b"settings" => settings(ctx, &mut t),
-        b"items" => crate::ops::slab_view::items(ctx, &mut t),
+        b"settings" => settings(rt, ctx, &mut t),
+        b"items" => crate::ops::slab_view::items(&rt.ops.crawler, ctx, &mut t),
         b"slabs" => crate::ops::slab_view::slabs(ctx, &mut t),
         b"sizes" => crate::ops::slab_view::sizes(ctx, &mut t),
         b"conns" => crate::ops::conns::conns(ctx, &mut t),
-        b"latency" => crate::ops::latency::stats(ctx.shared, &mut t),
-        b"hotkeys" => crate::ops::hotkeys::stats(ctx.shared, &mut t),
+        b"latency" => crate::ops::latency::stats(&rt.ops.requests, rt.core.settings.latency_stats, &mut t),
+        b"hotkeys" => crate::ops::hotkeys::stats(rt.ops.requests.iter().map(|w| &w.hotkeys), rt.core.settings.hotkeys, rt.core.clock.now(), &mut t),
         b"journal" => {
-            let shared = ctx.shared;
-            crate::journal::warm::journal_lines(&shared.journal, &mut |name, value| t.push((name.to_string(), value)));
-            crate::journal::warm::warm_lines(shared.warm.as_ref(), &shared.catchup, &mut |name, value| t.push((name.to_string(), value)));
+            crate::journal::warm::journal_lines(&rt.journal, &mut |name, value| t.push((name.to_string(), value)));
+            rt.warm.lines(&mut |name, value| t.push((name.to_string(), value)));
         }
 
-        b"mrc" => crate::ops::mrc::stats(ctx.shared, &mut t),
-        b"memory" => crate::ops::memory::stats(ctx.shared, &mut t),
+        b"mrc" => crate::ops::mrc::stats(rt.ops.mrc.as_ref(), &rt.core, &mut t),
+        b"memory" => super::memory::stats(rt, &mut t),
         b"extstore" => crate::ops::extstore::pages(ctx, &mut |name, value| t.push((name, value))),
         _ => return Group::Unknown,
     }
@@ -74,11 +77,11 @@ fn rusage() -> (f64, f64) {
 }
 
 /// `stats [group]` over the text protocol (`stats cachedump` starts a dump).
-pub fn stats(ctx: &Ctx<'_>, args: Tokens<'_>, out: &mut Vec<u8>) -> Started {
-    if let Some(started) = super::stats(ctx, &args, out) {
+pub fn stats(rt: &Runtime, ctx: &Ctx<'_>, args: Tokens<'_>, out: &mut Output) -> Started {
+    if let Some(started) = crate::ops::stats(&rt.ops, ctx, &args, out) {
         return started;
     }
-    match collect(ctx, args.get(1)) {
+    match collect(rt, ctx, args.get(1)) {
         Group::Values(values) => {
             let mut text = String::new();
             for (name, value) in values {
@@ -103,8 +106,8 @@ pub fn stats(ctx: &Ctx<'_>, args: Tokens<'_>, out: &mut Vec<u8>) -> Started {
 /// rebalancing, response-object and read-buffer pools, the segmented LRU's
 /// moves) are 0, which is what they count here; docs/COMPATIBILITY.md lists
 /// them. Strata's own fields come last, only when their feature is on.
-fn general(ctx: &Ctx<'_>, t: &mut Stats) {
-    let shared = ctx.shared;
+fn general(rt: &Runtime, t: &mut Stats) {
+    let shared = &rt.core;
     let st = &shared.settings;
     let s = shared.stats();
     let e = shared.engine.stats();
@@ -208,7 +211,7 @@ fn general(ctx: &Ctx<'_>, t: &mut Stats) {
         stat(t, "slab_reassign_running", 0);
         stat(t, "slabs_moved", 0);
     }
-    let crawler = crate::ops::crawler::totals(ctx);
+    let crawler = crate::ops::crawler::totals(&rt.ops.crawler);
     if crawler.enabled {
         stat(t, "lru_crawler_running", u8::from(crawler.running));
         stat(t, "lru_crawler_starts", crawler.starts);
@@ -217,7 +220,7 @@ fn general(ctx: &Ctx<'_>, t: &mut Stats) {
         stat(t, "lru_maintainer_juggles", 0);
     }
     stat(t, "malloc_fails", 0);
-    let log = ctx.shared.ops.log.totals();
+    let log = rt.ops.log.totals();
     stat(t, "log_worker_dropped", log.worker_dropped);
     stat(t, "log_worker_written", log.worker_written);
     stat(t, "log_watcher_skipped", log.watcher_skipped);
@@ -226,7 +229,7 @@ fn general(ctx: &Ctx<'_>, t: &mut Stats) {
     if let Some(x) = &ext {
         crate::ops::extstore::storage_lines(x, &mut |name, value| stat(t, name, value));
     }
-    if let Some(tls) = &shared.tls {
+    if let Some(tls) = &rt.tls {
         crate::tls::stats::general_lines(tls, shared.clock.now(), &mut |name, value| stat(t, name, value));
     }
     stat(t, "unexpected_napi_ids", 0);
@@ -267,7 +270,7 @@ fn general(ctx: &Ctx<'_>, t: &mut Stats) {
         stat(t, "ghost_bytes", e.ghost_bytes);
         stat(t, "ghost_hits", e.ghost_hits);
     }
-    crate::journal::warm::warm_lines(shared.warm.as_ref(), &shared.catchup, &mut |name, value| stat(t, name, value));
+    rt.warm.lines(&mut |name, value| stat(t, name, value));
     if let Some(x) = &ext {
         crate::ops::extstore::own_lines(x, &mut |name, value| stat(t, name, value));
         stat(t, "extstore_reads_ahead", s.extstore_reads_ahead);
@@ -276,7 +279,7 @@ fn general(ctx: &Ctx<'_>, t: &mut Stats) {
             crate::ops::extstore::small_lines(x, &mut |name, value| stat(t, name, value));
         }
     }
-    if let Some(g) = &shared.memory_governor {
+    if let Some(g) = &rt.memory {
         g.stats(&mut |name, value| stat(t, name, value));
     }
 }
@@ -293,17 +296,17 @@ fn reserved_fds(curr_connections: u64) -> u64 {
 /// build with extstore, without TLS, the proxy or seccomp), then
 /// Strata's own. Knobs a segment store has no use for report what was asked
 /// (crate::tunables).
-fn settings(ctx: &Ctx<'_>, t: &mut Stats) {
-    let st = &ctx.shared.settings;
+fn settings(rt: &Runtime, ctx: &Ctx<'_>, t: &mut Stats) {
+    let st = &ctx.core.settings;
     let tu = &st.tunables;
     let yes_no = |on: bool| if on { "yes" } else { "no" };
-    stat(t, "maxbytes", ctx.shared.memory_limit_bytes.load(Ordering::Relaxed));
+    stat(t, "maxbytes", ctx.core.memory_limit_bytes.load(Ordering::Relaxed));
     stat(t, "maxconns", st.max_connections);
     stat(t, "tcpport", if st.tcp_enabled { st.tcp_port } else { 0 });
     stat(t, "udpport", st.udp_port);
     let inter = st.tcp_listen.iter().map(|a| a.ip().to_string()).collect::<Vec<_>>().join(",");
     stat(t, "inter", if inter.is_empty() || st.unix_socket.is_some() { "NULL".to_string() } else { inter });
-    stat(t, "verbosity", ctx.shared.ops.verbose.level());
+    stat(t, "verbosity", rt.ops.verbose.level());
     // memcached's flush_all epoch; the engine keeps its own and does not
     // expose it (docs/COMPATIBILITY.md).
     stat(t, "oldest", 0);
@@ -318,7 +321,7 @@ fn settings(ctx: &Ctx<'_>, t: &mut Stats) {
     // memcached gives each UDP port one thread when it listens on several addresses.
     stat(t, "num_threads_per_udp", if st.tcp_listen.len() > 1 { 1 } else { st.threads });
     stat(t, "stat_key_prefix", char::from(st.detail_delimiter));
-    let [crawler_on, crawler_sleep, crawler_tocrawl, detail_on] = crate::ops::crawler::settings_values(ctx);
+    let [crawler_on, crawler_sleep, crawler_tocrawl, detail_on] = crate::ops::crawler::settings_values(&rt.ops.crawler, rt.ops.detail.on());
     stat(t, detail_on.0, detail_on.1);
     stat(t, "reqs_per_event", st.reqs_per_event);
     stat(t, "cas_enabled", yes_no(!st.cas_disabled));
@@ -363,7 +366,7 @@ fn settings(ctx: &Ctx<'_>, t: &mut Stats) {
     stat(t, "track_sizes", yes_no(st.track_sizes));
     stat(t, "inline_ascii_response", "no");
     crate::ops::extstore::settings_lines(ctx, &mut |name, value| stat(t, name, value));
-    if let Some(tls) = &ctx.shared.tls {
+    if let Some(tls) = &rt.tls {
         crate::tls::stats::settings_lines(tls, &mut |name, value| stat(t, name, value));
     }
     stat(t, "num_napi_ids", tu.napi_ids);
@@ -371,7 +374,7 @@ fn settings(ctx: &Ctx<'_>, t: &mut Stats) {
     stat(t, "memory_file", memory_file.unwrap_or_else(|| "(null)".to_string()));
     stat(t, "client_flags_size", 4);
     // Strata's own, after memcached's.
-    let engine = match ctx.shared.io_engine {
+    let engine = match ctx.core.io_engine {
         crate::settings::IoEngine::Uring => "uring",
         _ => "epoll",
     };
@@ -383,5 +386,5 @@ fn settings(ctx: &Ctx<'_>, t: &mut Stats) {
     stat(t, "metrics_listen", st.metrics_listen.map_or_else(|| "NULL".to_string(), |a| a.to_string()));
     crate::journal::warm::setting_lines(&st.warm, &mut |name, value| stat(t, name, value));
     crate::ops::extstore::small_settings_lines(ctx, &mut |name, value| stat(t, name, value));
-    stat(t, "ext_read_ahead_max", ctx.shared.read_ahead.max());
+    stat(t, "ext_read_ahead_max", rt.flash.read_ahead.max());
 }
