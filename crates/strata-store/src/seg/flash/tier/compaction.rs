@@ -103,18 +103,20 @@ impl Inner {
     }
 
     /// The pages the compactor may take up, oldest first, with their
-    /// versions: sealed, nothing of the small store's on them, something
-    /// live left, not finished under this version, no write in flight.
+    /// versions ([`Self::is_candidate`]).
     fn candidates<'a>(&'a self, w: &'a Writer) -> impl Iterator<Item = (u32, u32)> + 'a {
-        w.sealed.iter().copied().filter_map(move |page| {
-            let p = page as usize;
-            let version = self.version(page);
-            let skip = self.small_live[p].load(relaxed()) > 0
-                || self.finished[p].load(relaxed()) == version
-                || self.live_items[p].load(relaxed()) == 0
-                || w.inflight.iter().any(|job| job.page == page);
-            (!skip).then_some((page, version))
-        })
+        w.sealed.iter().copied().filter(move |&page| self.is_candidate(w, page)).map(|page| (page, self.version(page)))
+    }
+
+    /// Whether the compactor may take up sealed `page`: nothing of the
+    /// small store's on it, something live left, not finished under its
+    /// version, no write in flight.
+    fn is_candidate(&self, w: &Writer, page: u32) -> bool {
+        let p = page as usize;
+        self.small_live[p].load(relaxed()) == 0
+            && self.finished[p].load(relaxed()) != self.version(page)
+            && self.live_items[p].load(relaxed()) > 0
+            && !w.inflight.iter().any(|job| job.page == page)
     }
 
     /// The page to defragment: the candidate with the fewest live bytes
@@ -137,11 +139,7 @@ impl Inner {
             live += if small { self.page_size } else { bytes };
             written += self.written_bytes[p].load(relaxed());
             records += self.written_items[p].load(relaxed());
-            let candidate = !small
-                && self.finished[p].load(relaxed()) != self.version(page)
-                && self.live_items[p].load(relaxed()) > 0
-                && !w.inflight.iter().any(|job| job.page == page);
-            if candidate && bytes < limit && pick.is_none_or(|(least, _)| bytes < least) {
+            if bytes < limit && self.is_candidate(w, page) && pick.is_none_or(|(least, _)| bytes < least) {
                 pick = Some((bytes, page));
             }
         }
