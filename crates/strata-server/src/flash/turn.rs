@@ -290,7 +290,14 @@ impl<'a> Turn<'a> {
         match finish {
             FlashFinish::Visited => Read::Hit,
             _ if self.engine.get(key, opts, now, visit) => Read::Hit,
-            FlashFinish::Moved if self.read_moved(key, index, moved, now).is_err() => Read::Parked,
+            FlashFinish::Moved => match self.read_moved(key, index, moved, now) {
+                Err(Parked) => Read::Parked,
+                // The check found the record in a block still in RAM (a
+                // partition's open block, a write buffer) and copied it
+                // into RAM: look once more, as `read_item` does.
+                Ok(()) if self.engine.get(key, opts, now, visit) => Read::Hit,
+                Ok(()) => Read::Miss,
+            },
             _ => Read::Miss,
         }
     }
