@@ -79,3 +79,26 @@ pub fn replay(inputs: &[(PathBuf, Vec<u8>)], body: impl Fn(&[u8])) {
         assert!(outcome.is_ok(), "{} fails", path.display());
     }
 }
+
+/// [`replay`] on `threads` threads, the inputs dealt round-robin, for a
+/// body whose runs do not depend on each other (the damaged-files
+/// targets: each damages its own copy of the images); every input runs,
+/// and the replay fails naming each one that failed.
+pub fn replay_on(threads: usize, inputs: &[(PathBuf, Vec<u8>)], body: impl Fn(&[u8]) + Sync) {
+    let failed = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for first in 0..threads.max(1) {
+            let (body, failed) = (&body, &failed);
+            scope.spawn(move || {
+                for (path, input) in inputs.iter().skip(first).step_by(threads.max(1)) {
+                    // Unwind safety: nothing is used after a panic but to fail.
+                    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(input))).is_err() {
+                        failed.lock().unwrap_or_else(|e| e.into_inner()).push(path.display().to_string());
+                    }
+                }
+            });
+        }
+    });
+    let failed = failed.into_inner().unwrap_or_else(|e| e.into_inner());
+    assert!(failed.is_empty(), "{} fail", failed.join(", "));
+}

@@ -7,7 +7,8 @@
 //! or a deleted key's: allowed by the rule, reported beside it).
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::RwLock;
 
 use arbitrary::{Arbitrary, Unstructured};
 
@@ -143,22 +144,36 @@ impl Image {
 struct Images {
     memory: Image,
     flash: Image,
-    work: PathBuf,
+    scratch: PathBuf,
 }
 
 /// The pristine images, built on first use; `None` again after
-/// [`remove_images`]. Held for a whole run, so runs take turns.
-static IMAGES: Mutex<Option<Images>> = Mutex::new(None);
+/// [`remove_images`]. Runs share them (each damages a copy in a work
+/// directory of its own), so a replay's inputs run on several threads;
+/// a removal waits for the runs in progress.
+static IMAGES: RwLock<Option<Images>> = RwLock::new(None);
+
+/// Work directories handed out (each run's own name).
+static RUNS: AtomicU64 = AtomicU64::new(0);
 
 fn with_images<R>(f: impl FnOnce(&Images) -> R) -> R {
-    let mut held = IMAGES.lock().unwrap_or_else(|e| e.into_inner());
-    f(held.get_or_insert_with(build_images))
+    loop {
+        let held = IMAGES.read().unwrap_or_else(|e| e.into_inner());
+        if let Some(images) = held.as_ref() {
+            return f(images);
+        }
+        drop(held);
+        let mut held = IMAGES.write().unwrap_or_else(|e| e.into_inner());
+        if held.is_none() {
+            *held = Some(build_images());
+        }
+    }
 }
 
-/// Remove this process's images and scratch directory, after the run in
-/// progress if there is one; a later run builds them again.
+/// Remove this process's images and scratch directory, after the runs in
+/// progress; a later run builds them again.
 pub fn remove_images() {
-    let mut held = IMAGES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut held = IMAGES.write().unwrap_or_else(|e| e.into_inner());
     *held = None;
     images::remove_scratch();
 }
@@ -181,7 +196,9 @@ fn build_images() -> Images {
             .collect();
         Image { root, history, baseline, written }
     };
-    Images { memory: image("memory", false), flash: image("flash", true), work }
+    let images = Images { memory: image("memory", false), flash: image("flash", true), scratch };
+    let _ = std::fs::remove_dir_all(&work);
+    images
 }
 
 /// Key `i` read as the server reads it: (value, flags) or a miss.
@@ -214,7 +231,13 @@ pub fn run(kind: FileKind, input: &Damage) -> Outcome {
 
 fn run_on(all: &Images, kind: FileKind, input: &Damage) -> Outcome {
     let image = if kind.flash() { &all.flash } else { &all.memory };
-    let work = all.work.as_path();
+    let work = all.scratch.join(format!("run-{}", RUNS.fetch_add(1, Ordering::Relaxed)));
+    let out = run_in(image, kind, input, &work);
+    let _ = std::fs::remove_dir_all(&work);
+    out
+}
+
+fn run_in(image: &Image, kind: FileKind, input: &Damage, work: &Path) -> Outcome {
     let variant = usize::from(input.crash);
     images::copy_tree(&image.root.join(["clean", "crash"][variant]), work).expect("copy image");
     let targets: Vec<PathBuf> = images::files(work).into_iter().filter(|rel| kind.holds(rel)).collect();

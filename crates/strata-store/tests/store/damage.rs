@@ -4,7 +4,7 @@
 //! (never a panic, never a value nobody wrote). The seeds and bug inputs
 //! (`fuzz/corpus`) and the runs' finds (`fuzz/grown`) both.
 
-use strata_store::fuzzing::corpus::{inputs, replay, Kept};
+use strata_store::fuzzing::corpus::{inputs, replay_on, Kept};
 use strata_store::fuzzing::{fuzz_flash_files, fuzz_memory_file, remove_images};
 
 /// A fuzz target's body.
@@ -12,12 +12,17 @@ type Body = fn(&[u8]);
 
 const TARGETS: [(&str, Body); 2] = [("memory_file", fuzz_memory_file), ("flash_files", fuzz_flash_files)];
 
+/// Inputs replayed at once: each damages its own copy of the images.
+fn threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 4)
+}
+
 #[test]
 fn damaged_files_corpora_replay() {
     for (target, body) in TARGETS {
         let seeds = inputs(target, Kept::Seeds);
         assert!(!seeds.is_empty(), "fuzz/corpus/{target}: empty");
-        replay(&seeds, body);
+        replay_on(threads(), &seeds, body);
     }
     remove_images();
 }
@@ -26,7 +31,7 @@ fn damaged_files_corpora_replay() {
 #[test]
 fn damaged_files_grown_replay() {
     for (target, body) in TARGETS {
-        replay(&inputs(target, Kept::Grown), body);
+        replay_on(threads(), &inputs(target, Kept::Grown), body);
     }
     remove_images();
 }

@@ -164,10 +164,17 @@ fn small_and_large_items_come_back_after_restarts_at_every_file_size() {
         // load and the small store refuse items, which RAM then evicts, or
         // drop them (both counted). What a restart must keep is what was
         // there.
+        let lost = |conn: &mut Conn| ["evictions", "extstore_small_dropped", "extstore_objects_evicted"].map(|s| conn.stat(s) as usize).iter().sum::<usize>();
+        let before = lost(&mut conn);
         let (loaded, wrong) = read_all(&mut conn, &versions, &len);
         assert_eq!(wrong, 0, "{size}, loaded");
-        let evicted = ["evictions", "extstore_small_dropped", "extstore_objects_evicted"].map(|s| conn.stat(s) as usize).iter().sum::<usize>();
+        let evicted = lost(&mut conn);
         assert!(versions.len() - loaded <= evicted, "{size}: {loaded} of {} with {evicted} evicted or dropped: {}", versions.len(), flash_stats(&mut conn));
+        // The read itself moves items: a get from flash brings one back to
+        // RAM now and then (ext_recache_rate), and at -m 8 that can push
+        // another out for good (counted). What is there at the stop is
+        // what was read, less those.
+        let lost_reading = evicted - before;
         assert!(loaded * 100 >= versions.len() * 99, "{size}, loaded: {loaded} of {}: {}", versions.len(), flash_stats(&mut conn));
         drop(conn);
 
@@ -175,7 +182,8 @@ fn small_and_large_items_come_back_after_restarts_at_every_file_size() {
         let (server, _) = start_logged(&args);
         let mut conn = Conn::to(&server);
         let (hits, wrong) = read_all(&mut conn, &versions, &len);
-        assert_eq!((hits, wrong), (loaded, 0), "{size}, after SIGTERM: {}", flash_stats(&mut conn));
+        assert_eq!(wrong, 0, "{size}, after SIGTERM");
+        assert!(hits <= loaded && hits + lost_reading >= loaded, "{size}, after SIGTERM: {hits} of {loaded}, {lost_reading} lost while reading: {}", flash_stats(&mut conn));
         drop(conn);
 
         stop(server, "-KILL");
